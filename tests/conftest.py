@@ -1,0 +1,62 @@
+"""Shared fixtures: a real Kafka broker (never a fake) and unique topic names."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from runfacts.devenv import LocalKafka, docker_available
+
+KAFKA_IMAGE = "apache/kafka:4.1.0"
+
+
+def _testcontainers_kafka() -> Iterator[str]:
+    """apache/kafka in Docker (testcontainers' KafkaContainer only knows Confluent images)."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    container = (
+        DockerContainer(KAFKA_IMAGE)
+        .with_bind_ports(9092, 19092)
+        .with_env("KAFKA_LISTENERS", "PLAINTEXT://:9092,CONTROLLER://:9093")
+        .with_env("KAFKA_ADVERTISED_LISTENERS", "PLAINTEXT://127.0.0.1:19092")
+    )
+    for key, value in _compose_broker_env().items():
+        container = container.with_env(key, value)
+    with container:
+        wait_for_logs(container, "Kafka Server started", timeout=120)
+        yield "127.0.0.1:19092"
+
+
+def _compose_broker_env() -> dict[str, str]:
+    from runfacts.devenv import REPO
+
+    env: dict[str, str] = {}
+    for line in (REPO / "scripts/kafka/broker.properties").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env["KAFKA_" + key.upper().replace(".", "_")] = value
+    env["KAFKA_CONTROLLER_QUORUM_VOTERS"] = "1@localhost:9093"
+    return env
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers of a real broker: $KAFKA_BOOTSTRAP_SERVERS, Docker, or scripts/kafka.sh."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+    elif os.environ.get("RUNFACTS_USE_DOCKER") == "1" and docker_available():
+        yield from _testcontainers_kafka()
+    else:
+        yield LocalKafka().start()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique suffix for topic and group names, so tests never share data."""
+    return uuid.uuid4().hex[:10]
