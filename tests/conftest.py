@@ -50,7 +50,7 @@ def kafka_bootstrap() -> Iterator[str]:
     configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if configured:
         yield configured
-    elif os.environ.get("RUNFACTS_USE_DOCKER") == "1" and docker_available():
+    elif docker_available():
         yield from _testcontainers_kafka()
     else:
         yield LocalKafka().start()
