@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import typer
 
+from runfacts.processors.engine_cli import app as engine_app
+
 app = typer.Typer(
     name="runfacts",
     help="Durable, replayable, auditable facts for AI-agent runs, on Kafka.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(engine_app, name="engine")
 
 
 def main() -> None:
