@@ -1,7 +1,7 @@
 """Changelog topics: creation at start-up and restore of a partition's stores before processing.
 
-Restore of one store of one partition:
-  1. ask the end offset of the changelog partition (read_committed: the last stable offset,
+Restore of the stores of newly assigned partitions (all changelog partitions read at once):
+  1. ask the end offset of each changelog partition (read_committed: the last stable offset,
      so records of an open or aborted transaction are never restored);
   2. start after the changelog offset the store already reflects (records already in the
      store are skipped by offset); a store claiming an offset beyond the end (changelog
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from itertools import groupby
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -75,24 +76,38 @@ def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
 
 
 class Restorer:
-    """Brings a partition's stores up to the end of their changelogs."""
+    """Brings partitions' stores up to the end of their changelogs, all partitions at once."""
 
     def __init__(self, app: Application, settings: EngineSettings) -> None:
         self._app = app
         self._settings = settings
         self._consumer: Consumer | None = None
-        self.restored = 0
 
-    def restore(self, partition: int, backend: Backend) -> int:
-        """Restore every store of `partition`; returns the number of records applied."""
-        total = sum(self._restore_store(partition, backend, s) for s in self._app.all_stores)
-        self.restored += total
-        return total
-
-    def _restore_store(self, partition: int, backend: Backend, store: str) -> int:
+    def restore(self, backends: dict[int, Backend]) -> int:
+        """Restore every store of every given partition; returns the records applied."""
         consumer = self._client()
-        tp = TopicPartition(self._app.changelog_topic(store), partition)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+        todo = {}
+        for partition, backend in backends.items():
+            for store in self._app.all_stores:
+                tp, end = self._start(consumer, partition, backend, store)
+                if tp is not None:
+                    todo[(tp.topic, partition)] = (tp, end, backend, store)
+        if not todo:
+            return 0
+        consumer.assign([tp for tp, *_ in todo.values()])
+        try:
+            count = self._consume(consumer, todo)
+        finally:
+            consumer.unassign()
+        log.info("restored %d changelog records into %d store partitions", count, len(todo))
+        return count
+
+    def _start(self, consumer: Consumer, partition: int, backend: Backend,
+               store: str) -> tuple[TopicPartition | None, int]:
+        """Steps 1-2: where to start reading (None: the store is current)."""
+        topic = self._app.changelog_topic(store)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30,
+                                                   cached=False)
         stored = int(backend.meta().get(changelog_key(store), b"-1"))
         if stored >= high:
             log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
@@ -100,34 +115,30 @@ class Restorer:
             backend.clear(store)
             stored = -1
         start = max(stored + 1, low)
-        if start >= high:
-            return 0
-        consumer.assign([TopicPartition(tp.topic, partition, start)])
-        try:
-            count = self._consume_until(consumer, high, lambda batch: backend.restore(store, batch))
-        finally:
-            consumer.unassign()
-        log.info("restored %d records into %s[%d] (changelog %d..%d)",
-                 count, store, partition, start, high)
-        return count
+        return (TopicPartition(topic, partition, start) if start < high else None), high
 
-    def _consume_until(self, consumer: Consumer, end: int,
-                       apply: Callable[[list], None]) -> int:
+    def _consume(self, consumer: Consumer, todo: dict[tuple[str, int], tuple]) -> int:
+        """Step 3: batches until every changelog partition reached its end."""
         count = 0
+        pending = set(todo)
         deadline = time.monotonic() + self._settings.restore_timeout_s
-        while True:
+        while pending:
             msgs = consumer.consume(self._settings.restore_batch, 0.05)
             data = [m for m in msgs if m.error() is None]
-            eof = len(data) != len(msgs) and _only_eof(msgs)
-            if data:
-                apply(data)
-                count += len(data)
+            if len(data) != len(msgs):
+                pending -= {(m.topic(), m.partition()) for m in msgs if _is_eof(m)}
+            for tp, run in groupby(data, key=lambda m: (m.topic(), m.partition())):
+                batch = list(run)
+                _, end, backend, store = todo[tp]
+                backend.restore(store, batch)
+                count += len(batch)
                 crash_point("engine.mid_restore")
-            if eof or (data and data[-1].offset() >= end - 1):
-                return count
-            if time.monotonic() > deadline:
-                raise InfrastructureError(f"restore did not reach offset {end} in "
+                if batch[-1].offset() >= end - 1:
+                    pending.discard(tp)
+            if pending and time.monotonic() > deadline:
+                raise InfrastructureError(f"restore of {sorted(pending)} did not finish in "
                                           f"{self._settings.restore_timeout_s}s", retryable=True)
+        return count
 
     def _client(self) -> Consumer:
         if self._consumer is None:
@@ -140,10 +151,11 @@ class Restorer:
             self._consumer = None
 
 
-def _only_eof(msgs: list) -> bool:
-    """True when the only errors are end-of-partition events; raises on any other error."""
-    for m in msgs:
-        err = m.error()
-        if err is not None and err.code() != _EOF:
-            raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
+def _is_eof(msg: Any) -> bool:
+    """True for an end-of-partition event; raises on any other consumer error."""
+    err = msg.error()
+    if err is None:
+        return False
+    if err.code() != _EOF:
+        raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
     return True

@@ -26,7 +26,8 @@ def strict_utf8(data: bytes | None) -> bytes:
 
 
 def counter_app(name: str = "counter", source: str = "input", output: str = "output",
-                idle_ms: int | str = 0, fail_on: str = "") -> Application:
+                idle_ms: int | str = 0, fail_on: str = "",
+                dead_letter_topic: str = "runfacts.dlq") -> Application:
     """The counting application (parameters arrive as strings from the worker's --param)."""
     idle = int(idle_ms)
 
@@ -53,4 +54,5 @@ def counter_app(name: str = "counter", source: str = "input", output: str = "out
         process=process,
         stores=("counts",),
         on_timer=on_timer if idle else None,
+        dead_letter_topic=dead_letter_topic,
     )

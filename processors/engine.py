@@ -210,9 +210,7 @@ class Engine:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
-            for p in sorted({tp.partition for tp in partitions}):
-                if p not in self._tasks:
-                    self._tasks[p] = self._open_task(p)
+            self._open_tasks(sorted({tp.partition for tp in partitions} - set(self._tasks)))
             if not self.settings.exactly_once:
                 self._skip_applied(consumer, partitions)
             log.info("assigned partitions %s", sorted({tp.partition for tp in partitions}))
@@ -221,15 +219,20 @@ class Engine:
             self._failure = self._failure or exc
         consumer.assign(partitions)
 
-    def _open_task(self, partition: int) -> Task:
-        path = self.settings.state_dir / self.app.name / str(partition)
-        backend = RocksBackend(path, self.app.all_stores)
+    def _open_tasks(self, partitions: list[int]) -> None:
+        """Open each partition's RocksDB, restore it from the changelogs, then make its Task."""
+        root = self.settings.state_dir / self.app.name
+        backends: dict[int, RocksBackend] = {}
         try:
-            self.stats.restored += self._restorer.restore(partition, backend)
+            for p in partitions:
+                backends[p] = RocksBackend(root / str(p), self.app.all_stores)
+            self.stats.restored += self._restorer.restore(backends)  # type: ignore[arg-type]
         except BaseException:
-            backend.close()
+            for backend in backends.values():
+                backend.close()
             raise
-        return Task(self.app, partition, backend, self._out)
+        for p, backend in backends.items():
+            self._tasks[p] = Task(self.app, p, backend, self._out)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """At-least-once: a store ahead of the group offsets (crash before the offset commit)."""

@@ -109,3 +109,21 @@ def check_exactly_once(records: list[dict], inputs: dict[str, int]) -> None:
         by_key.setdefault(r["key"], []).append(r["n"])
     assert {k: sorted(v) for k, v in by_key.items()} == {
         k: list(range(1, n + 1)) for k, n in inputs.items()}
+
+
+def keyed(n: int, start: int = 0, keys: int = 40) -> list[tuple[bytes, bytes]]:
+    """n records spread over `keys` keys, as (key, value) pairs."""
+    return [(f"k{i % keys}".encode(), b"x") for i in range(start, start + n)]
+
+
+def expected(total: int, keys: int = 40) -> dict[str, int]:
+    """How many records each key got from keyed(total)."""
+    return {f"k{k}": len(range(k, total, keys)) for k in range(min(keys, total))}
+
+
+def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not met in {timeout}s")
+        time.sleep(0.2)

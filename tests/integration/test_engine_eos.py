@@ -38,8 +38,8 @@ def topics(kafka_bootstrap: str, unique: str) -> tuple[str, str, str]:
 
 
 def app_for(unique: str, topics: tuple[str, str, str], **kw: str):
-    app = counter_app(name=f"eos-{unique}", source=topics[0], output=topics[1], **kw)
-    return type(app)(**{**app.__dict__, "dead_letter_topic": topics[2]})
+    return counter_app(name=f"eos-{unique}", source=topics[0], output=topics[1],
+                       dead_letter_topic=topics[2], **kw)
 
 
 def test_outputs_have_no_duplicates_or_gaps_when_a_transaction_aborts(
