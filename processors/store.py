@@ -212,19 +212,27 @@ class MemoryBackend:
 
 
 class KeyValueStore:
-    """A named store of one partition: reads see this transaction's writes; values are bytes."""
+    """A named store of one partition: reads see this transaction's writes; values are bytes.
 
-    __slots__ = ("name", "_buffer", "_read")
+    Reads look in the write buffer, then in a cache of recently committed writes (exactly
+    what the backend holds for those keys, deletes included), then in the backend.
+    """
 
-    def __init__(self, name: str, buffer: dict[bytes, bytes | None], read: Reader) -> None:
+    __slots__ = ("name", "_buffer", "_cache", "_read")
+
+    def __init__(self, name: str, buffer: dict[bytes, bytes | None],
+                 cache: dict[bytes, bytes | None], read: Reader) -> None:
         self.name = name
         self._buffer = buffer
+        self._cache = cache
         self._read = read
 
     def get(self, key: bytes) -> bytes | None:
         value = self._buffer.get(key, _MISSING)
         if value is _MISSING:
-            return self._read(key)
+            value = self._cache.get(key, _MISSING)
+            if value is _MISSING:
+                return self._read(key)
         return value  # type: ignore[return-value]
 
     def put(self, key: bytes, value: bytes) -> None:
@@ -261,10 +269,13 @@ class TypedStore:
 class PartitionState:
     """The stores of one partition: write buffers, committed offsets and the atomic write."""
 
-    def __init__(self, backend: Backend, stores: Iterable[str]) -> None:
+    def __init__(self, backend: Backend, stores: Iterable[str], cache_keys: int = 10_000) -> None:
         self.backend = backend
+        self.cache_keys = cache_keys
         self.buffers: dict[str, dict[bytes, bytes | None]] = {s: {} for s in stores}
-        self.stores = {s: KeyValueStore(s, b, backend.reader(s)) for s, b in self.buffers.items()}
+        self.caches: dict[str, dict[bytes, bytes | None]] = {s: {} for s in stores}
+        self.stores = {s: KeyValueStore(s, b, self.caches[s], backend.reader(s))
+                       for s, b in self.buffers.items()}
         meta = backend.meta()
         self.input_offsets = _offsets(meta, b"in\x00")
         self.changelog_offsets = _offsets(meta, b"cl\x00")
@@ -287,6 +298,11 @@ class PartitionState:
             self.backend.write(changes, meta)
         self.input_offsets.update(input_offsets)
         self.changelog_offsets.update(changelog_offsets)
+        for store, buffer in changes.items():
+            cache = self.caches[store]
+            if len(cache) + len(buffer) > self.cache_keys:
+                cache.clear()
+            cache.update(buffer)
         self.discard()
 
     def discard(self) -> None:
