@@ -1,12 +1,20 @@
 """The `runfacts` command: one entry point, one command tree.
 
 Each area keeps its commands in its own module (a `typer.Typer` named `app`) and is
-registered here, so `runfacts --help` lists everything in one place.
+registered here, so `runfacts --help` lists everything in one place. Expected errors
+(bad settings, bad input, a broker that is down) print as one readable line; `--debug`
+shows the traceback.
 """
 
 from __future__ import annotations
 
+import sys
+
 import typer
+from rich.console import Console
+
+from runfacts import demo, devcli
+from runfacts.schemas.errors import RunfactsError
 
 app = typer.Typer(
     name="runfacts",
@@ -14,11 +22,39 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(devcli.dev_app, name="dev")
+app.add_typer(devcli.topics_app, name="topics")
+app.command("demo")(demo.demo)
+
+_debug = {"on": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+    """Durable, replayable, auditable facts for AI-agent runs, on Kafka."""
+    _debug["on"] = debug
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: run the app, turning expected errors into one line."""
+    try:
+        app(standalone_mode=False)
+    except RunfactsError as exc:
+        if _debug["on"]:
+            raise
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        from click import ClickException
+
+        if isinstance(exc, ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
 
 
 if __name__ == "__main__":
