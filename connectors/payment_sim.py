@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     """`python -m runfacts.connectors.payment_sim --port N --ledger FILE`."""
     parser = argparse.ArgumentParser(prog="payment_sim", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=int, default=8480, help="0 picks a free port")
     parser.add_argument("--ledger", type=Path, default=None)
     parser.add_argument("--api-key-file", type=Path, default=None)
     parser.add_argument("--max-amount-minor", type=int, default=1_000_000)
