@@ -6,8 +6,10 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class SettleRequest(BaseModel):
@@ -27,6 +30,18 @@ class SettleRequest(BaseModel):
 
     refund_id: str
     outcome: Literal["succeeded", "failed"]
+
+
+class _Refused(Exception):
+    """Raised inside a route to answer with `reply` at once (bad body, bad switch)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        super().__init__(reply.body)
+
+
+def _invalid(detail: str) -> _Refused:
+    return _Refused(Reply(422, {"error": "invalid_request", "detail": detail}))
 
 
 class ProviderHandler(BaseHTTPRequestHandler):
@@ -42,7 +57,18 @@ class ProviderHandler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+        self._answer(self._route_get)
+
+    def do_POST(self) -> None:
+        self._answer(self._route_post)
+
+    def _answer(self, route: Callable[[str], None]) -> None:
+        try:
+            route(unquote(self.path.split("?", 1)[0]))
+        except _Refused as refused:
+            self._send(refused.reply)
+
+    def _route_get(self, path: str) -> None:
         if path.startswith("/refunds/"):
             self._authorized(lambda: self._get_refund(path))
         elif path == "/_ledger":
@@ -55,8 +81,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
         else:
             self._send(Reply(404, {"error": "no_route", "detail": path}))
 
-    def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
+    def _route_post(self, path: str) -> None:
         parts = path.strip("/").split("/")
         if path == "/refunds":
             self._authorized(self._post_refund)
@@ -67,7 +92,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
         else:
             self._send(Reply(404, {"error": "no_route", "detail": path}))
 
-    def _authorized(self, action: Any) -> None:
+    def _authorized(self, action: Callable[[], None]) -> None:
         given = self.headers.get("Authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), self.sim.settings.api_key.encode()):
             self._send(Reply(401, {"error": "unauthorized", "detail": "bad or missing API key"}))
@@ -86,8 +111,6 @@ class ProviderHandler(BaseHTTPRequestHandler):
 
     def _post_refund(self) -> None:
         request = self._parse(RefundRequest)
-        if request is None:
-            return
         fault, faults = self.sim.take_fault()
         if fault == "429":
             self._send(Reply(429, {"error": "rate_limited", "detail": "slow down"}),
@@ -112,49 +135,39 @@ class ProviderHandler(BaseHTTPRequestHandler):
 
     def _admin(self, path: str) -> None:
         if path == "/_faults":
-            body = self._json()
-            if body is not None:
-                self._faults_update(body)
+            self._faults_update(self._json())
         elif path == "/_faults/reset":
             self._send(Reply(200, self.sim.reset_faults().model_dump(by_alias=True)))
         elif path == "/_settle":
             settle = self._parse(SettleRequest)
-            if settle is not None:
-                self._send(self.sim.settle(settle.refund_id, settle.outcome))
+            self._send(self.sim.settle(settle.refund_id, settle.outcome))
         else:
             self._send(Reply(404, {"error": "no_route", "detail": path}))
 
     def _faults_update(self, body: Any) -> None:
         if not isinstance(body, dict):
-            self._send(Reply(422, {"error": "invalid_request", "detail": "expected an object"}))
-            return
+            raise _invalid("expected a JSON object")
         try:
             faults = self.sim.set_faults(**body)
         except ValidationError as exc:
-            self._send(Reply(422, {"error": "invalid_request", "detail": _first_error(exc)}))
-            return
+            raise _invalid(_first_error(exc)) from exc
         self._send(Reply(200, faults.model_dump(by_alias=True)))
 
     def _json(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
-            self._send(Reply(413, {"error": "too_large", "detail": f"{length} bytes"}))
-            return None
+            raise _Refused(Reply(413, {"error": "too_large", "detail": f"{length} bytes"}))
         try:
             return json.loads(self.rfile.read(length) or b"null")
         except ValueError as exc:
-            self._send(Reply(400, {"error": "invalid_json", "detail": str(exc)}))
-            return None
+            raise _Refused(Reply(400, {"error": "invalid_json", "detail": str(exc)})) from exc
 
-    def _parse(self, model: type[BaseModel]) -> Any:
+    def _parse(self, model: type[_Model]) -> _Model:
         body = self._json()
-        if body is None:
-            return None
         try:
             return model.model_validate(body)
         except ValidationError as exc:
-            self._send(Reply(422, {"error": "invalid_request", "detail": _first_error(exc)}))
-            return None
+            raise _invalid(_first_error(exc)) from exc
 
     def _send(self, reply: Reply, *, delayed: bool = False,
               headers: dict[str, str] | None = None) -> None:

@@ -94,8 +94,7 @@ class PaymentSimulator:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("payment simulator is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self.settings.host}:{self._server.server_address[1]}"
 
     def start(self) -> str:
         """Listen (port 0 picks a free port) and serve in a daemon thread; return the URL."""

@@ -212,3 +212,15 @@ def test_simulator_process_serves_and_persists_ledger_when_run_as_module(tmp_pat
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_control_plane_answers_422_when_body_is_empty_and_400_when_json_is_broken(sim):
+    empty = urllib.request.Request(sim.url + "/_faults", data=b"", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(empty, timeout=3)
+    assert refused.value.code == 422
+    broken = urllib.request.Request(sim.url + "/refunds", data=b"{not json", method="POST",
+                                    headers={"Authorization": f"Bearer {KEY}"})
+    with pytest.raises(urllib.error.HTTPError) as bad_json:
+        urllib.request.urlopen(broken, timeout=3)
+    assert json.loads(bad_json.value.read())["error"] == "invalid_json"

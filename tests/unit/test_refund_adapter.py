@@ -208,6 +208,13 @@ def test_execute_fails_refused_and_lookup_finds_failure_when_provider_declines(s
     assert sim.ledger() == []
 
 
+def test_lookup_finds_refund_when_external_request_id_needs_url_quoting(sim, adapter):
+    request = refund_request().model_copy(update={"external_request_id": "run 7/tc#1?x=é"})
+    assert isinstance(adapter.execute(request), ToolCompleted)
+    assert isinstance(adapter.lookup("run 7/tc#1?x=é"), FoundCompleted)
+    assert isinstance(adapter.lookup("run 7/tc#1"), NotFound)
+
+
 def test_lookup_is_not_found_when_request_never_reached_provider(adapter):
     assert isinstance(adapter.lookup("xr-never-sent"), NotFound)
 
