@@ -130,6 +130,9 @@ def test_execute_is_unknown_when_read_times_out_after_provider_executed(sim):
     outcome = slow_reader.execute(refund_request())
     assert isinstance(outcome, ToolUnknown)
     assert "TimeoutError" in outcome.reason
+    deadline = time.monotonic() + 5
+    while not sim.ledger() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(sim.ledger()) == 1
 
 
