@@ -9,6 +9,8 @@ camelCase keys as on the wire:
     requiredRole = "support_agent"
     needsApproval = true
     reconciliationDeadlineMs = 600000
+    approvalTtlMs = 900000        # optional, default 15 minutes
+    selfApproval = false          # optional, default false
     [capability.retry]
     maxAttempts = 4
     baseBackoffMs = 200
@@ -55,6 +57,8 @@ class CapabilityManifest(BaseModel):
     needs_approval: bool
     retry: RetryPolicy
     reconciliation_deadline_ms: int = Field(ge=1)
+    approval_ttl_ms: int = Field(default=900_000, ge=1)  # an open approval expires after this
+    self_approval: bool = False  # may the requester approve their own call?
 
 
 class CapabilityCatalog(BaseModel):

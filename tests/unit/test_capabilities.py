@@ -50,7 +50,8 @@ def test_parse_capabilities_builds_manifests_when_toml_is_valid():
         retry=RetryPolicy(max_attempts=4, base_backoff_ms=200, max_backoff_ms=5000,
                           deadline_ms=30_000),
     )
-    assert catalog.get("crm.note").needs_approval is False
+    note = catalog.get("crm.note")
+    assert (note.needs_approval, note.approval_ttl_ms, note.self_approval) == (False, 900_000, False)
 
 
 def test_catalog_get_raises_config_error_naming_id_when_capability_is_unknown():
@@ -63,6 +64,8 @@ def test_catalog_get_raises_config_error_naming_id_when_capability_is_unknown():
     [
         (('risk = "high"', 'risk = "extreme"'), "capability[0].risk"),
         (("maxAttempts = 4", "maxAttempts = 0"), "capability[0].retry.maxAttempts"),
+        (("needsApproval = true\n", "needsApproval = true\napprovalTtlMs = 0\n"),
+         "capability[0].approvalTtlMs"),
         (("needsApproval = true\n", ""), "capability[0].needsApproval"),
         (('requiredRole = "agent"', 'requiredRole = "agent"\nowner = "x"'), "capability[1].owner"),
         (('"crm.note"', '"payments.refund"'), "capability[1].capabilityId"),
@@ -93,5 +96,5 @@ def test_load_capabilities_raises_config_error_naming_path_when_file_is_missing(
 
 def test_load_capabilities_returns_packaged_refund_manifest_when_no_path():
     refund = load_capabilities().get("payments.refund")
-    assert refund.needs_approval is True
+    assert refund.needs_approval is True and refund.self_approval is False
     assert refund.retry.max_attempts >= 2
