@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from runfacts import demo, devcli
+from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.schemas.errors import RunfactsError
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(devcli.dev_app, name="dev")
 app.add_typer(devcli.topics_app, name="topics")
+app.add_typer(provider_app, name="provider")
 app.command("demo")(demo.demo)
 
 _debug = {"on": False}
