@@ -15,6 +15,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+from runfacts.connectors.relay_cli import app as outbox_app  # noqa: E402
+
+app.add_typer(outbox_app, name="outbox")
+
 
 def main() -> None:
     """Console-script entry point."""
