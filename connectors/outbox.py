@@ -110,20 +110,26 @@ class Outbox:
 
     @contextmanager
     def transaction(self, conn: Any) -> Iterator[OutboxTx]:
-        """One local transaction: commit on success, roll back on any exception."""
+        """One local transaction: commit on success, roll back on any exception.
+
+        If the caller already has a transaction open, this nests as a savepoint (psycopg's
+        rule, applied to SQLite too) and the caller's own commit publishes the rows.
+        """
         sql = self.sql(conn)
         if sql.pg:
             with conn.transaction():
                 yield OutboxTx(self, conn, sql)
             return
-        if not conn.in_transaction:
-            conn.execute("BEGIN IMMEDIATE")
+        nested = conn.in_transaction
+        conn.execute("SAVEPOINT runfacts_outbox" if nested else "BEGIN IMMEDIATE")
         try:
             yield OutboxTx(self, conn, sql)
         except BaseException:
-            conn.rollback()
+            if nested:
+                conn.execute("ROLLBACK TO runfacts_outbox")
+            conn.execute("RELEASE runfacts_outbox" if nested else "ROLLBACK")
             raise
-        conn.commit()
+        conn.execute("RELEASE runfacts_outbox" if nested else "COMMIT")
 
     def encode(self, event: Any) -> EncodedRecord:
         """The encoder's record for `event`; any encoder failure becomes InvalidInput."""

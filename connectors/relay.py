@@ -108,17 +108,28 @@ class SleepWaker:
 class PgWaker:
     """LISTEN/NOTIFY wake-up with the poll interval as a fallback timeout."""
 
-    def __init__(self, dsn: str, channel: str) -> None:
+    SLICE_S = 0.5  # how often a long wait checks for stop()
+
+    def __init__(self, dsn: str, channel: str, stopping: threading.Event) -> None:
         import psycopg
 
+        self._stopping = stopping
         self._conn = psycopg.connect(dsn, autocommit=True)
         self._conn.execute(f"LISTEN {channel}")
 
     def wait(self, timeout_s: float) -> None:
-        for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
-            pass
-        for _ in self._conn.notifies(timeout=0.0):
-            pass
+        deadline = time.monotonic() + timeout_s
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._notified(min(left, self.SLICE_S)):
+                return
+
+    def _notified(self, timeout_s: float) -> bool:
+        got = sum(1 for _ in self._conn.notifies(timeout=timeout_s, stop_after=1))
+        if got:
+            for _ in self._conn.notifies(timeout=0.0):
+                pass  # drain: one pass serves every commit so far
+        return got > 0
 
     def close(self) -> None:
         self._conn.close()
@@ -142,7 +153,7 @@ class Relay:
 
     def _make_waker(self) -> SleepWaker | PgWaker:
         if is_postgres_dsn(self.settings.db):
-            return PgWaker(self.settings.db, self.store.sql.channel)
+            return PgWaker(self.settings.db, self.store.sql.channel, self._stopping)
         return SleepWaker(self._stopping)
 
     def stop(self) -> None:
@@ -215,7 +226,11 @@ class Relay:
         return min(self.settings.poll_interval_s, until_renew)
 
     def _publisher_now(self) -> KafkaPublisher:
+        """The producer; a new one only after re-checking the lease, so a stale relay never
+        fences the current one's producer at the broker."""
         if self._publisher is None:
+            self._next_renew = 0.0
+            self._heartbeat()
             self._publisher = KafkaPublisher(self.settings.publisher())
         return self._publisher
 

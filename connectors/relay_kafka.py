@@ -60,8 +60,7 @@ class KafkaPublisher:
         try:
             self.producer.init_transactions(settings.timeout_s)
         except KafkaException as exc:
-            raise InfrastructureError(f"init_transactions({settings.transactional_id}) failed: "
-                                      f"{_describe(_error(exc))}", retryable=True) from exc
+            raise self._fatal("init_transactions", _describe(_error(exc))) from exc
 
     def missing_topics(self, topics: set[str]) -> set[str]:
         """The topics in `topics` that the cluster does not have (checked once per known topic)."""
@@ -76,7 +75,19 @@ class KafkaPublisher:
         return missing
 
     def publish(self, rows: Sequence[OutboxRow]) -> list[Failure]:
-        """Publish all rows in one transaction; [] when committed, else why nothing was."""
+        """Publish all rows in one transaction; [] when committed, else why nothing was.
+
+        Raises InfrastructureError when the producer itself failed (fatal, e.g. fenced by a
+        successor): drop this publisher; only a relay still holding the lease makes a new one.
+        """
+        try:
+            return self._transaction(rows)
+        except (KafkaException, SystemError) as exc:
+            # confluent-kafka surfaces a fatal error inside flush() as a SystemError; the
+            # transaction API then names it (e.g. _FENCED).
+            raise self._fatal("publish", self._diagnose(exc)) from exc
+
+    def _transaction(self, rows: Sequence[OutboxRow]) -> list[Failure]:
         failures: list[Failure] = []
         self.producer.begin_transaction()
         for row in rows:
@@ -88,6 +99,15 @@ class KafkaPublisher:
             self._abort()
             return failures
         return self._commit()
+
+    def _diagnose(self, exc: BaseException) -> str:
+        if isinstance(exc, KafkaException):
+            return _describe(_error(exc))
+        try:
+            self.producer.abort_transaction(1.0)
+        except KafkaException as fatal:
+            return _describe(_error(fatal))
+        return str(exc)
 
     def _produce(self, row: OutboxRow, failures: list[Failure]) -> None:
         def on_delivery(err: KafkaError | None, _msg: Any) -> None:
@@ -117,18 +137,18 @@ class KafkaPublisher:
                     self._abort()
                     return [Failure(None, _describe(err))]
                 if not err.retriable():
-                    raise self._fatal("commit_transaction", err) from exc
+                    raise self._fatal("commit_transaction", _describe(err)) from exc
         raise InfrastructureError("commit_transaction kept failing", retryable=True)
 
     def _abort(self) -> None:
         try:
             self.producer.abort_transaction(self.settings.timeout_s)
         except KafkaException as exc:
-            raise self._fatal("abort_transaction", _error(exc)) from exc
+            raise self._fatal("abort_transaction", _describe(_error(exc))) from exc
 
-    def _fatal(self, what: str, err: KafkaError) -> InfrastructureError:
-        return InfrastructureError(f"{what} on {self.settings.transactional_id}: "
-                                   f"{_describe(err)}", retryable=True)
+    def _fatal(self, what: str, why: str) -> InfrastructureError:
+        return InfrastructureError(f"{what} on {self.settings.transactional_id}: {why}",
+                                   retryable=True)
 
     def close(self) -> None:
         """Drop the producer (an open transaction is aborted by the next init_transactions)."""

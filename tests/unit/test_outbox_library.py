@@ -124,3 +124,15 @@ def test_dialect_of_raises_config_error_when_connection_is_unknown():
 def test_sql_uses_question_marks_when_dialect_is_sqlite():
     assert "%s" not in Sql(Dialect.SQLITE, "ob").insert()
     assert "%s" in Sql(Dialect.POSTGRES, "ob").insert()
+
+
+def test_transaction_nests_as_savepoint_when_caller_has_a_transaction_open(conn, outbox):
+    conn.execute("INSERT INTO orders VALUES ('o1', 'new')")
+    with pytest.raises(InvalidInput), outbox.transaction(conn) as tx:
+        tx.emit(DemoEvent("e1", "run-1", "bad"))  # type: ignore[arg-type]
+    with outbox.transaction(conn) as tx:
+        tx.emit(DemoEvent("e2", "run-1", 1))
+    assert conn.in_transaction
+    conn.rollback()
+    assert rows(conn) == []
+    assert conn.execute("SELECT count(*) FROM orders").fetchone() == (0,)
