@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sqlite3
 import threading
 import time
 import uuid
@@ -48,6 +49,18 @@ from runfacts.crashpoints import crash_point
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 
 log = logging.getLogger("runfacts.relay")
+
+
+def _db_errors() -> tuple[type[BaseException], ...]:
+    """Connection-level database errors: back off and reconnect."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.OperationalError,)
+    return (sqlite3.OperationalError, psycopg.OperationalError)
+
+
+DB_ERRORS = _db_errors()
 
 
 @dataclass(frozen=True)
@@ -196,7 +209,22 @@ class Relay:
         except InfrastructureError as exc:
             self._back_off(str(exc))
             self._drop_publisher()
+        except DB_ERRORS as exc:
+            self._back_off(f"database: {exc}")
+            self._reconnect()
         return None
+
+    def _reconnect(self) -> None:
+        for resource in (self._waker, self.store):
+            try:
+                resource.close()
+            except Exception as exc:  # already broken; we replace it below
+                log.debug("close failed: %s", exc)
+        try:
+            self.store = OutboxStore.open(self.settings.db, self.settings.table)
+            self._waker = self._make_waker()
+        except DB_ERRORS as exc:  # still down: the next step fails on the closed one again
+            log.warning("reconnect failed: %s", exc)
 
     def step(self) -> int:
         """Steps 2-8 once; the number of rows published (and marked)."""
@@ -280,6 +308,11 @@ class Relay:
         if now >= self._next_metrics:
             log.info("metrics %s", json.dumps(self._metrics_dict()))
             self._next_metrics = now + self.settings.metrics_interval_s
+
+    @property
+    def published_total(self) -> int:
+        """Rows this relay published and marked since it started."""
+        return self._rate.total
 
     def metrics(self) -> RelayMetrics:
         """Rows pending, oldest pending age, parked runs, and this relay's publish rate."""

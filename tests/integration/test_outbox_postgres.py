@@ -243,5 +243,5 @@ def test_relay_archives_published_rows_and_reports_metrics_when_retention_archiv
     archived = store.conn.execute(f"SELECT count(*) FROM {env.table}_archive").fetchone()[0]
     remaining = store.conn.execute(f"SELECT count(*) FROM {env.table}").fetchone()[0]
     assert (before.outbox.pending, archived, remaining) == (30, 30, 0)
-    assert relay.metrics is not None and store.metrics().pending == 0
+    assert relay.published_total == 30 and store.metrics().pending == 0
     store.close()
