@@ -27,8 +27,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from runfacts.connectors.outbox_store import (
     Lease,
@@ -61,6 +62,7 @@ def _db_errors() -> tuple[type[BaseException], ...]:
 
 
 DB_ERRORS = _db_errors()
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -195,13 +197,19 @@ class Relay:
         log.info("lease taken holder=%s token=%d", lease.holder, lease.token)
         self._drop_publisher()
         self.lease, self._next_renew = lease, time.monotonic() + self.settings.lease_ttl_s / 3
+        self._guard(self._publisher_now)  # init_transactions now, not on the first event
 
     def _guarded_step(self) -> int | None:
         """One pass (steps 2-8); None when it failed and backed off."""
-        try:
-            published = self.step()
+        published = self._guard(self.step)
+        if published is not None:
             self._failures = 0
-            return published
+        return published
+
+    def _guard(self, action: Callable[[], T]) -> T | None:
+        """Run `action`; on a lost lease, infrastructure or database error, recover and None."""
+        try:
+            return action()
         except LeaseLost as exc:
             log.warning("%s; waiting to take the lease again", exc)
             self.lease = None
