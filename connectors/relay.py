@@ -82,6 +82,7 @@ class RelaySettings:
     backoff_base_s: float = 0.1
     backoff_cap_s: float = 5.0
     exit_when_idle: bool = False
+    kafka_timeout_s: float = 30.0
     transactional_id: str = ""
     producer_config: dict[str, Any] = field(default_factory=dict)
 
@@ -94,7 +95,8 @@ class RelaySettings:
 
     def publisher(self) -> PublisherSettings:
         tid = self.transactional_id or f"runfacts-outbox-{self.table}"
-        return PublisherSettings(self.bootstrap, tid, config=dict(self.producer_config))
+        return PublisherSettings(self.bootstrap, tid, self.kafka_timeout_s,
+                                 dict(self.producer_config))
 
 
 @dataclass(frozen=True)
@@ -316,6 +318,11 @@ class Relay:
         if now >= self._next_metrics:
             log.info("metrics %s", json.dumps(self._metrics_dict()))
             self._next_metrics = now + self.settings.metrics_interval_s
+
+    @property
+    def consecutive_failures(self) -> int:
+        """Failed passes in a row (each followed by a backoff); 0 after a good pass."""
+        return self._failures
 
     @property
     def published_total(self) -> int:

@@ -43,6 +43,26 @@ def relay_process(dsn: str, bootstrap: str, table: str, log_path, env_extra: dic
         return subprocess.Popen(command, env={**os.environ, **env_extra}, stdout=log, stderr=log)
 
 
+def fill_outbox(dsn: str, bootstrap: str, topic: str, table: str, unique: str) -> None:
+    create_topic(bootstrap, topic)
+    box = Outbox(AvroEncoder(topic), table=table)
+    with psycopg.connect(dsn) as conn:
+        box.install(conn)
+        with box.transaction(conn) as tx:
+            for i in range(EVENTS):
+                tx.emit(DemoEvent(f"{unique}-{i}", f"run-{i % RUNS}", i // RUNS))
+
+
+def apply_with_inbox(received: list, inbox: Inbox) -> Counter:
+    """A consumer that dedupes by eventId: how often each event had an effect."""
+    effects: Counter = Counter()
+    for ts, record in enumerate(received):
+        if not inbox.seen(record.event_id):
+            effects[decode(record.value)["eventId"]] += 1
+            inbox.mark(record.event_id, float(ts))
+    return effects
+
+
 @pytest.mark.parametrize("point, after, duplicates_expected", [
     ("relay.after_publish_before_mark", 2, True),
     ("relay.during_mark", 2, True),
@@ -51,13 +71,7 @@ def relay_process(dsn: str, bootstrap: str, table: str, log_path, env_extra: dic
 def test_restart_publishes_every_row_once_per_event_id_when_relay_killed_at_point(
         point, after, duplicates_expected, postgres_dsn, kafka_bootstrap, unique, tmp_path):
     topic, table = f"test.outbox.crash.{unique}", f"ob_crash_{unique}"
-    create_topic(kafka_bootstrap, topic)
-    box = Outbox(AvroEncoder(topic), table=table)
-    with psycopg.connect(postgres_dsn) as conn:
-        box.install(conn)
-        with box.transaction(conn) as tx:
-            for i in range(EVENTS):
-                tx.emit(DemoEvent(f"{unique}-{i}", f"run-{i % RUNS}", i // RUNS))
+    fill_outbox(postgres_dsn, kafka_bootstrap, topic, table, unique)
     log = tmp_path / "relay.log"
 
     doomed = relay_process(postgres_dsn, kafka_bootstrap, table, log, arm(point, after))
@@ -81,9 +95,5 @@ def test_restart_publishes_every_row_once_per_event_id_when_relay_killed_at_poin
     order = per_run_first_seen(received)
     assert all(ns == list(range(EVENTS // RUNS)) for ns in order.values()), order
 
-    inbox, effects = Inbox.open(str(tmp_path / "inbox.db")), Counter()
-    for ts, record in enumerate(received):
-        if not inbox.seen(record.event_id):
-            effects[decode(record.value)["eventId"]] += 1
-            inbox.mark(record.event_id, float(ts))
+    effects = apply_with_inbox(received, Inbox.open(str(tmp_path / "inbox.db")))
     assert len(effects) == EVENTS and set(effects.values()) == {1}

@@ -71,28 +71,30 @@ def in_thread(relay: Relay) -> threading.Thread:
     return thread
 
 
-def test_relay_publishes_each_run_in_commit_order_when_writers_are_concurrent(env, unique):
-    runs = [f"run-{unique}-{i}" for i in range(8)]
+def versioned_writer(env: Env, runs: list[str], runs_table: str, seed: int) -> None:
+    """Bumps a random run's version (row lock = commit order) and emits it, 100 times."""
+    pick, box = random.Random(seed), env.outbox()
     with env.connect() as conn:
-        conn.execute(f"CREATE TABLE runs_{unique} (run_id text PRIMARY KEY, version int)")
-        conn.cursor().executemany(f"INSERT INTO runs_{unique} VALUES (%s, 0)",
+        for _ in range(100):
+            run = pick.choice(runs)
+            with box.transaction(conn) as tx:
+                (version,) = conn.execute(f"UPDATE {runs_table} SET version = version + 1 "
+                                          "WHERE run_id = %s RETURNING version",
+                                          (run,)).fetchone()
+                tx.emit(DemoEvent(uuid.uuid4().hex, run, version))
+
+
+def test_relay_publishes_each_run_in_commit_order_when_writers_are_concurrent(env, unique):
+    runs, runs_table = [f"run-{unique}-{i}" for i in range(8)], f"runs_{unique}"
+    with env.connect() as conn:
+        conn.execute(f"CREATE TABLE {runs_table} (run_id text PRIMARY KEY, version int)")
+        conn.cursor().executemany(f"INSERT INTO {runs_table} VALUES (%s, 0)",
                                   [(r,) for r in runs])
         conn.commit()
-
-    def writer(seed: int) -> None:
-        pick, box = random.Random(seed), env.outbox()
-        with env.connect() as conn:
-            for _ in range(100):
-                run = pick.choice(runs)
-                with box.transaction(conn) as tx:
-                    (version,) = conn.execute(f"UPDATE runs_{unique} SET version = version + 1 "
-                                              "WHERE run_id = %s RETURNING version",
-                                              (run,)).fetchone()
-                    tx.emit(DemoEvent(uuid.uuid4().hex, run, version))
-
     relay = Relay(env.settings(batch_size=50, exit_when_idle=False, archive=True))
     relay_thread = in_thread(relay)
-    writers = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+    writers = [threading.Thread(target=versioned_writer, args=(env, runs, runs_table, seed))
+               for seed in range(4)]
     for thread in writers:
         thread.start()
     for thread in writers:
@@ -244,4 +246,21 @@ def test_relay_archives_published_rows_and_reports_metrics_when_retention_archiv
     remaining = store.conn.execute(f"SELECT count(*) FROM {env.table}").fetchone()[0]
     assert (before.outbox.pending, archived, remaining) == (30, 30, 0)
     assert relay.published_total == 30 and store.metrics().pending == 0
+    store.close()
+
+
+def test_relay_backs_off_and_keeps_rows_pending_when_kafka_is_unreachable(env):
+    emit_all(env, [DemoEvent("e1", "A", 1)])
+    relay = Relay(env.settings(bootstrap="127.0.0.1:1", exit_when_idle=False,
+                               kafka_timeout_s=0.3, backoff_base_s=0.05, backoff_cap_s=0.2))
+    thread = in_thread(relay)
+    deadline = time.monotonic() + 10
+    while relay.consecutive_failures < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    store = OutboxStore.open(env.dsn, env.table)
+    metrics = store.metrics()
+    relay.stop()
+    thread.join(10)
+    assert relay.consecutive_failures >= 3 and thread.is_alive() is False
+    assert (metrics.pending, metrics.parked_runs) == (1, 0)
     store.close()
