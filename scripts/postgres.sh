@@ -18,6 +18,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 home="${RUNFACTS_HOME:-$repo/.runfacts}"
 pdir="$home/postgres"
+# As root the server runs as `postgres`, which must be able to reach its data directory; a
+# checkout under a private directory (e.g. /root) gets its state under /var/tmp instead.
+if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 \
+   && ! runuser -u postgres -- test -x "$(dirname "$home")" 2>/dev/null; then
+  pdir="/var/tmp/runfacts-postgres-${RUNFACTS_PG_PORT:-55432}"
+fi
 data="$pdir/data"
 log="$pdir/server.log"
 sock="$pdir/socket"
