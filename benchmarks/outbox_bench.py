@@ -93,7 +93,14 @@ def throughput(dsn: str, bootstrap: str, events: int) -> float:
     store.close()
     if pending:
         raise SystemExit(f"{pending} rows still pending after the relay exited")
+    drop(dsn, box.table)
     return events / elapsed
+
+
+def drop(dsn: str, table: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_parked, {table}_lease, "
+                     f"{table}_archive")
 
 
 def consume_into(bootstrap: str, topic: str, out: Connection, stop: Event) -> None:
@@ -152,6 +159,7 @@ def latency(dsn: str, bootstrap: str, rate: int, seconds: float) -> list[float]:
     reader.join()
     relay.terminate()
     relay.wait(30)
+    drop(dsn, box.table)
     missing = set(committed) - set(seen)
     if missing:
         raise SystemExit(f"{len(missing)} events never arrived")

@@ -116,3 +116,12 @@ def duplicates_are_identical(received: list[Received]) -> bool:
         if rec.header_event_id != rec.event_id:
             return False
     return True
+
+
+def drop_outbox(dsn: str, table: str, *extra: str) -> None:
+    """Remove an outbox's tables (and `extra` tables) after a test on the shared database."""
+    import psycopg
+
+    names = [table, f"{table}_parked", f"{table}_lease", f"{table}_archive", *extra]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {', '.join(names)}")

@@ -21,6 +21,7 @@ from outbox_support import (
     consume,
     create_topic,
     decode,
+    drop_outbox,
     duplicates_are_identical,
     per_run_first_seen,
 )
@@ -97,3 +98,4 @@ def test_restart_publishes_every_row_once_per_event_id_when_relay_killed_at_poin
 
     effects = apply_with_inbox(received, Inbox.open(str(tmp_path / "inbox.db")))
     assert len(effects) == EVENTS and set(effects.values()) == {1}
+    drop_outbox(postgres_dsn, table)

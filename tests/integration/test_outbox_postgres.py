@@ -16,6 +16,7 @@ from outbox_support import (
     DemoEvent,
     consume,
     create_topic,
+    drop_outbox,
     duplicates_are_identical,
     per_run_first_seen,
 )
@@ -56,6 +57,7 @@ def env(postgres_dsn, kafka_bootstrap, unique) -> Iterator[Env]:
     with env.connect() as conn:
         env.outbox().install(conn)
     yield env
+    drop_outbox(postgres_dsn, table, f"runs_{unique}", f"biz_{unique}")
 
 
 def emit_all(env: Env, events: list[DemoEvent], outbox: Outbox | None = None) -> None:
