@@ -36,6 +36,10 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
     """Durable, replayable, auditable facts for AI-agent runs, on Kafka."""
     _debug["on"] = debug
 
+from runfacts.connectors.relay_cli import app as outbox_app  # noqa: E402
+
+app.add_typer(outbox_app, name="outbox")
+
 
 def main() -> None:
     """Console-script entry point: run the app, turning expected errors into one line."""
