@@ -15,7 +15,7 @@ demo: setup
 
 test: setup
 	scripts/kafka.sh start
-	if [ -f scripts/postgres.sh ]; then scripts/postgres.sh start; fi
+	scripts/postgres.sh start
 	$(TEST_CMD)
 
 unit: setup

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
 from runfacts.processors.retry import ErrorClass, is_retryable
 
 CAMEL = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True)

@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
+
 from runfacts.connectors.payment_book import RefundRequest, Reply
 
 if TYPE_CHECKING:

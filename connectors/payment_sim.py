@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
 from runfacts.connectors.payment_book import Refund, RefundBook, Reply
 from runfacts.connectors.payment_http import ProviderHandler
 from runfacts.schemas.errors import ConfigError

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from runfacts.connectors.payment_sim import SimSettings, api_key_from, serve
 from runfacts.schemas.errors import ConfigError
 

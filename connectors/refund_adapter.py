@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, StrictInt, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from runfacts.connectors.adapters import (
     CAMEL,
     FoundCompleted,

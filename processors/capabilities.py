@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+
 from runfacts.processors.retry import RetryPolicy
 from runfacts.schemas.errors import ConfigError
 

@@ -3,6 +3,7 @@
 #
 #   scripts/postgres.sh start     install PostgreSQL if missing (root only), initdb once, start,
 #                                 create role and database `runfacts` (idempotent)
+#   scripts/postgres.sh install   install Debian's postgresql package when missing (root only)
 #   scripts/postgres.sh stop      stop the server started by start (pg_ctl, fast mode)
 #   scripts/postgres.sh status    print running/stopped and the dsn
 #   scripts/postgres.sh logs      tail the server log
@@ -119,11 +120,12 @@ status() {
 }
 
 case "${1:-}" in
+  install) install_if_missing ;;
   start) start ;;
   stop) stop ;;
   restart) stop; start ;;
   status) status ;;
   dsn) echo "$dsn" ;;
   logs) tail -n "${2:-100}" "$log" ;;
-  *) echo "usage: $0 start|stop|restart|status|dsn|logs" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop|restart|status|dsn|logs" >&2; exit 2 ;;
 esac

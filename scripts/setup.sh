@@ -21,7 +21,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 scripts/kafka.sh fetch
-if [ "${1:-}" = "--all" ] && [ -f scripts/postgres.sh ]; then
+if [ "${1:-}" = "--all" ]; then
   scripts/postgres.sh install
 fi
 echo "setup: done" >&2

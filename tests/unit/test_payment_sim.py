@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from runfacts.connectors.payment_book import read_ledger
 from runfacts.connectors.payment_sim import API_KEY_ENV, PaymentSimulator, SimSettings, api_key_from
 from runfacts.schemas.errors import ConfigError

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from runfacts.processors import retry
 from runfacts.processors.retry import (
     ErrorClass,

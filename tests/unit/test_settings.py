@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runfacts.schemas.errors import ConfigError
 
+from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings
 
 
