@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import typer
 
+from runfacts.schemas.cli import app as schemas_app
+
 app = typer.Typer(
     name="runfacts",
     help="Durable, replayable, auditable facts for AI-agent runs, on Kafka.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.add_typer(schemas_app, name="schemas")
 
 
 def main() -> None:
