@@ -35,7 +35,7 @@ class ArchiveRun(CommandBase):
 class CancelRunPayload(Record):
     """Payload of CancelRun."""
 
-    reason: str = ''
+    reason: str = ""
 
 
 class CancelRun(CommandBase):
@@ -130,7 +130,7 @@ class FailRunPayload(Record):
     """Payload of FailRun."""
 
     errorClass: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
-    detail: str = ''
+    detail: str = ""
 
 
 class FailRun(CommandBase):
@@ -257,7 +257,7 @@ class ReportResultUnknownPayload(Record):
     toolCallId: str
     attempt: int
     externalRequestId: str
-    lastError: str = ''
+    lastError: str = ""
 
 
 class ReportResultUnknown(CommandBase):
@@ -310,7 +310,7 @@ class ReportToolFailedPayload(Record):
     externalRequestId: str
     errorClass: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
     retryable: bool
-    message: str = ''
+    message: str = ""
 
 
 class ReportToolFailed(CommandBase):
@@ -416,7 +416,7 @@ class StartTurn(CommandBase):
 class StopRunPayload(Record):
     """Payload of StopRun."""
 
-    reason: str = ''
+    reason: str = ""
 
 
 class StopRun(CommandBase):

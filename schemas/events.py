@@ -75,7 +75,7 @@ class ApprovalInvalidatedPayload(Record):
     approvalId: str
     toolCallId: str
     reason: InvalidationReason
-    detail: str = ''
+    detail: str = ""
 
 
 class ApprovalInvalidated(EventBase):
@@ -176,7 +176,7 @@ class CommandRejectedPayload(Record):
     commandId: str
     commandType: str
     reasonCode: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
-    detail: str = ''
+    detail: str = ""
     expectedVersion: int | None = None
     actualVersion: int
 
@@ -259,7 +259,7 @@ class RunArchived(EventBase):
 class RunCancelRequestedPayload(Record):
     """Payload of RunCancelRequested."""
 
-    reason: str = ''
+    reason: str = ""
     actor: Actor
 
 
@@ -324,7 +324,7 @@ class RunFailedPayload(Record):
     """Payload of RunFailed."""
 
     errorClass: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
-    detail: str = ''
+    detail: str = ""
 
 
 class RunFailed(EventBase):
@@ -355,7 +355,7 @@ class RunNeedsReviewPayload(Record):
     """Payload of RunNeedsReview."""
 
     reason: ReviewReason
-    detail: str = ''
+    detail: str = ""
     attemptedPath: tuple[str, ...] = ()
 
 
@@ -371,7 +371,7 @@ class RunPausedPayload(Record):
     """Payload of RunPaused."""
 
     reason: PauseReason
-    detail: str = ''
+    detail: str = ""
     approvalId: str | None = None
     actor: Actor | None = None
 
@@ -487,16 +487,17 @@ class ToolCallFailedPayload(Record):
     toolCallId: str
     attempt: int
     externalRequestId: str
-    errorClass: str
+    errorClass: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
     retryable: bool
-    message: str
+    detail: str = ""
+    retryAfterMs: int | None = None
 
 
 class ToolCallFailed(EventBase):
     """The tool reported a failure."""
 
     eventType: Literal["tool.call.failed"] = "tool.call.failed"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ToolCallFailedPayload
 
 
@@ -560,7 +561,7 @@ class ToolCallResultUnknownPayload(Record):
     toolCallId: str
     attempt: int
     externalRequestId: str
-    lastError: str = ''
+    lastError: str = ""
 
 
 class ToolCallResultUnknown(EventBase):

@@ -6,6 +6,7 @@ contract tests also hold them to it field by field.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,7 +183,8 @@ def _field_line(ctx: _Context, fld: dict[str, Any], namespace: str) -> str:
     if "default" not in fld:
         return f"    {fld['name']}: {annotation}"
     default = fld["default"]
-    literal = "()" if default == [] else repr(default)
+    literal = "()" if default == [] else json.dumps(default) if isinstance(default, str) \
+        else repr(default)
     return f"    {fld['name']}: {annotation} = {literal}"
 
 

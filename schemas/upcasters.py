@@ -35,7 +35,9 @@ def tool_call_failed_v1_to_v2(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "payload": payload}
 
 
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    ("tool.call.failed", 1): tool_call_failed_v1_to_v2,
+}
 
 
 def upcast(values: dict[str, Any], type_name: str, current: int,
