@@ -14,6 +14,7 @@ Every bad input raises `InvalidInput` naming the position, schema, version and w
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -68,6 +69,7 @@ class _Plan:
     envelope_reader: dict[str, Any] | None
     current: SchemaEntry
     model: type[BaseModel]
+    build: Callable[[dict[str, Any]], Any]
 
 
 class Codec:
@@ -151,7 +153,7 @@ class Codec:
         try:
             if self.settings.validate:
                 return plan.model.model_validate(values)  # type: ignore[return-value]
-            built: Model = construct.build(plan.model, values)
+            built: Model = plan.build(values)
             return built
         except ValidationError as exc:
             raise _invalid(plan.current, position, f"validation failed: {_errors(exc)}") from exc
@@ -190,10 +192,10 @@ class Codec:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise _invalid(None, position, f"expected bytes, got {type(data).__name__}")
         if data[:2] == SINGLE_OBJECT_MARKER and len(data) >= 10:
-            plan = self._plans.get(bytes(data[2:10]))
+            fingerprint = bytes(data[2:10])
+            plan = self._plans.get(fingerprint)
             if plan is None:
-                raise self._unknown(f"unknown fingerprint {bytes(data[2:10]).hex()}",
-                                    position, headers)
+                raise self._unknown(f"unknown fingerprint {fingerprint.hex()}", position, headers)
             return plan, _stream(data, 10)
         if data[:1] == bytes([CONFLUENT_MAGIC]) and len(data) >= 5:
             return self._confluent_plan(data, position, headers), _stream(data, 5)
@@ -221,8 +223,8 @@ class Codec:
         except Exception as exc:  # fastavro raises many types on bad bytes; all mean bad input
             raise _invalid(entry, position, f"cannot read body: {type(exc).__name__}: {exc}") \
                 from exc
-        left = len(stream.getbuffer()) - stream.tell()
-        if whole and left:
+        if whole and stream.read(1):
+            left = 1 + len(stream.read())
             raise _invalid(entry, position, f"{left} trailing bytes after the record")
         _check_identity(entry, values, position)
         return values
@@ -255,9 +257,10 @@ def _plan(catalog: Catalog, entry: SchemaEntry) -> _Plan:
     current = catalog.current[entry.fullname]
     same = entry is current
     same_envelope = entry.envelope == current.envelope
+    model = _classes()[current.type_name]
     return _Plan(entry, None if same else current.parsed,
-                 None if same_envelope else current.envelope, current,
-                 _classes()[current.type_name])
+                 None if same_envelope else current.envelope, current, model,
+                 construct.builder(model))
 
 
 @cache

@@ -31,9 +31,26 @@ def trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
 
 def build(cls: type[BaseModel], values: dict[str, Any]) -> Any:
     """Model from an Avro-read dict (consumed: nested values are replaced in place)."""
-    for name, convert in _builders(cls):
-        values[name] = convert(values[name])
-    return trusted(cls, values)
+    return builder(cls)(values)
+
+
+@cache
+def builder(cls: type[BaseModel]) -> Callable[[dict[str, Any]], Any]:
+    """`build` for one class, with its nested conversions resolved once."""
+    steps = _builders(cls)
+    new = cls.__new__
+
+    def make(values: dict[str, Any]) -> Any:
+        for name, convert in steps:
+            values[name] = convert(values[name])
+        obj = new(cls)
+        _set(obj, "__dict__", values)
+        _set(obj, "__pydantic_fields_set__", set(values))
+        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_private__", None)
+        return obj
+
+    return make
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
@@ -59,7 +76,7 @@ def _dumpers(cls: type[BaseModel]) -> tuple[tuple[str, Convert], ...]:
 
 
 def _build_of(cls: type[BaseModel]) -> Convert:
-    return lambda values: build(cls, values)
+    return builder(cls)
 
 
 def _dump_of(cls: type[BaseModel]) -> Convert:
