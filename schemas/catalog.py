@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
@@ -107,8 +107,8 @@ def load_entry(kind: Kind, file: Traversable) -> SchemaEntry:
     defaults = {f["name"]: f.get("default") for f in raw["fields"]}
     if defaults.get("schemaVersion") != version:
         raise ContractViolation(fullname, version, "schemaVersion default must equal the version")
-    parsed = parse_schema(raw)
-    envelope = parse_schema(envelope_prefix(raw))
+    parsed = cast(dict[str, Any], parse_schema(raw))
+    envelope = cast(dict[str, Any], parse_schema(envelope_prefix(raw)))
     return SchemaEntry(kind, fullname, defaults[TYPE_FIELD[kind]], version, raw, parsed,
                        envelope, fingerprint_of(raw), hashlib.sha256(text.encode()).hexdigest())
 

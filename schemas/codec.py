@@ -17,7 +17,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, cast
 
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
@@ -37,9 +37,9 @@ from runfacts.schemas.upcasters import upcast
 
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 CONFLUENT_MAGIC = 0
-Headers = list[tuple[str, bytes]]
-Model = EventBase | CommandBase
-Envelope = EventEnvelope | CommandEnvelope
+Headers: TypeAlias = list[tuple[str, bytes]]
+Model: TypeAlias = EventBase | CommandBase
+Envelope: TypeAlias = EventEnvelope | CommandEnvelope
 
 
 class SchemaIds(Protocol):
@@ -219,7 +219,7 @@ class Codec:
                    whole: bool = True) -> dict[str, Any]:
         entry = plan.entry
         try:
-            values: dict[str, Any] = schemaless_reader(stream, writer, reader)
+            values = cast(dict[str, Any], schemaless_reader(stream, writer, reader))
         except Exception as exc:  # fastavro raises many types on bad bytes; all mean bad input
             raise _invalid(entry, position, f"cannot read body: {type(exc).__name__}: {exc}") \
                 from exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastavro import json_reader, json_writer
 from runfacts.schemas.catalog import Catalog, SchemaEntry
@@ -55,5 +55,4 @@ def to_avro_json(entry: SchemaEntry, values: dict[str, Any]) -> str:
 
 def from_avro_json(entry: SchemaEntry, text: str) -> dict[str, Any]:
     """Read back a value written by `to_avro_json`."""
-    values: dict[str, Any] = next(iter(json_reader(io.StringIO(text), entry.parsed)))
-    return values
+    return cast(dict[str, Any], next(iter(json_reader(io.StringIO(text), entry.parsed))))
