@@ -16,16 +16,21 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 Convert = Callable[[Any], Any]
+_new = object.__new__
 _set = object.__setattr__
+# pydantic v2 keeps these in slots; their descriptors set them faster than __setattr__.
+_fields_set = vars(BaseModel)["__pydantic_fields_set__"].__set__
+_extra = vars(BaseModel)["__pydantic_extra__"].__set__
+_private = vars(BaseModel)["__pydantic_private__"].__set__
 
 
 def trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
     """An instance holding `values` as is (no validation, no copies)."""
-    obj = cls.__new__(cls)
+    obj = _new(cls)
     _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _fields_set(obj, set(values))
+    _extra(obj, None)
+    _private(obj, None)
     return obj
 
 
@@ -38,16 +43,15 @@ def build(cls: type[BaseModel], values: dict[str, Any]) -> Any:
 def builder(cls: type[BaseModel]) -> Callable[[dict[str, Any]], Any]:
     """`build` for one class, with its nested conversions resolved once."""
     steps = _builders(cls)
-    new = cls.__new__
 
     def make(values: dict[str, Any]) -> Any:
         for name, convert in steps:
             values[name] = convert(values[name])
-        obj = new(cls)
+        obj = _new(cls)
         _set(obj, "__dict__", values)
-        _set(obj, "__pydantic_fields_set__", set(values))
-        _set(obj, "__pydantic_extra__", None)
-        _set(obj, "__pydantic_private__", None)
+        _fields_set(obj, set(values))
+        _extra(obj, None)
+        _private(obj, None)
         return obj
 
     return make
