@@ -31,7 +31,7 @@ from runfacts.schemas.catalog import (
 )
 from runfacts.schemas.commands import COMMAND_CLASSES
 from runfacts.schemas.common import CommandBase, CommandEnvelope, EventBase, EventEnvelope
-from runfacts.schemas.errors import InvalidInput, RecordPosition
+from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 from runfacts.schemas.events import EVENT_CLASSES
 from runfacts.schemas.upcasters import upcast
 
@@ -80,6 +80,8 @@ class Codec:
         self.settings = settings or CodecSettings()
         self.catalog = catalog or default_catalog()
         self.schema_ids = schema_ids
+        if self.settings.confluent and schema_ids is None:
+            raise ConfigError("CodecSettings.confluent", True, "needs a registry (SchemaIds)")
         self._plans = {e.fingerprint: _plan(self.catalog, e) for e in self.catalog.entries}
         self._models = {cls: self.catalog.by_type[t] for t, cls in _classes().items()
                         if t in self.catalog.by_type}
@@ -139,9 +141,7 @@ class Codec:
                                version=entry.version) from exc
 
     def _confluent_prefix(self, entry: SchemaEntry) -> bytes:
-        if self.schema_ids is None:
-            raise InvalidInput("Confluent framing needs a schema registry (SchemaIds)",
-                               schema=entry.fullname, version=entry.version)
+        assert self.schema_ids is not None  # checked in __init__
         return bytes([CONFLUENT_MAGIC]) + self.schema_ids.id_of(entry).to_bytes(4, "big")
 
     # -- decoding ---------------------------------------------------------------------------

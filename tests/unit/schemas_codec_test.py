@@ -12,7 +12,7 @@ from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.commands import ReportToolFailed
 from runfacts.schemas.common import CommandEnvelope, EventEnvelope
-from runfacts.schemas.errors import InvalidInput, RecordPosition
+from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 from runfacts.schemas.events import ApprovalRequired, ApprovalRequiredPayload
 from runfacts.schemas.samples import sample
 
@@ -178,3 +178,18 @@ def _body(values: dict[str, object], type_name: str) -> bytes:
     out = io.BytesIO()
     schemaless_writer(out, CATALOG.by_type[type_name].parsed, values)
     return out.getvalue()
+
+
+def test_trusted_model_behaves_like_validated_when_hashed_copied_and_dumped() -> None:
+    data = STRICT.encode_dict(sample(CATALOG.by_type["run.created"]))
+    strict, trusted = STRICT.decode(data), TRUSTED.decode(data)
+    assert hash(trusted) == hash(strict)
+    assert trusted.model_dump() == strict.model_dump()
+    assert trusted.model_fields_set == strict.model_fields_set
+    assert trusted.model_copy(update={"runId": "other"}).runId == "other"
+    assert repr(trusted) == repr(strict)
+
+
+def test_codec_raises_config_error_when_confluent_framing_has_no_registry() -> None:
+    with pytest.raises(ConfigError, match="CodecSettings.confluent"):
+        Codec(CodecSettings(confluent=True))
