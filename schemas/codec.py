@@ -165,7 +165,7 @@ class Codec:
 
     def decode_envelope(self, data: bytes, position: RecordPosition | None = None,
                         headers: Headers | None = None) -> Envelope:
-        """Only the envelope (ids, type, version, time): the payload bytes are never read."""
+        """Only the envelope (ids, type, time; schemaVersion as written): payload bytes unread."""
         plan, stream = self._open(data, position, headers)
         values = self._read_body(stream, plan, plan.entry.envelope, plan.envelope_reader,
                                  position, whole=False)
