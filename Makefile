@@ -16,6 +16,7 @@ demo: setup
 test: setup
 	scripts/kafka.sh start
 	scripts/postgres.sh start
+	.venv/bin/runfacts schemas check --golden tests/contract/golden
 	$(TEST_CMD)
 
 unit: setup

@@ -15,6 +15,8 @@ from rich.console import Console
 
 from runfacts import demo, devcli
 from runfacts.connectors.provider_cli import app as provider_app
+from runfacts.connectors.relay_cli import app as outbox_app
+from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
 
 app = typer.Typer(
@@ -23,10 +25,12 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.command("demo")(demo.demo)
 app.add_typer(devcli.dev_app, name="dev")
 app.add_typer(devcli.topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(outbox_app, name="outbox")
 app.add_typer(provider_app, name="provider")
-app.command("demo")(demo.demo)
 
 _debug = {"on": False}
 
@@ -35,10 +39,6 @@ _debug = {"on": False}
 def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
     """Durable, replayable, auditable facts for AI-agent runs, on Kafka."""
     _debug["on"] = debug
-
-from runfacts.connectors.relay_cli import app as outbox_app  # noqa: E402
-
-app.add_typer(outbox_app, name="outbox")
 
 
 def main() -> None:
