@@ -216,7 +216,10 @@ def parse_keyring(text: str, source: str = "<keyring>") -> Keyring:
     retired = data.get("retired", [])
     if not isinstance(retired, list) or not all(isinstance(k, str) for k in retired):
         raise ConfigError(f"{source}:retired", retired, "expected a list of key ids")
-    return Keyring(keys=keys, current=data.get("current"), retired=frozenset(retired))
+    try:
+        return Keyring(keys=keys, current=data.get("current"), retired=frozenset(retired))
+    except ConfigError as exc:
+        raise ConfigError(source, "<hidden>", str(exc)) from None
 
 
 def _signing_key(entry: object, where: str) -> SigningKey:
