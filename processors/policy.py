@@ -52,7 +52,7 @@ class SourceRule(BaseModel):
 class CommandRule(BaseModel):
     """Who may issue one command type: listed roles, or the capability's requiredRole."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
 
     roles: frozenset[str] = frozenset()
     role_from_capability: bool = Field(default=False, alias="roleFromCapability")
