@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
+from collections.abc import Collection
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -112,15 +113,20 @@ def check_command(policy: Policy, command: CommandEnvelope) -> CommandDenial | N
 
 
 def check_approver(
-    policy: Policy, manifest: CapabilityManifest, approver: Actor, requested_by: str
+    policy: Policy, manifest: CapabilityManifest, approver: Actor, requested_by: str | Collection[str]
 ) -> ApproverDenial | None:
-    """None when `approver` may decide an approval of `manifest`'s capability requested by `requested_by`."""
+    """None when `approver` may decide an approval of `manifest`'s capability; otherwise why not.
+
+    `requested_by`: the subject id(s) the request is attributed to — the run's user and, when
+    someone else created the run, its creator (the harness's service identity never counts).
+    """
     denial = _actor_denial(policy, approver)
     if denial is not None:
         return denial
     if manifest.required_role not in effective_roles(policy, approver):
         return "forbidden_role"
-    if not manifest.self_approval and approver.subjectId == requested_by:
+    requesters = {requested_by} if isinstance(requested_by, str) else set(requested_by)
+    if not manifest.self_approval and approver.subjectId in requesters:
         return "self_approval_forbidden"
     return None
 

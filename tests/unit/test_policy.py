@@ -147,6 +147,11 @@ def test_check_approver_rejects_self_approval_when_manifest_forbids_it():
     assert check_approver(POLICY, REFUND, actor(subject="alice"), requested_by="alice") == "self_approval_forbidden"
 
 
+def test_check_approver_rejects_self_approval_when_approver_created_run_for_another_user():
+    assert check_approver(POLICY, REFUND, actor(subject="alice"), {"customer-7", "alice"}) == "self_approval_forbidden"
+    assert check_approver(POLICY, REFUND, actor(subject="bob"), {"customer-7", "alice"}) is None
+
+
 def test_check_approver_allows_self_approval_when_manifest_permits_it():
     lenient = REFUND.model_copy(update={"self_approval": True})
     assert check_approver(POLICY, lenient, actor(subject="alice"), requested_by="alice") is None
