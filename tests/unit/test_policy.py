@@ -74,7 +74,7 @@ def test_load_policy_reads_version_and_rules_when_default_is_packaged():
 
 
 def test_check_command_allows_when_role_may_issue_type():
-    assert check_command(POLICY, stop(actor(roles=("end_user",)))) is None
+    assert check_command(POLICY, stop(actor(roles=("user",)))) is None
 
 
 @pytest.mark.parametrize("who", [actor(subject=""), actor(subject="   "), actor(source="")])
@@ -101,7 +101,7 @@ def test_check_command_ignores_role_when_source_cannot_vouch_for_it():
 
 @pytest.mark.parametrize("command_type", RUNTIME_TYPES)
 def test_check_command_rejects_forbidden_role_when_human_sends_runtime_command(command_type):
-    human = actor(roles=("end_user", "support_agent", "supervisor", "operator"))
+    human = actor(roles=("user", "support_agent", "supervisor", "operator"))
     assert check_command(POLICY, envelope(command_type, human)) == "forbidden_role"
 
 
@@ -111,7 +111,8 @@ def test_check_command_rejects_forbidden_role_when_human_sends_runtime_command(c
     ("timer.fire", "decider-timer"),
 ])
 def test_check_command_allows_when_service_sends_its_runtime_command(command_type, service):
-    identity = actor(subject=f"svc-{service}", roles=(service.replace("-", "_"),), source=service)
+    role = {"agent-harness": "agent", "dispatcher": "dispatcher", "decider-timer": "decider"}[service]
+    identity = actor(subject=f"svc-{service}", roles=(role,), source=service)
     assert check_command(POLICY, envelope(command_type, identity)) is None
 
 
@@ -121,7 +122,7 @@ def test_check_command_rejects_forbidden_role_when_timer_is_sent_by_dispatcher()
 
 
 def test_check_command_defers_role_to_capability_when_command_is_resume():
-    assert check_command(POLICY, envelope("run.resume", actor(roles=("end_user",)))) is None
+    assert check_command(POLICY, envelope("run.resume", actor(roles=("user",)))) is None
     assert check_command(POLICY, envelope("run.resume", actor(source="nowhere"))) == "untrusted_source"
 
 
@@ -134,7 +135,7 @@ def test_check_approver_allows_when_role_matches_and_approver_is_not_requester()
 
 
 def test_check_approver_rejects_forbidden_role_when_role_is_not_required_role():
-    assert check_approver(POLICY, REFUND, actor(subject="bob", roles=("end_user",)), "alice") == "forbidden_role"
+    assert check_approver(POLICY, REFUND, actor(subject="bob", roles=("user",)), "alice") == "forbidden_role"
 
 
 def test_check_approver_rejects_forbidden_role_when_service_claims_human_role():
@@ -164,11 +165,11 @@ def test_check_approver_rejects_actor_when_missing_or_untrusted(who, reason):
     assert check_approver(POLICY, REFUND, who, "alice") == reason
 
 
-def test_allowed_command_types_lists_role_commands_when_actor_is_operator_or_end_user():
+def test_allowed_command_types_lists_role_commands_when_actor_is_operator_or_user():
     operator = allowed_command_types(POLICY, actor(roles=("operator",), source="cli"))
-    end_user = allowed_command_types(POLICY, actor(roles=("end_user",)))
+    user = allowed_command_types(POLICY, actor(roles=("user",)))
     assert {"tool.call.retry", "run.migrate", "run.stop"} <= operator
-    assert "tool.call.retry" not in end_user and "run.stop" in end_user
+    assert "tool.call.retry" not in user and "run.stop" in user
     assert allowed_command_types(POLICY, actor(source="nowhere")) == frozenset()
 
 
