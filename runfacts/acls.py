@@ -4,7 +4,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 
 | component    | reads                      | writes                         | group / txn id / own topics |
 |--------------|----------------------------|--------------------------------|-----------------------------|
-| decider      | commands                   | events, state, view.user, dlq  | `<prefix>-decider*`          |
+| decider      | commands                   | events, state, view.user, dlq  | `<prefix>-run-decider*`      |
 | projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `runfacts-outbox-*`   |
@@ -12,7 +12,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 
-An engine application named `<prefix>-<component>` uses that name as its group id (and
+An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
 `<name>-<store>-changelog` as store changelogs, so one PREFIXED pattern per resource
 type covers them. Only the decider writes the events log; nobody but the writers listed
@@ -56,6 +56,8 @@ class AclEntry:
     host: str = "*"
 
 
+# Engine application names (`<prefix>-<name>`); processors.decider_app names the decider run-decider.
+ENGINE_APPS = {"decider": "run-decider", "projector": "projector", "dispatcher": "dispatcher"}
 COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor")
 
 
@@ -68,7 +70,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
     n = names
 
     def engine(component: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> ComponentAccess:
-        app = f"{n.prefix}-{component}"  # group id, transactional id prefix, changelog prefix
+        app = f"{n.prefix}-{ENGINE_APPS[component]}"  # group id, transactional id prefix, changelog prefix
         return ComponentAccess(component, who[component], reads, writes, app, app, f"{app}-")
 
     def client(component: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> ComponentAccess:

@@ -2,7 +2,8 @@
 
 One secured broker for the session (ports 29092/29093, state in a tmp dir): SCRAM-SHA-512
 on a SASL_PLAINTEXT listener, StandardAuthorizer, no access without an ACL. Clients get
-their SASL options only through KafkaSettings (RUNFACTS_KAFKA_CONFIG), as deployments do.
+their SASL options only through KafkaSettings (RUNFACTS_KAFKA_CONFIG), as deployments do;
+the run decider runs on the engine as its own SCRAM principal with only its printed ACLs.
 """
 
 from __future__ import annotations
@@ -11,17 +12,28 @@ import json
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AclBindingFilter, AdminClient
+from decider_support import CTX, RUN, USER, command, create, propose_refund, resume
+from engine_support import EngineThread
 from typer.testing import CliRunner
 
 from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.cli import app
 from runfacts.devenv import SCRIPTS, port_open
+from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
+from runfacts.processors.decider import DecideContext
+from runfacts.processors.decider_app import DeciderShell
+from runfacts.processors.decider_security import policy_checks, to_millis
+from runfacts.processors.policy import load_policy
+from runfacts.processors.settings import EngineSettings
+from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
@@ -99,18 +111,6 @@ def produce(settings: KafkaSettings, topic: str, **extra: object) -> KafkaError 
     return errors[0] if errors else None
 
 
-def consume_one(settings: KafkaSettings, topic: str, group: str, timeout: float = 20) -> bytes:
-    consumer = Consumer(settings.client_config(**{
-        "group.id": group, "auto.offset.reset": "earliest", "isolation.level": "read_committed"}))
-    consumer.subscribe([topic])
-    try:
-        msg = consumer.poll(timeout)
-        assert msg is not None and msg.error() is None, msg and msg.error()
-        return msg.value()
-    finally:
-        consumer.close()
-
-
 def test_command_write_succeeds_when_principal_has_printed_acls(deployment, monkeypatch):
     for component in ("dashboard", "cli", "dispatcher"):
         settings = deployment.principal_settings(monkeypatch, component)
@@ -122,31 +122,6 @@ def test_command_write_succeeds_when_principal_has_printed_acls(deployment, monk
 def test_command_write_denied_when_principal_lacks_write_acl(deployment, monkeypatch, component):
     error = produce(deployment.principal_settings(monkeypatch, component), deployment.names.commands)
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-
-
-def test_decider_runs_transactional_loop_when_scram_and_printed_acls_are_used(deployment, monkeypatch):
-    names = deployment.names
-    assert produce(deployment.principal_settings(monkeypatch, "dashboard"), names.commands) is None
-    decider = deployment.principal_settings(monkeypatch, "decider")
-    app_name = f"{names.prefix}-decider"
-    consumer = Consumer(decider.client_config(**{
-        "group.id": app_name, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        "isolation.level": "read_committed"}))
-    producer = Producer(decider.client_config(**{"transactional.id": f"{app_name}-0"}))
-    producer.init_transactions(30)
-    consumer.subscribe([names.commands])
-    try:
-        command = consumer.poll(20)
-        assert command is not None and command.error() is None
-        producer.begin_transaction()
-        producer.produce(names.events, key=command.key(), value=b'{"eventType": "run.created"}')
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
-        producer.commit_transaction(30)
-    finally:
-        consumer.close()
-    auditor = deployment.principal_settings(monkeypatch, "auditor")
-    assert consume_one(auditor, names.events, f"{names.prefix}-auditor-check") == b'{"eventType": "run.created"}'
 
 
 def test_consumer_denied_group_when_group_is_outside_component_prefix(deployment, monkeypatch):
@@ -190,3 +165,53 @@ def test_security_cli_creates_user_and_applies_acls_when_run_with_admin_settings
     found = client.describe_acls(acl_filter, request_timeout=30).result()
     assert {(b.name, b.operation.name) for b in found} >= {
         (f"cli{unique}.run.commands", "WRITE"), (f"cli{unique}.view.user", "READ"), (f"cli{unique}-dashboard", "READ")}
+
+
+def read_events(settings: KafkaSettings, topic: str, group: str, until: Callable[[list], bool],
+                timeout: float = 60) -> list:
+    """Committed records of `topic` (decoded) until `until(found)`, read as `settings`' principal."""
+    consumer = Consumer(settings.client_config(**{
+        "group.id": group, "auto.offset.reset": "earliest", "isolation.level": "read_committed"}))
+    consumer.subscribe([topic])
+    found, deadline = [], time.monotonic() + timeout
+    try:
+        while not until(found) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                found.append(codec.decode(msg.value()))
+    finally:
+        consumer.close()
+    return found
+
+
+def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_principal(
+        deployment, monkeypatch, tmp_path):
+    names, keyring = deployment.names, Keyring(keys={"k1": SigningKey(secrets.token_bytes(32))}, current="k1")
+    ctx = DecideContext(current_versions=CTX.current_versions,
+                        **policy_checks(load_policy(catalog=CTX.capabilities), keyring))
+    approve = resume()
+    claims = ApprovalClaims(RUN, "approval-tool-call-031", approve.payload.argsHash, "approve",
+                            approve.actor.subjectId, to_millis(approve.issuedAt) + 60_000)
+    outsider = USER.model_copy(update={"authSource": "intranet-script"})
+    commands = [create(), propose_refund(),
+                approve.model_copy(update={"payload": approve.payload.model_copy(
+                    update={"approvalToken": issue_token(keyring, "k1", claims)})}),
+                command(cmd.StopRun, outsider, reason="not trusted")]
+    cli = deployment.principal_settings(monkeypatch, "cli")
+    producer = Producer(cli.client_config())
+    for c in commands:
+        producer.produce(names.commands, codec.encode(c), c.runId.encode())
+    assert producer.flush(15) == 0
+    decider = deployment.principal_settings(monkeypatch, "decider")
+    engine_settings = EngineSettings(bootstrap_servers=decider.bootstrap_servers, kafka=decider.config,
+                                     state_dir=tmp_path / "state", instance_id="sec-1")
+    engine = EngineThread(DeciderShell(names, ctx).application(), engine_settings).start()
+    try:
+        events = read_events(deployment.principal_settings(monkeypatch, "auditor"), names.events,
+                             f"{names.prefix}-auditor-read",
+                             until=lambda found: bool(found) and found[-1].eventType == "command.rejected")
+    finally:
+        engine.stop()
+    types = [e.eventType for e in events]
+    assert "approval.granted" in types and "tool.call.authorized" in types
+    assert events[-1].eventType == "command.rejected" and events[-1].payload.reasonCode == "untrusted_source"

@@ -44,9 +44,9 @@ def test_component_access_gives_every_spec_topic_a_reader_and_writer_when_derive
 def test_acl_entries_grant_group_txn_and_changelog_prefixes_when_component_is_engine_app():
     entries = acl_entries(ACCESS["decider"])
     p = "User:acme-decider"
-    assert AclEntry(p, "GROUP", "PREFIXED", "acme-decider", "READ") in entries
-    assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", "acme-decider", "WRITE") in entries
-    assert AclEntry(p, "TOPIC", "PREFIXED", "acme-decider-", "CREATE") in entries
+    assert AclEntry(p, "GROUP", "PREFIXED", "acme-run-decider", "READ") in entries
+    assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", "acme-run-decider", "WRITE") in entries
+    assert AclEntry(p, "TOPIC", "PREFIXED", "acme-run-decider-", "CREATE") in entries
     assert AclEntry(p, "TOPIC", "LITERAL", NAMES.commands, "READ") in entries
     assert AclEntry(p, "TOPIC", "LITERAL", NAMES.commands, "WRITE") not in entries
     assert entries == sorted(set(entries))

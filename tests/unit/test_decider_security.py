@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider import DecideContext
-from runfacts.processors.decider_security import policy_checks, to_millis
-from runfacts.processors.policy import load_policy
-from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import Actor
-from tests.decider_support import (
+from decider_support import (
     CTX,
     OPERATOR,
     REFUND_HASH,
@@ -25,6 +18,13 @@ from tests.decider_support import (
     propose_refund,
     resume,
 )
+
+from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
+from runfacts.processors.decider import DecideContext
+from runfacts.processors.decider_security import policy_checks, to_millis
+from runfacts.processors.policy import load_policy
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.common import Actor
 
 POLICY = load_policy(catalog=CTX.capabilities)
 KEYRING = Keyring(keys={"k1": SigningKey(b"k" * 32)}, current="k1")
