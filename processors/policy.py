@@ -4,9 +4,9 @@ The policy file is TOML (`policy.toml` next to this module is the packaged defau
 
     policyVersion = "2026-11-30.1"
     [sources.dashboard]                 # a trusted auth source ...
-    roles = ["end_user", "operator"]    # ... and the only roles it may vouch for
+    roles = ["user", "operator"]        # ... and the only roles it may vouch for
     [commands]
-    "run.stop" = { roles = ["end_user", "operator"] }
+    "run.stop" = { roles = ["user", "operator"] }
     "run.resume" = { roleFromCapability = true }   # the capability manifest decides
 
 Invariants checked at load: every command type of the contract has exactly one rule, and
