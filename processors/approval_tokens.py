@@ -184,7 +184,9 @@ def _decode_claims(payload: str) -> ApprovalClaims | None:
         return None
     if not all(isinstance(body[n], str) for n in names) or type(body["expiresAtMs"]) is not int:
         return None
-    return ApprovalClaims(*(body[n] for n in names), expires_at_ms=body["expiresAtMs"])
+    return ApprovalClaims(run_id=body["runId"], approval_id=body["approvalId"], args_hash=body["argsHash"],
+                          decision=body["decision"], subject_id=body["subjectId"],
+                          expires_at_ms=body["expiresAtMs"])
 
 
 def _b64encode(data: bytes) -> str:
