@@ -22,12 +22,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from runfacts.crashpoints import crash_point
 from runfacts.processors.api import Application
 from runfacts.processors.settings import EngineSettings, common_config, restore_config
 from runfacts.processors.store import Backend, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
-
-from runfacts.crashpoints import crash_point
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF

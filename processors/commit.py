@@ -46,10 +46,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from runfacts.processors.task import Task
-from runfacts.schemas.errors import InfrastructureError
 
 from runfacts.crashpoints import crash_point
+from runfacts.processors.task import Task
+from runfacts.schemas.errors import InfrastructureError
 
 log = logging.getLogger("runfacts.engine")
 T = TypeVar("T")

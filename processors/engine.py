@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from runfacts.crashpoints import crash_point
 from runfacts.processors.api import Application
 from runfacts.processors.changelog import Restorer, prepare_topics
 from runfacts.processors.commit import AtLeastOnce, ExactlyOnce, TransactionAborted
@@ -44,8 +46,6 @@ from runfacts.processors.settings import (
 from runfacts.processors.store import RocksBackend
 from runfacts.processors.task import Task
 from runfacts.schemas.errors import InfrastructureError
-
-from runfacts.crashpoints import crash_point
 
 log = logging.getLogger("runfacts.engine")
 

@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+
 from runfacts.processors.worker import run
 
 app = typer.Typer(help="The processor engine: run applications on Kafka.", no_args_is_help=True)

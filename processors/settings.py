@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from runfacts.processors.api import Application
 from runfacts.schemas.errors import ConfigError
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
 from runfacts.processors.api import Serde
 
 META = "__meta"

@@ -1,14 +1,25 @@
 """The `runfacts` command: one entry point, one command tree.
 
 Each area keeps its commands in its own module (a `typer.Typer` named `app`) and is
-registered here, so `runfacts --help` lists everything in one place.
+registered here, so `runfacts --help` lists everything in one place. Expected errors
+(bad settings, bad input, a broker that is down) print as one readable line; `--debug`
+shows the traceback.
 """
 
 from __future__ import annotations
 
-import typer
+import sys
 
+import typer
+from rich.console import Console
+
+from runfacts import demo, devcli
+from runfacts.connectors.provider_cli import app as provider_app
+from runfacts.connectors.relay_cli import app as outbox_app
 from runfacts.processors.engine_cli import app as engine_app
+from runfacts.schemas.cli import app as schemas_app
+from runfacts.schemas.errors import RunfactsError
+from runfacts.security_cli import app as security_app
 
 app = typer.Typer(
     name="runfacts",
@@ -16,12 +27,44 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+app.command("demo")(demo.demo)
+app.add_typer(devcli.dev_app, name="dev")
+app.add_typer(devcli.topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(outbox_app, name="outbox")
+app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
+app.add_typer(security_app, name="security")
+
+_debug = {"on": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+    """Durable, replayable, auditable facts for AI-agent runs, on Kafka."""
+    _debug["on"] = debug
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: run the app, turning expected errors into one line."""
+    try:
+        app(standalone_mode=False)
+    except RunfactsError as exc:
+        if _debug["on"]:
+            raise
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        from click import ClickException
+
+        if isinstance(exc, ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
 
 
 if __name__ == "__main__":

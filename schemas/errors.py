@@ -7,6 +7,7 @@
   the record to the dead-letter topic with those facts as headers.
 - `InfrastructureError`: broker, database or network trouble; says whether it is retryable.
 - `ConfigError`: a setting with a bad value; names the setting and the value.
+- `ContractViolation`: the shipped schema catalog breaks its rules (`runfacts schemas check`).
 """
 
 from __future__ import annotations
@@ -100,3 +101,14 @@ class ConfigError(RunfactsError):
         self.setting = setting
         self.value = value
         super().__init__(f"setting {setting}={value!r}: {why}")
+
+
+class ContractViolation(RunfactsError):
+    """The shipped schema catalog breaks its own rules (edited old version, incompatible change)."""
+
+    def __init__(self, schema: str, version: int | None, what: str) -> None:
+        self.schema = schema
+        self.version = version
+        self.what = what
+        where = schema if version is None else f"{schema} v{version}"
+        super().__init__(f"{where}: {what}")

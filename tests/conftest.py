@@ -60,3 +60,14 @@ def kafka_bootstrap() -> Iterator[str]:
 def unique() -> str:
     """A short unique suffix for topic and group names, so tests never share data."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """DSN of a real PostgreSQL: $RUNFACTS_PG_DSN, or the local server of scripts/postgres.sh."""
+    configured = os.environ.get("RUNFACTS_PG_DSN")
+    if configured:
+        return configured
+    from runfacts.devenv import LocalPostgres
+
+    return LocalPostgres().start()

@@ -24,19 +24,20 @@ def main() -> None:
     )
     source = app.topic(args.input, key_serializer="raw", value_serializer="raw")
     sink = app.topic(args.output, key_serializer="raw", value_serializer="raw")
-    runs = app.Table("runs", default=None, partitions=6, key_serializer="raw",
-                     value_serializer="raw", options={"driver": "rocksdict"})
+    runs = app.Table("runs", default=None, partitions=6, key_type=bytes, value_type=bytes,
+                     options={"driver": "rocksdict"})
+    runs.key_serializer = runs.value_serializer = "raw"  # bytes in, bytes out, as for the others
 
     @app.agent(source)
     async def process(stream):
         async for key, raw in stream.items():
             event = decode(raw)
-            state, out = reduce(runs[key], raw, event)
+            state, out = reduce(runs.get(key), raw, event)
             runs[key] = state
             await sink.send(key=key, value=out)
             progress.tick()
 
-    sys.argv = [sys.argv[0], "worker", "--loglevel", "warning"]
+    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
     app.main()
 
 

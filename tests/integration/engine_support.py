@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from runfacts.processors.api import Application
 from runfacts.processors.engine import Engine
 from runfacts.processors.settings import EngineSettings

@@ -13,6 +13,7 @@ from engine_support import (
     produce,
     settings,
 )
+
 from runfacts.processors import commit
 from runfacts.processors.api import ProcessingError
 from runfacts.processors.commit import TransactionAborted

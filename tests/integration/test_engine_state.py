@@ -19,6 +19,7 @@ from engine_support import (
     settings,
     wait_for,
 )
+
 from runfacts.processors.demo import counter_app
 from runfacts.processors.engine import Engine
 from runfacts.processors.store import RocksBackend

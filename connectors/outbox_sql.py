@@ -1,0 +1,201 @@
+"""The outbox's SQL, per dialect (SQLite, PostgreSQL): pure string building, no I/O.
+
+Tables, for an outbox named `<base>` (default `runfacts_outbox`):
+- `<base>`: one row per emitted record; `seq` orders rows; `status` 0 pending, 1 published.
+- `<base>_parked`: runs stopped by a permanent publish error, from `seq` on (an operator unparks).
+- `<base>_lease`: one row: the active relay's holder id, fencing token and expiry.
+- `<base>_archive`: published rows moved out by the `archive` retention mode.
+
+Statements are written with `%s` placeholders; `Sql.q` turns them into `?` for SQLite.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from enum import Enum
+
+from runfacts.schemas.errors import ConfigError
+
+PENDING = 0
+PUBLISHED = 1
+LEASE_NAME = "relay"
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
+_SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+_COLUMNS = "seq, event_id, run_id, topic, value, headers, created_at"
+
+
+class Dialect(Enum):
+    """The two databases an outbox lives in."""
+
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+
+
+def dialect_of(conn: object) -> Dialect:
+    """The dialect of a DB-API connection (stdlib sqlite3 or psycopg 3)."""
+    module = type(conn).__module__
+    if module.startswith("sqlite3"):
+        return Dialect.SQLITE
+    if module.startswith("psycopg"):
+        return Dialect.POSTGRES
+    raise ConfigError("connection", type(conn).__name__, "expected sqlite3 or psycopg 3")
+
+
+def check_table_name(name: str) -> str:
+    """`name` if it is a safe lower-case SQL identifier, else a ConfigError naming it."""
+    if not _IDENT.match(name):
+        raise ConfigError("outbox table", name, "must match [a-z_][a-z0-9_]* (at most 48 chars)")
+    return name
+
+
+@dataclass(frozen=True)
+class Sql:
+    """All statements for one outbox table in one dialect."""
+
+    dialect: Dialect
+    base: str
+
+    def __post_init__(self) -> None:
+        check_table_name(self.base)
+
+    @property
+    def pg(self) -> bool:
+        return self.dialect is Dialect.POSTGRES
+
+    @property
+    def now(self) -> str:
+        return "clock_timestamp()" if self.pg else _SQLITE_NOW
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel that wakes this outbox's relay."""
+        return self.base
+
+    @property
+    def lock_class(self) -> int:
+        """Advisory-lock class id of this outbox (a signed 32-bit hash of its name)."""
+        return zlib.crc32(self.base.encode()) - 2**31
+
+    def q(self, statement: str) -> str:
+        """`statement` with placeholders in this dialect's style."""
+        return statement if self.pg else statement.replace("%s", "?")
+
+    def ago(self, seconds_param: str = "%s") -> str:
+        """SQL for 'now minus N seconds', N bound to the placeholder."""
+        if self.pg:
+            return f"clock_timestamp() - make_interval(secs => {seconds_param})"
+        return f"({_SQLITE_NOW} - {seconds_param})"
+
+    def later(self, seconds_param: str = "%s") -> str:
+        """SQL for 'now plus N seconds', N bound to the placeholder."""
+        if self.pg:
+            return f"clock_timestamp() + make_interval(secs => {seconds_param})"
+        return f"({_SQLITE_NOW} + {seconds_param})"
+
+    def ddl(self) -> list[str]:
+        """CREATE statements (idempotent) for the outbox, parked, lease and archive tables."""
+        b = self.base
+        if self.pg:
+            seq, blob, ts, ident = "bigint", "bytea", "timestamptz", "GENERATED ALWAYS AS IDENTITY"
+            never = "'-infinity'"
+        else:
+            seq, blob, ts, ident, never = "INTEGER", "BLOB", "REAL", "", "0"
+        key = f"{seq} {ident} PRIMARY KEY" if self.pg else "INTEGER PRIMARY KEY AUTOINCREMENT"
+        row = (f"event_id text NOT NULL, run_id text NOT NULL, topic text NOT NULL, "
+               f"value {blob} NOT NULL, headers text NOT NULL, "
+               f"created_at {ts} NOT NULL DEFAULT ({self.now})")
+        return [
+            f"CREATE TABLE IF NOT EXISTS {b} (seq {key}, {row}, "
+            f"status smallint NOT NULL DEFAULT 0, published_at {ts})",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {b}_event_id ON {b} (event_id)",
+            f"CREATE INDEX IF NOT EXISTS {b}_pending ON {b} (seq) WHERE status = 0",
+            f"CREATE INDEX IF NOT EXISTS {b}_published ON {b} (published_at) WHERE status = 1",
+            f"CREATE TABLE IF NOT EXISTS {b}_parked (run_id text PRIMARY KEY, seq {seq} NOT NULL, "
+            f"event_id text NOT NULL, error text NOT NULL, parked_at {ts} NOT NULL "
+            f"DEFAULT ({self.now}))",
+            f"CREATE TABLE IF NOT EXISTS {b}_lease (name text PRIMARY KEY, holder text NOT NULL, "
+            f"token bigint NOT NULL, expires_at {ts} NOT NULL)",
+            f"INSERT INTO {b}_lease VALUES ('{LEASE_NAME}', '', 0, {never}) ON CONFLICT DO NOTHING",
+            f"CREATE TABLE IF NOT EXISTS {b}_archive (seq {seq} PRIMARY KEY, {row}, "
+            f"published_at {ts})",
+        ]
+
+    def insert(self) -> str:
+        return self.q(f"INSERT INTO {self.base} (event_id, run_id, topic, value, headers) "
+                      "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING")
+
+    def run_lock(self) -> str:
+        """PostgreSQL: hold the run's advisory lock until commit, so seq order is commit order."""
+        return f"SELECT pg_advisory_xact_lock({self.lock_class}, hashtext(%s))"
+
+    def fetch_pending(self) -> str:
+        b = self.base
+        return self.q(
+            f"SELECT {_COLUMNS} FROM {b} o WHERE status = {PENDING} AND NOT EXISTS "
+            f"(SELECT 1 FROM {b}_parked p WHERE p.run_id = o.run_id AND p.seq <= o.seq) "
+            "ORDER BY seq LIMIT %s")
+
+    def mark(self, count: int) -> str:
+        where = "seq = ANY(%s)" if self.pg else f"seq IN ({', '.join(['?'] * count)})"
+        return self.q(f"UPDATE {self.base} SET status = {PUBLISHED}, published_at = {self.now} "
+                      f"WHERE {where} AND status = {PENDING}")
+
+    def park(self) -> str:
+        return self.q(f"INSERT INTO {self.base}_parked (run_id, seq, event_id, error) "
+                      "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING")
+
+    def unpark(self) -> str:
+        return self.q(f"DELETE FROM {self.base}_parked WHERE run_id = %s")
+
+    def parked(self) -> str:
+        return f"SELECT run_id, seq, event_id, error FROM {self.base}_parked ORDER BY seq"
+
+    def lease_token(self) -> str:
+        lock = " FOR SHARE" if self.pg else ""
+        return self.q(f"SELECT holder, token FROM {self.base}_lease WHERE name = '{LEASE_NAME}'"
+                      + lock)
+
+    def lease_acquire(self) -> str:
+        return self.q(
+            f"UPDATE {self.base}_lease SET holder = %s, token = token + 1, "
+            f"expires_at = {self.later()} WHERE name = '{LEASE_NAME}' "
+            f"AND expires_at < {self.now} RETURNING token")
+
+    def lease_renew(self) -> str:
+        return self.q(f"UPDATE {self.base}_lease SET expires_at = {self.later()} "
+                      f"WHERE name = '{LEASE_NAME}' AND holder = %s AND token = %s")
+
+    def lease_release(self) -> str:
+        return self.q(f"UPDATE {self.base}_lease SET expires_at = {self.ago('1')} "
+                      f"WHERE name = '{LEASE_NAME}' AND holder = %s AND token = %s")
+
+    def lease_state(self) -> str:
+        age = (f"extract(epoch from expires_at - {self.now})" if self.pg
+               else f"expires_at - {self.now}")
+        return f"SELECT holder, token, {age} FROM {self.base}_lease WHERE name = '{LEASE_NAME}'"
+
+    def sweep(self, archive: bool) -> list[str]:
+        """Statements removing published rows older than the bound cutoff (in seconds)."""
+        b, cond = self.base, f"status = {PUBLISHED} AND published_at <= %s"
+        cols = "seq, event_id, run_id, topic, value, headers, created_at, published_at"
+        delete = f"DELETE FROM {b} WHERE {cond}"
+        if not archive:
+            return [self.q(delete)]
+        if self.pg:
+            return [f"WITH moved AS ({delete} RETURNING {cols}) "
+                    f"INSERT INTO {b}_archive ({cols}) SELECT {cols} FROM moved"]
+        return [self.q(f"INSERT INTO {b}_archive ({cols}) SELECT {cols} FROM {b} WHERE {cond}"),
+                self.q(delete)]
+
+    def cutoff(self) -> str:
+        """The sweep cutoff 'now minus retention', computed once so every statement agrees."""
+        return self.q(f"SELECT {self.ago()}")
+
+    def metrics(self) -> str:
+        age = (f"extract(epoch from {self.now} - min(created_at))" if self.pg
+               else f"{self.now} - min(created_at)")
+        b = self.base
+        return (f"SELECT count(*), {age}, (SELECT count(*) FROM {b}_parked) "
+                f"FROM {b} WHERE status = {PENDING}")

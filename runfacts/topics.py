@@ -1,0 +1,188 @@
+"""Every runfacts topic as one declarative spec, applied idempotently with the AdminClient.
+
+`apply_topics` creates what is missing, brings drifted configs (retention, ...) in line,
+and refuses — with an error naming topic, setting, expected and actual value — when an
+existing topic's partition count or cleanup policy disagrees with the spec, because
+neither can be fixed in place without breaking co-partitioning or compaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.settings import KafkaSettings
+
+DAY_MS = 24 * 3600 * 1000
+UNLIMITED = -1
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: name, partitions, cleanup policy, retention and extra configs."""
+
+    name: str
+    partitions: int
+    cleanup_policy: str = "delete"
+    retention_ms: int = 7 * DAY_MS
+    configs: dict[str, str] = field(default_factory=dict)
+    purpose: str = ""
+
+    def all_configs(self) -> dict[str, str]:
+        """The topic-level configs this spec pins."""
+        conf = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
+        conf.update(self.configs)
+        return conf
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """The runfacts topic names under one prefix (default `runfacts`)."""
+
+    prefix: str = "runfacts"
+
+    @property
+    def commands(self) -> str:
+        return f"{self.prefix}.run.commands"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}.run.events"
+
+    @property
+    def state(self) -> str:
+        return f"{self.prefix}.run.state"
+
+    @property
+    def user_view(self) -> str:
+        return f"{self.prefix}.view.user"
+
+    @property
+    def audit(self) -> str:
+        return f"{self.prefix}.audit"
+
+    @property
+    def trajectory(self) -> str:
+        return f"{self.prefix}.eval.trajectory"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.prefix}.dlq"
+
+
+COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
+
+
+def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
+    """The spec of every runfacts topic; runId-keyed topics share one partition count."""
+    p = partitions
+    return [
+        TopicSpec(names.commands, p, "delete", 7 * DAY_MS, purpose="commands (Control), key runId"),
+        TopicSpec(names.events, p, "delete", UNLIMITED, purpose="the log of facts, key runId"),
+        TopicSpec(names.state, p, "compact", UNLIMITED, dict(COMPACT), "run state, key runId"),
+        TopicSpec(names.user_view, p, "compact", UNLIMITED, dict(COMPACT), "user view, key runId"),
+        TopicSpec(names.audit, p, "delete", UNLIMITED, purpose="audit records, hash chain per run"),
+        TopicSpec(names.trajectory, p, "compact", UNLIMITED, dict(COMPACT), "eval trajectories"),
+        TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
+    ]
+
+
+def changelog_spec(name: str, partitions: int) -> TopicSpec:
+    """A state store's changelog: compacted, kept forever, co-partitioned with its input."""
+    return TopicSpec(name, partitions, "compact", UNLIMITED, dict(COMPACT), "store changelog")
+
+
+class TopicMismatch(ConfigError):
+    """An existing topic disagrees with the spec in a way apply cannot fix."""
+
+    def __init__(self, topic: str, setting: str, expected: object, actual: object) -> None:
+        self.topic = topic
+        super().__init__(
+            f"topic {topic} {setting}", actual,
+            f"spec wants {expected!r}; fix the spec or recreate the topic",
+        )
+
+
+@dataclass
+class ApplyReport:
+    """What apply_topics did."""
+
+    created: list[str] = field(default_factory=list)
+    altered: dict[str, dict[str, str]] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float = 30) -> ApplyReport:
+    """Create missing topics, align drifted configs, refuse unfixable differences."""
+    admin = AdminClient(settings.client_config())
+    existing = admin.list_topics(timeout=timeout).topics
+    report = ApplyReport()
+    missing = [s for s in specs if s.name not in existing]
+    report.created = _create(admin, missing, settings.replication_factor, timeout)
+    if len(report.created) < len(missing):  # raced with another creator: look again
+        existing = admin.list_topics(timeout=timeout).topics
+    for spec in specs:
+        if spec.name in report.created:
+            continue
+        actual_partitions = len(existing[spec.name].partitions)
+        if actual_partitions != spec.partitions:
+            raise TopicMismatch(spec.name, "partitions", spec.partitions, actual_partitions)
+        drift = _config_drift(admin, spec, timeout)
+        if drift:
+            _alter(admin, spec.name, drift, timeout)
+            report.altered[spec.name] = drift
+        else:
+            report.unchanged.append(spec.name)
+    return report
+
+
+def _create(admin: AdminClient, specs: list[TopicSpec], rf: int, timeout: float) -> list[str]:
+    """Create topics; return the names this call created (not those that already existed)."""
+    if not specs:
+        return []
+    created = []
+    new = [NewTopic(s.name, s.partitions, rf, config=s.all_configs()) for s in specs]
+    for name, future in admin.create_topics(new, request_timeout=timeout).items():
+        try:
+            future.result()
+            created.append(name)
+        except Exception as exc:  # noqa: BLE001 - KafkaException carries the broker's reason
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise InfrastructureError(f"creating topic {name}: {exc}", retryable=False) from exc
+    return created
+
+
+def _config_drift(admin: AdminClient, spec: TopicSpec, timeout: float) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
+    described = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    actual = {k: v.value for k, v in described.items()}
+    wanted = spec.all_configs()
+    if actual.get("cleanup.policy") != spec.cleanup_policy:
+        raise TopicMismatch(spec.name, "cleanup.policy", spec.cleanup_policy, actual.get("cleanup.policy"))
+    return {k: v for k, v in wanted.items() if actual.get(k) != v}
+
+
+def _alter(admin: AdminClient, topic: str, drift: dict[str, str], timeout: float) -> None:
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in drift.items()]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
+        future.result()
+
+
+def delete_topics(settings: KafkaSettings, names: list[str], timeout: float = 30) -> None:
+    """Delete topics (tests and `runfacts dev reset`); missing topics are ignored."""
+    admin = AdminClient(settings.client_config())
+    for future in admin.delete_topics(names, request_timeout=timeout).values():
+        try:
+            future.result()
+        except Exception as exc:  # noqa: BLE001
+            if "UNKNOWN_TOPIC" not in str(exc):
+                raise

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh checkout: Python venv with runfacts and its dev tools,
+# the Kafka broker jars (Maven Central) and, when asked, PostgreSQL.
+#   scripts/setup.sh            venv + Kafka jars
+#   scripts/setup.sh --all      also PostgreSQL (for the outbox tests)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+py="${PYTHON:-python3}"
+
+"$py" -c 'import sys; assert sys.version_info >= (3, 11), "runfacts needs Python >= 3.11"'
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$py" -m venv .venv
+fi
+stamp=.venv/.runfacts-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing runfacts[dev] into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+scripts/kafka.sh fetch
+if [ "${1:-}" = "--all" ]; then
+  scripts/postgres.sh install
+fi
+echo "setup: done" >&2
