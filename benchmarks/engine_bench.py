@@ -112,25 +112,44 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace) -> Re
     group = f"bench-{ctx.tag}-{framework}-{guarantee.replace('_', '')}"
     output = f"{group}-out"
     create_topics(ctx.bootstrap, [output])
-    work = Path(tempfile.mkdtemp(prefix=f"{group}-"))
-    progress = work / "progress"
     script = HERE / (PEERS[framework][0] if framework != "runfacts" else "runfacts_app.py")
-    cmd = [python_for(framework), str(script), "--bootstrap", ctx.bootstrap, "--input", ctx.input,
-           "--output", output, "--group", group, "--guarantee", guarantee,
+    args = ["--input", ctx.input, "--output", output, "--group", group]
+    return launch(framework, guarantee, ctx, script, args, ctx.events)
+
+
+def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
+    """The real run decider on the engine: commands -> events + run state."""
+    from runfacts.settings import KafkaSettings
+    from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+
+    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}")
+    apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
+    produce_input(ctx.bootstrap, names.commands, pairs)
+    return launch("decider", guarantee, ctx, HERE / "decider_bench_app.py",
+                  ["--prefix", names.prefix], len(pairs))
+
+
+def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path,
+           args: list[str], expect: int) -> Result:
+    """Start a processor subprocess and measure it between its first and last event."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{ctx.tag}-{framework}-"))
+    progress = work / "progress"
+    python = python_for(framework if framework in PEERS else "runfacts")
+    cmd = [python, str(script), "--bootstrap", ctx.bootstrap, *args, "--guarantee", guarantee,
            "--state-dir", str(work / "state"), "--progress", str(progress),
-           "--expect", str(ctx.events)]
+           "--expect", str(expect)]
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     with (work / "log").open("w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        return _measure(proc, progress, framework, guarantee, ctx, work)
+        return _measure(proc, progress, framework, guarantee, expect, ctx.timeout, work)
     finally:
         _stop(proc)
 
 
 def _measure(proc: subprocess.Popen, progress: Path, framework: str, guarantee: str,
-             ctx: argparse.Namespace, work: Path) -> Result:
-    deadline = time.monotonic() + ctx.timeout
+             expect: int, timeout: float, work: Path) -> Result:
+    deadline = time.monotonic() + timeout
     cpu0 = None
     while time.monotonic() < deadline and proc.poll() is None:
         lines = progress.read_text().split("\n") if progress.exists() else []
@@ -139,9 +158,9 @@ def _measure(proc: subprocess.Popen, progress: Path, framework: str, guarantee: 
         if len([line for line in lines if line]) >= 2:
             cpu1 = cpu_seconds(proc.pid)
             first, last = (float(line.split()[1]) for line in lines[:2])
-            return Result(framework, guarantee, ctx.events - 1, last - first, cpu1 - cpu0)
+            return Result(framework, guarantee, expect - 1, last - first, cpu1 - cpu0)
         time.sleep(0.02)
-    why = "exited" if proc.poll() is not None else f"timed out after {ctx.timeout}s"
+    why = "exited" if proc.poll() is not None else f"timed out after {timeout}s"
     tail = (work / "log").read_text()[-400:].replace("\n", " | ")
     return Result(framework, guarantee, 0, 0.0, 0.0, ok=False, note=f"{why}: {tail}")
 
@@ -268,6 +287,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--restore-records", type=int, default=1_000_000)
     parser.add_argument("--frameworks", default="runfacts,quix,faust")
+    parser.add_argument("--decider-commands", type=int, default=50_000,
+                        help="commands for the full run-state reduction (0: skip)")
     parser.add_argument("--guarantees", default="at_least_once,exactly_once")
     parser.add_argument("--timeout", type=float, default=0, help="per run (default: by size)")
     parser.add_argument("--keep-topics", action="store_true")
@@ -286,12 +307,22 @@ def main() -> int:
     produce_input(args.bootstrap, args.input, pairs)
     results = []
     try:
-        for framework in args.frameworks.split(","):
+        for framework in filter(None, args.frameworks.split(",")):
             for guarantee in args.guarantees:
                 print(f"running {framework} {guarantee} ...", flush=True)
                 results.append(run_processor(framework, guarantee, args))
                 print(f"  {results[-1].rate:,.0f} events/s, {results[-1].per_cpu:,.0f} "
                       f"events/CPU-s {results[-1].note[:200]}", flush=True)
+        if args.decider_commands:
+            from decider_load import generate as commands
+
+            print(f"generating {args.decider_commands} decider commands ...", flush=True)
+            command_pairs = commands(args.decider_commands, args.runs)
+            for guarantee in args.guarantees:
+                print(f"running decider {guarantee} ...", flush=True)
+                results.append(run_decider(guarantee, args, command_pairs))
+                print(f"  {results[-1].rate:,.0f} commands/s, {results[-1].per_cpu:,.0f} "
+                      f"commands/CPU-s {results[-1].note[:200]}", flush=True)
         restore = restore_bench(args, pairs) if args.restore_records else None
     finally:
         if not args.keep_topics:
