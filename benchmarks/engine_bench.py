@@ -234,14 +234,9 @@ def cleanup(bootstrap: str, tag: str) -> None:
                 print(f"cleanup: {exc}", file=sys.stderr)
 
 
-def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace) -> bool:
-    print(f"\nengine benchmark: {ctx.events} events, {ctx.runs} runIds, 6 partitions, "
-          f"broker {ctx.bootstrap}")
-    print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
-          f"{'wall s':>8} {'CPU s':>8}  note")
-    for r in results:
-        print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
-              f"{r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
+def bar_checks(results: list[Result], restore: dict | None,
+               ctx: argparse.Namespace) -> list[tuple[str, float, str, bool]]:
+    """The issue's bars: (what, measured, bar, passed)."""
     by = {(r.framework, r.guarantee): r for r in results}
     checks = []
     for g in ctx.guarantees:
@@ -263,6 +258,18 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
         rate = restore["records"] / restore["seconds"] if restore.get("ok") else 0.0
         checks.append((f"restore rate ({restore.get('records', 0):,} records)", rate,
                        ">= 300,000/s", rate >= 300_000))
+    return checks
+
+
+def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace) -> bool:
+    print(f"\nengine benchmark: {ctx.events} events, {ctx.runs} runIds, 6 partitions, "
+          f"broker {ctx.bootstrap}")
+    print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
+          f"{'wall s':>8} {'CPU s':>8}  note")
+    for r in results:
+        print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
+              f"{r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
+    checks = bar_checks(results, restore, ctx)
     print()
     for name, value, bar, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:,.2f} (bar {bar})")
@@ -273,6 +280,48 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
                                            for r in results], "restore": restore}, indent=2))
     print(f"\nresults: {out}")
     return all(ok for *_, ok in checks)
+
+
+def run_deciders(args: argparse.Namespace) -> list[Result]:
+    from decider_load import generate as commands
+
+    print(f"generating {args.decider_commands} decider commands ...", flush=True)
+    command_pairs = commands(args.decider_commands, args.runs)
+    results = []
+    for guarantee in args.guarantees:
+        print(f"running decider {guarantee} ...", flush=True)
+        results.append(run_decider(guarantee, args, command_pairs))
+        print(f"  {results[-1].rate:,.0f} commands/s, {results[-1].per_cpu:,.0f} "
+              f"commands/CPU-s {results[-1].note[:200]}", flush=True)
+    return results
+
+
+def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
+    """Input, every framework x guarantee, the decider, the restore; topics cleaned up after."""
+    args.guarantees = args.guarantees.split(",")
+    args.timeout = args.timeout or 60 + args.events / 500
+    args.tag = uuid.uuid4().hex[:8]
+    args.input = f"bench-{args.tag}-input"
+    print(f"generating {args.events} events over {args.runs} runs ...", flush=True)
+    pairs = generate(args.events, args.runs)
+    print(f"mean envelope {sum(len(v) for _, v in pairs) / len(pairs):.0f} bytes", flush=True)
+    create_topics(args.bootstrap, [args.input])
+    produce_input(args.bootstrap, args.input, pairs)
+    results = []
+    try:
+        for framework in filter(None, args.frameworks.split(",")):
+            for guarantee in args.guarantees:
+                print(f"running {framework} {guarantee} ...", flush=True)
+                results.append(run_processor(framework, guarantee, args))
+                print(f"  {results[-1].rate:,.0f} events/s, {results[-1].per_cpu:,.0f} "
+                      f"events/CPU-s {results[-1].note[:200]}", flush=True)
+        if args.decider_commands:
+            results += run_deciders(args)
+        restore = restore_bench(args, pairs) if args.restore_records else None
+    finally:
+        if not args.keep_topics:
+            cleanup(args.bootstrap, args.tag)
+    return results, restore
 
 
 def main() -> int:
@@ -296,37 +345,7 @@ def main() -> int:
     if args.command == "restore-child":
         restore_child(args)
         return 0
-    args.guarantees = args.guarantees.split(",")
-    args.timeout = args.timeout or 60 + args.events / 500
-    args.tag = uuid.uuid4().hex[:8]
-    args.input = f"bench-{args.tag}-input"
-    print(f"generating {args.events} events over {args.runs} runs ...", flush=True)
-    pairs = generate(args.events, args.runs)
-    print(f"mean envelope {sum(len(v) for _, v in pairs) / len(pairs):.0f} bytes", flush=True)
-    create_topics(args.bootstrap, [args.input])
-    produce_input(args.bootstrap, args.input, pairs)
-    results = []
-    try:
-        for framework in filter(None, args.frameworks.split(",")):
-            for guarantee in args.guarantees:
-                print(f"running {framework} {guarantee} ...", flush=True)
-                results.append(run_processor(framework, guarantee, args))
-                print(f"  {results[-1].rate:,.0f} events/s, {results[-1].per_cpu:,.0f} "
-                      f"events/CPU-s {results[-1].note[:200]}", flush=True)
-        if args.decider_commands:
-            from decider_load import generate as commands
-
-            print(f"generating {args.decider_commands} decider commands ...", flush=True)
-            command_pairs = commands(args.decider_commands, args.runs)
-            for guarantee in args.guarantees:
-                print(f"running decider {guarantee} ...", flush=True)
-                results.append(run_decider(guarantee, args, command_pairs))
-                print(f"  {results[-1].rate:,.0f} commands/s, {results[-1].per_cpu:,.0f} "
-                      f"commands/CPU-s {results[-1].note[:200]}", flush=True)
-        restore = restore_bench(args, pairs) if args.restore_records else None
-    finally:
-        if not args.keep_topics:
-            cleanup(args.bootstrap, args.tag)
+    results, restore = run_all(args)
     return 0 if report(results, restore, args) else 1
 
 
