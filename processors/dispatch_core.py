@@ -2,12 +2,15 @@
 commands an observed outcome becomes.
 
 No I/O, no clock: the shell passes `now_ms`, the run's state (folded from the events with
-the run decider's own `evolve`) and its lease epoch; it performs the `Work` and feeds the
+the run decider's own `evolve`) and its incarnation; it performs the `Work` and feeds the
 adapter's typed outcomes back through `after_execute`, `after_lookup`, `after_verify` and
 `after_cancel`. Invariants:
-1. A tool is executed only for a `tool.call.dispatching` carrying THIS incarnation's epoch.
-2. A `dispatching` with another epoch is never executed: it becomes `result_unknown`
-   (the earlier holder may have called before it died), and reconciliation decides.
+1. A claim's lease epoch is `incarnation * ATTEMPT_SLOTS + attempt`: greater for every
+   later incarnation, and for every later attempt within one (the decider wants each claim
+   of a call to carry a greater epoch than the last).
+2. A tool is executed only for a `tool.call.dispatching` whose epoch is THIS incarnation's.
+   Any other is never executed: it becomes `result_unknown` (the earlier holder may have
+   called before it died), and reconciliation decides.
 3. Every attempt of a call carries the call's one idempotency key; only the
    externalRequestId (`<toolCallId>-a<attempt>`) and the epoch change between claims.
 4. Retryable errors are retried inside the claim (same key, same request id) per the
@@ -49,6 +52,19 @@ from runfacts.schemas.common import CommandBase, EventBase
 
 Phase = Literal["idle", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
+ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
+
+
+def lease_epoch(incarnation: int, attempt: int) -> int:
+    """The lease epoch of `attempt` claimed by `incarnation`."""
+    if not 1 <= attempt < ATTEMPT_SLOTS:
+        raise ValueError(f"attempt={attempt}: expected 1..{ATTEMPT_SLOTS - 1}")
+    return incarnation * ATTEMPT_SLOTS + attempt
+
+
+def incarnation_of(epoch: int) -> int:
+    """The incarnation that claimed with lease epoch `epoch`."""
+    return epoch // ATTEMPT_SLOTS
 
 
 class Progress(BaseModel):
@@ -122,8 +138,8 @@ class Forget(NamedTuple):
 Work = Claim | Execute | ReportLost | Reconcile | Verify | Cancel | Forget
 
 
-def work_for(event: EventBase, run: RunState, epoch: int) -> list[Work]:
-    """The work `event` asks for, given the run's state AFTER the event and our epoch."""
+def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
+    """The work `event` asks for, given the run's state AFTER the event and our incarnation."""
     if isinstance(event, ev.RunCancelRequested):
         return [Cancel(c) for c in run.in_flight_calls()]
     call_id = getattr(event.payload, "toolCallId", None)
@@ -133,11 +149,13 @@ def work_for(event: EventBase, run: RunState, epoch: int) -> list[Work]:
     if isinstance(event, ev.ToolCallAuthorized | ev.ToolCallRetryRequested):
         return [Claim(call)] if claimable(call, run) else []
     if isinstance(event, ev.ToolCallDispatching):
-        return [_dispatching(event, call, epoch)]
+        return [_dispatching(event, call, incarnation)]
     if isinstance(event, ev.ToolCallReconciliationRequested):
         deadline = event.payload.deadline
         return [Reconcile(call, 0 if deadline is None else _ms(deadline))]
     if isinstance(event, ev.ToolCallReconciled):
+        if event.payload.outcome == "still_unknown":
+            return []  # we keep asking (our own timer)
         return [Claim(call)] if claimable(call, run) else [Forget(call)]
     if isinstance(event, ev.VerificationUpdated):
         return [Verify(call)] if event.payload.status == "pending" else [Forget(call)]
@@ -146,11 +164,11 @@ def work_for(event: EventBase, run: RunState, epoch: int) -> list[Work]:
     return []
 
 
-def _dispatching(event: ev.ToolCallDispatching, call: ToolCallState, epoch: int) -> Work:
-    held = event.payload.leaseEpoch
-    if held == epoch:
+def _dispatching(event: ev.ToolCallDispatching, call: ToolCallState, incarnation: int) -> Work:
+    held = incarnation_of(event.payload.leaseEpoch)
+    if held == incarnation:
         return Execute(call)
-    return ReportLost(call, f"claimed under lease epoch {held}, this dispatcher holds {epoch}: "
+    return ReportLost(call, f"claimed by dispatcher incarnation {held}, this is {incarnation}: "
                             "the earlier holder may have called before it stopped")
 
 
@@ -172,9 +190,13 @@ def external_request_id(tool_call_id: str, attempt: int) -> str:
     return f"{tool_call_id}-a{attempt}"
 
 
-def claim_draft(call: ToolCallState, epoch: int) -> Draft:
-    """Claim the next attempt of `call` under `epoch`, with the call's one idempotency key."""
+def claim_draft(call: ToolCallState, incarnation: int) -> Draft | None:
+    """Claim the next attempt of `call` with the call's one idempotency key (None: our
+    epoch would not be greater than the call's, e.g. a lagging clock on another host)."""
     attempt = call.attempts + 1
+    epoch = lease_epoch(incarnation, attempt)
+    if epoch <= call.leaseEpoch:
+        return None
     return draft(cmd.ClaimToolCall, toolCallId=call.toolCallId, attempt=attempt,
                  idempotencyKey=call.idempotencyKey,
                  externalRequestId=external_request_id(call.toolCallId, attempt), leaseEpoch=epoch)

@@ -14,7 +14,7 @@ Per event record (all in the engine's transaction for the batch):
 The engine commits commands, the `runs`/`progress` stores and the input offset atomically.
 Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing recorded)
 and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
-the `dispatching` event is read again by the next incarnation, whose epoch differs:
+the `dispatching` event is read again by the next incarnation, whose epochs differ:
 it reports `result_unknown` and reconciles; it never calls again blindly.
 Calls are sequential per engine instance (one thread), so keep
 `consume_batch x (connect + read timeout)` below `transaction_timeout_ms`.
@@ -57,11 +57,11 @@ class ArgsReader(Protocol):
 
 @dataclass(frozen=True)
 class DispatcherSettings:
-    """Topics, manifests, this incarnation's lease epoch and identity, verification polling."""
+    """Topics, manifests, this process's incarnation and identity, verification polling."""
 
     names: TopicNames
     catalog: CapabilityCatalog
-    epoch: int
+    incarnation: int
     instance: str = "dispatcher"
     verify: core.VerifyPolicy = core.VerifyPolicy()
 
@@ -113,7 +113,7 @@ class DispatcherShell:
             return
         runs.put(key, run.model_dump_json().encode())
         self._sent, self._cause = 0, event.eventId
-        for work in core.work_for(event, run, self.settings.epoch):
+        for work in core.work_for(event, run, self.settings.incarnation):
             self._do(work, run, ctx, event.correlationId)
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
@@ -163,11 +163,12 @@ class DispatcherShell:
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        if self.settings.epoch <= call.leaseEpoch:
-            log.warning("cannot claim %s/%s: epoch %d <= the call's %d", run.runId, call.toolCallId,
-                        self.settings.epoch, call.leaseEpoch)
+        claim = core.claim_draft(call, self.settings.incarnation)
+        if claim is None:
+            log.warning("cannot claim %s/%s: incarnation %d is behind the call's epoch %d", run.runId,
+                        call.toolCallId, self.settings.incarnation, call.leaseEpoch)
             return
-        self._send(ctx, run.runId, progress.correlationId, [core.claim_draft(call, self.settings.epoch)])
+        self._send(ctx, run.runId, progress.correlationId, [claim])
 
     def _execute(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
         """Call the tool once for this try (or reuse this process's earlier answer), then report."""
@@ -214,11 +215,12 @@ class DispatcherShell:
                 and progress.attempt == call.attempts)
 
     def _retry(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        if call.leaseEpoch == self.settings.epoch:
+        holder = core.incarnation_of(call.leaseEpoch)
+        if holder == self.settings.incarnation:
             self._execute(call, progress, run, ctx)
             return
-        why = (f"retry scheduled under lease epoch {call.leaseEpoch}, this dispatcher holds "
-               f"{self.settings.epoch}: the earlier holder may have tried again before it stopped")
+        why = (f"retry scheduled by dispatcher incarnation {holder}, this is "
+               f"{self.settings.incarnation}: the earlier holder may have tried again before it stopped")
         self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
 
     def _lookup(self, call: ToolCallState, progress: core.Progress, ctx: Context, run_id: str) -> None:
@@ -299,7 +301,7 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
     from runfacts.processors.capabilities import load_capabilities
-    from runfacts.processors.lease_epoch import next_epoch
+    from runfacts.processors.incarnation import next_incarnation
     from runfacts.processors.settings import load_settings
     from runfacts.schemas.errors import ConfigError
 
@@ -307,9 +309,10 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
         raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
     engine = load_settings()
     name = app_name(prefix)
-    epoch = next_epoch(engine.state_dir / name / "lease-epoch", int(time.time() * 1000))
+    incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
     adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
-    settings = DispatcherSettings(names=TopicNames(prefix), epoch=epoch, instance=instance or engine.instance_id,
+    settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
+                                  instance=instance or engine.instance_id,
                                   catalog=load_capabilities(Path(capabilities) if capabilities else None))
-    log.info("dispatcher %s starts with lease epoch %d", settings.instance, epoch)
+    log.info("dispatcher %s starts as incarnation %d", settings.instance, incarnation)
     return DispatcherShell(settings, {refund_capability: adapter}, ArgsStore.open(args_store)).application()

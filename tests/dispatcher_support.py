@@ -66,7 +66,7 @@ class CountingAdapter:
 class Loop:
     """Decider + dispatcher drivers; `send` pipes commands and forwards outputs until quiet."""
 
-    def __init__(self, tmp: Path, *, epoch: int = 1_000, max_amount_minor: int = 1_000_000,
+    def __init__(self, tmp: Path, *, incarnation: int = 1_000, max_amount_minor: int = 1_000_000,
                  read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "") -> None:
         self.sim = PaymentSimulator(SimSettings(api_key=API_KEY, max_amount_minor=max_amount_minor))
         self.sim.start()
@@ -76,21 +76,21 @@ class Loop:
         self.decider = TestDriver(DeciderShell(NAMES, CTX).application(), start_ms=T0_MS)
         self.events_seen = 0
         self.commands_seen = 0
-        self.dispatcher = self._dispatcher(epoch, crash_at)
+        self.dispatcher = self._dispatcher(incarnation, crash_at)
 
-    def _dispatcher(self, epoch: int, crash_at: str) -> TestDriver:
+    def _dispatcher(self, incarnation: int, crash_at: str) -> TestDriver:
         self.adapter = CountingAdapter(RefundAdapter(self._adapter_settings))
-        settings = DispatcherSettings(names=NAMES, catalog=CTX.capabilities, epoch=epoch,
-                                      instance=f"dispatcher-{epoch}", verify=VERIFY)
+        settings = DispatcherSettings(names=NAMES, catalog=CTX.capabilities, incarnation=incarnation,
+                                      instance=f"dispatcher-{incarnation}", verify=VERIFY)
         self.shell = DispatcherShell(settings, {"payments.refund": self.adapter}, self.args,
                                      clock=lambda: self.decider.now_ms / 1000,
                                      crash=lambda point: _crash(point, crash_at))
         return TestDriver(self.shell.application(), start_ms=self.decider.now_ms)
 
-    def restart_dispatcher(self, epoch: int, crash_at: str = "") -> None:
-        """A new incarnation (new epoch, empty memory) on the old one's committed log and stores."""
+    def restart_dispatcher(self, incarnation: int, crash_at: str = "") -> None:
+        """A new incarnation (empty memory) on the old one's committed log and stores."""
         old = self.dispatcher
-        new = self._dispatcher(epoch, crash_at)
+        new = self._dispatcher(incarnation, crash_at)
         new.log, new.backends, new._input_offsets = old.log, old.backends, old._input_offsets
         new.restart()
         self.dispatcher = new
@@ -104,23 +104,31 @@ class Loop:
 
         return datetime.fromtimestamp(self.decider.now_ms / 1000, tz=UTC)
 
-    def send(self, *commands: CommandBase) -> Loop:
+    def pipe(self, *commands: CommandBase) -> Loop:
+        """Commands to the decider only (nothing forwarded yet)."""
         for c in commands:
             self.decider.pipe(NAMES.commands, codec.encode(c), c.runId.encode())
-        return self.settle()
+        return self
+
+    def send(self, *commands: CommandBase) -> Loop:
+        return self.pipe(*commands).settle()
+
+    def step(self) -> bool:
+        """One round: new events to the dispatcher, then its new commands to the decider."""
+        events = self.decider.outputs(NAMES.events)[self.events_seen:]
+        for record in events:
+            self.dispatcher.pipe(NAMES.events, record.value, record.key)
+            self.events_seen += 1
+        commands = self.dispatcher.outputs(NAMES.commands)[self.commands_seen:]
+        for record in commands:
+            self.decider.pipe(NAMES.commands, record.value, record.key)
+            self.commands_seen += 1
+        return bool(events or commands)
 
     def settle(self, rounds: int = 50) -> Loop:
         """Forward events to the dispatcher and its commands to the decider until nothing moves."""
         for _ in range(rounds):
-            events = self.decider.outputs(NAMES.events)[self.events_seen:]
-            for record in events:
-                self.dispatcher.pipe(NAMES.events, record.value, record.key)
-                self.events_seen += 1
-            commands = self.dispatcher.outputs(NAMES.commands)[self.commands_seen:]
-            for record in commands:
-                self.decider.pipe(NAMES.commands, record.value, record.key)
-                self.commands_seen += 1
-            if not events and not commands:
+            if not self.step():
                 return self
         raise AssertionError("decider and dispatcher did not settle")
 
@@ -173,9 +181,12 @@ class Loop:
             self.approve(stored.hash)
         return self
 
+    def approval(self, digest: str | None = None) -> cmd.ResumeRun:
+        return self.at(cmd.ResumeRun, SUPPORT, approvalId=f"approval-{CALL}", decision="approve",
+                       argsHash=digest or args_hash(REFUND_ARGS))
+
     def approve(self, digest: str | None = None) -> Loop:
-        return self.send(self.at(cmd.ResumeRun, SUPPORT, approvalId=f"approval-{CALL}",
-                                 decision="approve", argsHash=digest or args_hash(REFUND_ARGS)))
+        return self.send(self.approval(digest))
 
 
 def _crash(point: str, armed: str) -> None:
