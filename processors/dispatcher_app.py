@@ -151,6 +151,9 @@ class DispatcherShell:
                 self._execute(call, progress, run, ctx)
             case core.ReportLost(why=why):
                 self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
+            case core.Reconcile(deadline_ms=deadline) if deadline and deadline <= self._now_ms():
+                log.info("not reconciling %s/%s: its deadline passed (a replay, or a person has it)",
+                         run.runId, call.toolCallId)
             case core.Reconcile(deadline_ms=deadline):
                 self._lookup(call, core.begin_lookups(progress, "reconciling", deadline), ctx, run.runId)
             case core.Verify():
@@ -232,9 +235,12 @@ class DispatcherShell:
         self._apply(ctx, run_id, call, step, "reconcile")
 
     def _cancel(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        """Cancel at the provider where it can; report what is then true, or keep reconciling."""
+        """Cancel at the provider where it can; report what is then true, or keep reconciling.
+
+        Only calls this dispatcher is still working on (waiting to retry, or reconciling) are
+        cancelled: a replayed `run.cancel_requested` for a call settled later does nothing."""
         adapter, request_id = self._adapter(call), call.externalRequestId or ""
-        if call.execution == "result_unknown":
+        if call.execution == "result_unknown" and progress.phase == "reconciling":
             adapter.cancel(request_id)
             self._lookup(call, progress.model_copy(update={"phase": "reconciling"}), ctx, run.runId)
         elif self._retry_due(call, progress):

@@ -159,3 +159,18 @@ def test_cancel_leaves_a_completed_refund_alone_when_it_was_too_late(loop: Loop)
     loop.send(loop.at(cmd.CancelRun, USER, reason="too late"))
     assert loop.status() == "cancelled" and loop.adapter.cancels == 0
     assert loop.call().execution == "completed" and len(loop.sim.ledger()) == 1
+
+
+def test_fresh_dispatcher_replaying_the_log_calls_nothing_when_every_call_settled(loop: Loop) -> None:
+    loop.sim.set_faults(acceptThenDropNext=1)
+    loop.start_refund()
+    loop.send(loop.at(cmd.CancelRun, USER, reason="done"))
+    version, before = loop.call(), len(loop.events())
+    loop.dispatcher = loop._dispatcher(3_000, "")  # a new consumer group: empty stores, offset 0
+    loop.events_seen = loop.commands_seen = 0
+    loop.settle()
+    assert loop.adapter.executed == [] and loop.adapter.cancels == 0
+    # its commands carry the ids the first dispatcher used (derived from the input positions):
+    # the decider deduplicates them, so the replay changes nothing
+    assert {e.eventType for e in loop.events()[before:]} <= {"command.rejected"}
+    assert loop.call() == version and loop.status() == "cancelled"
