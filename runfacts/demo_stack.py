@@ -57,7 +57,7 @@ class DemoOptions:
 
     prefix: str = ""
     partitions: int = 3
-    approval_ttl_ms: int = 4_000
+    approval_ttl_ms: int = 5_000
     workdir: Path | None = None
     keep_topics: bool = False
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
