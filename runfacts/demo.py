@@ -91,14 +91,19 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
 
 def checks(refund: RunStory, expiry: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
     """The demo's assertions about the provider's ledger, the log and the final states."""
-    a, b = log.of(refund.run_id), log.of(expiry.run_id)
-    types_a = [e.eventType for e in a]
-    dispatching = [e.payload for e in a if e.eventType == "tool.call.dispatching"]
-    outcomes = [e.payload.outcome for e in a if e.eventType == "tool.call.reconciled"]
+    return [*_refund_checks(refund, ledger, log), *_expiry_checks(expiry, ledger, log)]
+
+
+def _refund_checks(refund: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
+    events = log.of(refund.run_id)
+    types = [e.eventType for e in events]
+    dispatching = [e.payload for e in events if e.eventType == "tool.call.dispatching"]
+    outcomes = [e.payload.outcome for e in events if e.eventType == "tool.call.reconciled"]
     mine = [r for r in ledger if r["orderId"] == "order-001"]
-    state_a, state_b = refund.state or {}, expiry.state or {}
-    call_a = state_a.get("toolCalls", {}).get("call-order-001", {})
+    state = refund.state or {}
+    call = state.get("toolCalls", {}).get("call-order-001", {})
     key = dispatching[0].idempotencyKey if dispatching else "?"
+    facts, banners = refund.facts, refund.banners
     return [
         Check("exactly one refund in the provider's ledger", len(ledger) == 1 and len(mine) == 1,
               f"{len(ledger)} executed: " + ", ".join(f"{r['refundId']} {r['orderId']} {r['status']}" for r in ledger)),
@@ -106,23 +111,29 @@ def checks(refund: RunStory, expiry: RunStory, ledger: list[dict[str, Any]], log
               len(mine) == 1 and mine[0]["idempotencyKey"] == key
               and mine[0]["externalRequestIds"] == ["call-order-001-a1"], key),
         Check("dispatcher killed -9 after the provider executed the refund",
-              killed(refund.facts.get("dispatcher_exit")) and refund.facts.get("ledger_at_crash") == 1
-              and DISPATCH_CRASH_POINT in refund.facts.get("crash_marker", ""),
-              f"exit {refund.facts.get('dispatcher_exit')}, ledger then {refund.facts.get('ledger_at_crash')}"),
+              killed(facts.get("dispatcher_exit")) and facts.get("ledger_at_crash") == 1
+              and DISPATCH_CRASH_POINT in facts.get("crash_marker", ""),
+              f"exit {facts.get('dispatcher_exit')}, ledger then {facts.get('ledger_at_crash')}"),
         Check("lost outcome → result_unknown → found_completed; dispatched once, never called blindly",
-              len(dispatching) == 1 and types_a.count("tool.call.result_unknown") == 1
+              len(dispatching) == 1 and types.count("tool.call.result_unknown") == 1
               and outcomes == ["found_completed"], f"dispatching {len(dispatching)}, reconciled {outcomes}"),
         Check("approval banner shown, and the same after a page refresh",
-              len(refund.banners) == 2 and refund.banners[0] is not None and refund.banners[0] == refund.banners[1],
-              str((refund.banners or [None])[0] and refund.banners[0]["approvalId"])),
+              len(banners) == 2 and banners[0] is not None and banners[0] == banners[1],
+              str(banners[0]["approvalId"] if banners and banners[0] else None)),
         Check("final: run completed, refund completed + confirmed_success",
-              (state_a.get("status"), call_a.get("execution"), call_a.get("verification"))
+              (state.get("status"), call.get("execution"), call.get("verification"))
               == ("completed", "completed", "confirmed_success"),
-              f"{state_a.get('status')}, {call_a.get('execution')}, {call_a.get('verification')}"),
+              f"{state.get('status')}, {call.get('execution')}, {call.get('verification')}"),
+    ]
+
+
+def _expiry_checks(expiry: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
+    state = expiry.state or {}
+    return [
         Check("expired approval pauses the run for re-authorization",
-              "approval.expired" in [e.eventType for e in b]
-              and (state_b.get("status"), state_b.get("statusReason")) == ("waiting_for_review", "approval_expired"),
-              f"{state_b.get('status')} ({state_b.get('statusReason')})"),
+              "approval.expired" in [e.eventType for e in log.of(expiry.run_id)]
+              and (state.get("status"), state.get("statusReason")) == ("waiting_for_review", "approval_expired"),
+              f"{state.get('status')} ({state.get('statusReason')})"),
         Check("late approval rejected as approval_expired", expiry.facts.get("late_approval") == ["approval_expired"],
               str(expiry.facts.get("late_approval"))),
         Check("no refund for the expired approval", not any(r["orderId"] == "order-002" for r in ledger), ""),

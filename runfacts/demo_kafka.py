@@ -83,10 +83,11 @@ def read_state(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 1
         deadline = time.monotonic() + timeout
         while len(eof) < parts and time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.1):
+                value = msg.value()
                 if msg.error() is not None:
-                    eof.add(msg.partition())
-                elif msg.key() == run_id.encode() and msg.value() is not None:
-                    latest = json.loads(msg.value())
+                    eof.add(msg.partition() or 0)
+                elif msg.key() == run_id.encode() and value is not None:
+                    latest = json.loads(value)
         return latest
     finally:
         consumer.close()

@@ -130,16 +130,7 @@ def refund_story(story: Story, run_id: str) -> RunStory:
     story.note(s, "provider switched: accept-then-drop-the-response, refunds settle later (pending)")
     story.send(s, story.command(cmd.ResumeRun, run_id, SUPPORT, approvalId="approval-call-order-001",
                                 decision="approve", argsHash=digest))
-    code = story.stack.wait_exit("dispatcher", 30)
-    s.facts["dispatcher_exit"] = code
-    s.facts["crash_marker"] = _read(story.stack.dir / "crash.marker")
-    s.facts["ledger_at_crash"] = len(story.stack.ledger())
-    story.note(s, f"dispatcher called the provider; ledger now holds {s.facts['ledger_at_crash']} refund; "
-                  f"the response was dropped; dispatcher killed (exit {code}, SIGKILL at {DISPATCH_CRASH_POINT}) "
-                  "before recording anything")
-    story.stack.forget("dispatcher")
-    story.stack.start_dispatcher()
-    story.note(s, "dispatcher restarted (a new incarnation: a new, greater lease epoch)")
+    _killed_and_restarted(story, s)
     story.wait(s, "reconciliation", has("tool.call.reconciled", outcome="found_completed"))
     story.wait(s, "verification pending", has("verification.updated", status="pending"))
     story.note(s, "result_unknown → reconciliation by externalRequestId found the refund → completed")
@@ -152,6 +143,20 @@ def refund_story(story: Story, run_id: str) -> RunStory:
     story.note(s, "the dispatcher's verification poll saw it → confirmed_success")
     s.state = story.state(s)
     return s
+
+
+def _killed_and_restarted(story: Story, s: RunStory) -> None:
+    """The armed dispatcher dies at its crash point after the call; start a new incarnation."""
+    code = story.stack.wait_exit("dispatcher", 30)
+    s.facts["dispatcher_exit"] = code
+    s.facts["crash_marker"] = _read(story.stack.dir / "crash.marker")
+    s.facts["ledger_at_crash"] = len(story.stack.ledger())
+    story.note(s, f"dispatcher called the provider; ledger now holds {s.facts['ledger_at_crash']} refund; "
+                  f"the response was dropped; dispatcher killed (exit {code}, SIGKILL at {DISPATCH_CRASH_POINT}) "
+                  "before recording anything")
+    story.stack.forget("dispatcher")
+    story.stack.start_dispatcher()
+    story.note(s, "dispatcher restarted (a new incarnation: a new, greater lease epoch)")
 
 
 def expiry_story(story: Story, run_id: str, ttl_ms: int) -> RunStory:
