@@ -219,14 +219,20 @@ def report_unknown(c: cmd.ReportResultUnknown, state: RunState, ctx: DecideConte
     ]
 
 
+def _unknown_call(c: CommandBase, state: RunState, tool_call_id: str, request_id: str) -> ToolCallState:
+    """A result_unknown call addressed by the request the dispatcher sent."""
+    call = tool_call(c, state, tool_call_id)
+    if call.execution != "result_unknown":
+        raise Rejected(c, "not_result_unknown", f"{call.toolCallId} is {call.execution}")
+    if request_id != call.externalRequestId:
+        raise Rejected(c, "stale_report", f"request {call.externalRequestId}")
+    return call
+
+
 def request_reconciliation(c: cmd.RequestReconciliation, state: RunState, ctx: DecideContext) -> list[Draft]:
     """Ask again to reconcile a call still unknown (a fresh deadline)."""
     p = c.payload
-    call = tool_call(c, state, p.toolCallId)
-    if call.execution != "result_unknown":
-        raise Rejected(c, "not_result_unknown", f"{call.toolCallId} is {call.execution}")
-    if p.externalRequestId != call.externalRequestId:
-        raise Rejected(c, "stale_report", f"request {call.externalRequestId}")
+    call = _unknown_call(c, state, p.toolCallId, p.externalRequestId)
     deadline_ms = manifest_for(c, ctx, call.capabilityId).reconciliation_deadline_ms
     return [draft(ev.ToolCallReconciliationRequested, capabilityId=call.capabilityId,
                   toolCallId=p.toolCallId, externalRequestId=p.externalRequestId,
@@ -236,11 +242,7 @@ def request_reconciliation(c: cmd.RequestReconciliation, state: RunState, ctx: D
 def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideContext) -> list[Draft]:
     """What the external system said about a result_unknown call."""
     p = c.payload
-    call = tool_call(c, state, p.toolCallId)
-    if call.execution != "result_unknown":
-        raise Rejected(c, "not_result_unknown", f"{call.toolCallId} is {call.execution}")
-    if p.externalRequestId != call.externalRequestId:
-        raise Rejected(c, "stale_report", f"request {call.externalRequestId}")
+    call = _unknown_call(c, state, p.toolCallId, p.externalRequestId)
     ids = {"capabilityId": call.capabilityId}
     drafts = [draft(ev.ToolCallReconciled, **ids, toolCallId=p.toolCallId,
                     externalRequestId=p.externalRequestId, outcome=p.outcome,
