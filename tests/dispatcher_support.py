@@ -19,6 +19,7 @@ from runfacts.connectors.adapters import ToolAdapter, ToolRequest
 from runfacts.connectors.args_store import ArgsStore
 from runfacts.connectors.payment_sim import PaymentSimulator, SimSettings
 from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
+from runfacts.processors.decider import DecideContext
 from runfacts.processors.decider_app import DeciderShell
 from runfacts.processors.dispatch_core import VerifyPolicy
 from runfacts.processors.dispatcher_app import DispatcherSettings, DispatcherShell
@@ -67,13 +68,14 @@ class Loop:
     """Decider + dispatcher drivers; `send` pipes commands and forwards outputs until quiet."""
 
     def __init__(self, tmp: Path, *, incarnation: int = 1_000, max_amount_minor: int = 1_000_000,
-                 read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "") -> None:
+                 read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "",
+                 ctx: DecideContext = CTX) -> None:
         self.sim = PaymentSimulator(SimSettings(api_key=API_KEY, max_amount_minor=max_amount_minor))
         self.sim.start()
         self.args = ArgsStore.open(tmp / "args.db")
         self._adapter_settings = RefundAdapterSettings(url=self.sim.url, api_key=api_key,
                                                        read_timeout_ms=read_timeout_ms)
-        self.decider = TestDriver(DeciderShell(NAMES, CTX).application(), start_ms=T0_MS)
+        self.decider = TestDriver(DeciderShell(NAMES, ctx).application(), start_ms=T0_MS)
         self.events_seen = 0
         self.commands_seen = 0
         self.dispatcher = self._dispatcher(incarnation, crash_at)

@@ -20,7 +20,7 @@ def test_demo_executes_exactly_one_refund_when_the_dispatcher_is_killed_after_th
         kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     options = DemoOptions(prefix=f"dm-{unique}", workdir=workdir, partitions=2,
-                          kafka=KafkaSettings(RUNFACTS_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap))
+                          kafka=KafkaSettings(bootstrap_servers=kafka_bootstrap))
     out = io.StringIO()
     result = run_demo(options, Console(file=out, width=140))
 
