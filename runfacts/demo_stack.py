@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -64,7 +65,7 @@ class DemoOptions:
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
-        self.workdir = self.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / "runfacts-demo" / self.prefix
+        self.workdir = self.workdir or Path(tempfile.gettempdir()) / "runfacts-demo" / self.prefix
 
 
 class DemoStack:
@@ -148,7 +149,9 @@ class DemoStack:
     # --- processes --------------------------------------------------------------------
 
     def _env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RUNFACTS_CRASH")}
+        # the demo arms its own crash point and signs no approvals
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS"))}
         env.update({"RUNFACTS_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,
