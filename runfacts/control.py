@@ -101,8 +101,6 @@ class Outcome:
         rejected = self.rejection
         if rejected is not None:
             detail = f": {rejected.detail}" if rejected.detail else ""
-            versions = (f" (expected version {rejected.expectedVersion}, run at {rejected.actualVersion})"
-                        if rejected.reasonCode == "stale_version" else "")
-            return f"rejected {self.command.commandType} [{rejected.reasonCode}]{detail}{versions}"
+            return f"rejected {self.command.commandType} [{rejected.reasonCode}]{detail}"
         types = ", ".join(e.eventType for e in self.events)
         return f"accepted {self.command.commandType}: {types}"

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -79,7 +80,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
 def print_outcome(console: Console, outcome: Outcome) -> None:
     """The accepted events, one per line, or the rejection in red."""
     if outcome.rejection is not None:
-        console.print(f"[bold red]{outcome.describe()}[/]", highlight=False)
+        console.print(f"[bold red]{escape(outcome.describe())}[/]", highlight=False)
         return
     console.print(f"[green]accepted[/] {outcome.command.commandType} (command {outcome.command.commandId})",
                   highlight=False)

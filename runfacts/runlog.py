@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runfacts.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
@@ -45,7 +45,7 @@ def _consumer(kafka: KafkaSettings) -> Consumer:
     return Consumer(kafka.client_config(**{
         "group.id": f"runfacts-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
         "enable.partition.eof": True, "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest"}))
+        "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20}))  # short reads: answer at the end fast
 
 
 def partition_count(consumer: Consumer, topic: str, timeout: float) -> int:
@@ -57,6 +57,18 @@ def partition_count(consumer: Consumer, topic: str, timeout: float) -> int:
     if meta is None or meta.error is not None or not meta.partitions:
         raise InfrastructureError(f"topic {topic} not found (run `runfacts topics apply`?)", retryable=False)
     return len(meta.partitions)
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) of a partition, retrying while the broker is still electing its leader."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, max(0.5, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if time.monotonic() >= deadline or not exc.args[0].retriable():
+                raise InfrastructureError(f"offsets of {tp.topic}[{tp.partition}]: {exc}", retryable=True) from exc
+            time.sleep(0.2)
 
 
 class StateReader:
@@ -89,7 +101,7 @@ class StateReader:
     def _read(self, consumer: Consumer, parts: list[int], progress: Progress | None,
               only: bytes | None) -> dict[str, RunState]:
         topic, timeout = self.names.state, self.settings.metadata_timeout_s
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout) for p in parts}
+        ends = {p: watermarks(consumer, TopicPartition(topic, p), timeout) for p in parts}
         todo = {p for p, (low, high) in ends.items() if high > low}
         total, done = sum(high - low for low, high in ends.values()), 0
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
@@ -99,7 +111,7 @@ class StateReader:
             if time.monotonic() > deadline:
                 raise InfrastructureError(f"reading {topic} took over {self.settings.read_timeout_s}s",
                                           retryable=True)
-            for msg in consumer.consume(1000, 0.5):
+            for msg in consumer.consume(1000, 0.05):
                 if msg.error() is not None:
                     _eof_or_raise(msg, todo, topic)
                     continue
@@ -139,13 +151,14 @@ class CommandClient:
 
     def send(self, command: CommandBase, headers: Headers | None = None, wait: bool = True) -> Outcome:
         """Produce `command`; with wait, return the events the decider answered it with."""
+        if not wait:
+            self._produce(command, headers)
+            return Outcome(command, ())
         consumer = _consumer(self.kafka)
         try:
             tp = self._events_partition(consumer, command.runId)
-            start = consumer.get_watermark_offsets(tp, self.settings.metadata_timeout_s)[1]
+            start = watermarks(consumer, tp, self.settings.metadata_timeout_s)[1]
             self._produce(command, headers)
-            if not wait:
-                return Outcome(command, ())
             tp.offset = start
             consumer.assign([tp])
             return Outcome(command, tuple(self._collect(consumer, command)))
@@ -173,7 +186,7 @@ class CommandClient:
         found: list[EventBase] = []
         deadline = time.monotonic() + self.settings.outcome_timeout_s
         while time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.2):
+            for msg in consumer.consume(500, 0.05):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._PARTITION_EOF and found:
                         return found
