@@ -19,6 +19,7 @@ from rich.console import Console
 from runfacts import control, telemetry
 from runfacts.approval_signing import ApprovalRequest, sign_approval
 from runfacts.control import ControlError, Issue, Outcome
+from runfacts.dashboard_cli import app as dashboard_app
 from runfacts.identity import Identity, cli_identity, hash_secret, load_users
 from runfacts.ops_render import inspect_panel, print_outcome, progress_bar, runs_table
 from runfacts.processors.run_state import RunState
@@ -37,6 +38,7 @@ runs_app = typer.Typer(help="Runs from the run-state topic.", no_args_is_help=Tr
 users_app = typer.Typer(help="Users of the dashboard and CLI (users file).", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(users_app, name="users")
+app.add_typer(dashboard_app, name="dashboard")
 
 TIMEOUT = typer.Option(30.0, "--timeout", help="Seconds to wait for the run decider's answer.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON instead of tables.")
