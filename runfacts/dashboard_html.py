@@ -31,7 +31,7 @@ SCRIPT = """(function () {
         headers: {'X-CSRF-Token': data.get('csrf'), 'Accept': 'application/json'}});
       const out = await resp.json();
       status.textContent = out.message;
-      status.dataset.outcome = out.accepted ? 'accepted' : 'rejected';
+      status.dataset.outcome = out.accepted ? 'accepted' : (resp.status === 504 ? 'unanswered' : 'rejected');
     } catch (e) {
       status.textContent = 'not sent: ' + e;
       status.dataset.outcome = 'error';
