@@ -84,7 +84,7 @@ class OtelTelemetry(Telemetry):
         self.tracer_provider = TracerProvider(resource=resource)
         if span_exporter is not None:
             self.tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
-        else:
+        elif settings.exporter != "none":  # none: the caller adds its own span processor
             self.tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(settings)))
         reader = metric_reader or PeriodicExportingMetricReader(
             _metric_exporter(settings), export_interval_millis=settings.metric_interval_ms)
