@@ -16,6 +16,7 @@ A rejection is a single `command.rejected` event; it never changes the run's ver
 from __future__ import annotations
 
 import hashlib
+from functools import cache
 
 from runfacts.processors.decide_run import HANDLERS, create_run, follow_ups
 from runfacts.processors.decision import DecideContext, Draft, Rejected, draft
@@ -24,23 +25,30 @@ from runfacts.processors.run_state import RunState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import CommandBase, EventBase
+from runfacts.schemas.construct import trusted
 
-__all__ = ["DecideContext", "decide", "event_id", "stamp"]
+__all__ = ["DecideContext", "decide", "decide_evolve", "event_id", "stamp"]
 
 
 def decide(command: CommandBase, state: RunState | None, ctx: DecideContext) -> list[EventBase]:
     """The events `command` causes on `state`, or one `command.rejected` (see module doc)."""
+    return decide_evolve(command, state, ctx)[0]
+
+
+def decide_evolve(command: CommandBase, state: RunState | None,
+                  ctx: DecideContext) -> tuple[list[EventBase], RunState | None]:
+    """`decide`, plus the state after its events (folded once, for the shell)."""
     if state is not None and state.seen(command.commandId):
-        return []
+        return [], state
     try:
         drafts = _decide(command, state, ctx)
     except Rejected as rejected:
-        return [_rejection(command, state, rejected, ctx)]
+        event = _rejection(command, state, rejected, ctx)
+        return [event], fold(state, [event])
     events = stamp(command, drafts, 0, ctx)
-    if events:
-        more = follow_ups(fold(state, events), command, ctx)
-        events += stamp(command, more, len(events), ctx)
-    return events
+    after = fold(state, events)
+    more = stamp(command, follow_ups(after, command, ctx), len(events), ctx)
+    return events + more, fold(after, more)
 
 
 def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) -> list[Draft]:
@@ -72,16 +80,31 @@ def event_id(run_id: str, command_id: str, index: int) -> str:
 
 
 def stamp(command: CommandBase, drafts: list[Draft], start: int, ctx: DecideContext) -> list[EventBase]:
-    """Drafts -> events with envelope ids, time and causation from the command."""
+    """Drafts -> events with envelope ids, time and causation from the command.
+
+    Payloads were validated when drafted and every envelope field comes from the validated
+    command, so the envelope is assembled without a second validation pass (hot path).
+    """
+    run_id, command_id = command.runId, command.commandId
+    base = {"runId": run_id, "producer": ctx.producer, "correlationId": command.correlationId,
+            "causationId": command_id, "occurredAt": command.issuedAt}
     return [
-        d.event(
-            eventId=event_id(command.runId, command.commandId, start + i), runId=command.runId,
-            turnId=d.turnId, producer=ctx.producer, reasoningObjectId=d.reasoningObjectId,
-            capabilityId=d.capabilityId, correlationId=command.correlationId,
-            causationId=command.commandId, occurredAt=command.issuedAt, payload=d.payload,
-        )
+        trusted(d.event, {
+            **base, "eventId": event_id(run_id, command_id, start + i), "eventType": _type_of(d.event),
+            "turnId": d.turnId, "reasoningObjectId": d.reasoningObjectId, "capabilityId": d.capabilityId,
+            "schemaVersion": _version_of(d.event), "payload": d.payload})
         for i, d in enumerate(drafts)
     ]
+
+
+@cache
+def _type_of(event: type[EventBase]) -> str:
+    return event.model_fields["eventType"].default
+
+
+@cache
+def _version_of(event: type[EventBase]) -> int:
+    return event.model_fields["schemaVersion"].default
 
 
 def _rejection(command: CommandBase, state: RunState | None, rejected: Rejected,

@@ -26,8 +26,7 @@ from datetime import UTC, datetime
 from runfacts import telemetry
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import load_capabilities
-from runfacts.processors.decider import DecideContext, decide
-from runfacts.processors.run_evolve import fold
+from runfacts.processors.decider import DecideContext, decide_evolve
 from runfacts.processors.run_state import RunState
 from runfacts.processors.run_timers import wanted_timers
 from runfacts.processors.task import Context
@@ -40,6 +39,7 @@ from runfacts.topics import TopicNames
 APP_NAME = "runfacts-run-decider"
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
 ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
+CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
 DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
                                policy="default")
 
@@ -52,6 +52,7 @@ class DeciderShell:
     ctx: DecideContext
     codec: Codec = field(default_factory=lambda: Codec(CodecSettings(validate=True)))
     views: tuple[ViewFn, ...] = ()
+    cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
 
     def deserialize(self, data: bytes | None) -> CommandBase:
@@ -93,12 +94,10 @@ class DeciderShell:
         """Steps 2-7 of the module docstring for one command (`trace`: headers for its outputs)."""
         key = command.runId.encode()
         runs = ctx.store("runs")
-        raw = runs.get(key)
-        state = RunState.model_validate_json(raw) if raw is not None else None
+        state = self._load(key, runs.get(key))
         if state is None and self._orphan_seen(command, ctx):
             return
-        events = decide(command, state, self.ctx)
-        new = fold(state, events)
+        events, new = decide_evolve(command, state, self.ctx)
         if new is None:
             self._mark_orphan(command, ctx)
         for event in events:
@@ -108,6 +107,23 @@ class DeciderShell:
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
+
+    def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
+        """The stored state; parsed once and cached while the stored bytes stay the same."""
+        if raw is None:
+            return None
+        cached = self.cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        state = RunState.model_validate_json(raw)
+        self._remember(key, raw, state)
+        return state
+
+    def _remember(self, key: bytes, raw: bytes, state: RunState) -> None:
+        cache = self.cache
+        if len(cache) >= CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = (raw, state)
 
     @staticmethod
     def _orphan_key(command: CommandBase) -> bytes:
@@ -128,6 +144,7 @@ class DeciderShell:
     def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
         body = state.model_dump_json().encode()
         ctx.store("runs").put(key, body)
+        self._remember(key, body, state)
         headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
         ctx.emit(self.names.state, key, body, headers + trace if trace else headers)
         for view in self.views:

@@ -22,6 +22,7 @@ from runfacts.processors.run_state import (
 )
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import BudgetAmounts
+from runfacts.schemas.construct import trusted
 from runfacts.schemas.errors import RunfactsError
 
 Apply = Callable[[RunState, Any], dict[str, Any]]
@@ -44,7 +45,7 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
             raise CorruptLog(event, "first event of a run must be run.created")
         return _created(event)
     if isinstance(event, ev.CommandRejected):
-        return state.model_copy(update={"recentCommands": _remember(state, event.payload.commandId)})
+        return _copy(state, {"recentCommands": _remember(state, event.payload.commandId)})
     apply = _APPLY.get(event.eventType)
     if apply is None:
         raise CorruptLog(event, "no evolve case for this event type")
@@ -53,7 +54,12 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     changes["updatedAt"] = event.occurredAt
     if event.causationId is not None and event.causationId not in state.recentCommands:
         changes["recentCommands"] = _remember(state, event.causationId)
-    return state.model_copy(update=changes)
+    return _copy(state, changes)
+
+
+def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
+    """state with `changes` (values built from validated events: no re-validation)."""
+    return trusted(RunState, {**state.__dict__, **changes})
 
 
 def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:

@@ -20,6 +20,7 @@ from runfacts.ops_cli import app as ops_app
 from runfacts.processors.engine_cli import app as engine_app
 from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
+from runfacts.security_cli import app as security_app
 
 app = typer.Typer(
     name="runfacts",
@@ -34,6 +35,7 @@ app.add_typer(schemas_app, name="schemas")
 app.add_typer(outbox_app, name="outbox")
 app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
+app.add_typer(security_app, name="security")
 app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
 
 _debug = {"on": False}

@@ -38,6 +38,7 @@ from runfacts.approval_signing import ApprovalRequest, sign_approval
 from runfacts.control import ControlError, Issue
 from runfacts.dashboard_feed import ViewFeed
 from runfacts.identity import AuthenticationFailed, UserDirectory
+from runfacts.processors.policy import Policy, allowed_command_types
 from runfacts.processors.run_state import RunState
 from runfacts.run_views import Viewer, user_view
 from runfacts.runlog import CommandClient
@@ -73,14 +74,17 @@ class Dashboard:
     commands: CommandClient
     cookie_secure: bool = False
     keepalive_s: float = 15.0
+    policy: Policy | None = None  # buttons follow the policy's command rules when given
 
 
 def _now_s() -> int:
     return int(time.time())
 
 
-def _viewer(session: Session) -> Viewer:
-    return Viewer(session.identity.subject, session.identity.roles)
+def _viewer(session: Session, policy: Policy | None = None) -> Viewer:
+    identity = session.identity
+    allowed = None if policy is None else allowed_command_types(policy, identity.actor(AUTH_SOURCE))
+    return Viewer(identity.subject, identity.roles, allowed)
 
 
 class _Pages:
@@ -126,13 +130,13 @@ class _Pages:
         return response
 
     def visible(self, session: Session) -> list[dict[str, Any]]:
-        viewer = _viewer(session)
+        viewer = _viewer(session, self.d.policy)
         views = (user_view(s, viewer) for s in list(self.d.feed.states.values()))
         return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
 
     def run_html(self, session: Session, run_id: str) -> str:
         state = self.d.feed.get(run_id)
-        view = None if state is None else user_view(state, _viewer(session))
+        view = None if state is None else user_view(state, _viewer(session, self.d.policy))
         return html.run_fragment(view, session.csrf)
 
     async def index(self, request: Request) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from pathlib import Path
 
 import typer
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -12,6 +13,7 @@ from runfacts import telemetry
 from runfacts.dashboard import Dashboard, create_app
 from runfacts.dashboard_feed import FeedSettings, ViewFeed
 from runfacts.identity import load_users, users_file
+from runfacts.processors.policy import load_policy
 from runfacts.runlog import CommandClient, ReaderSettings
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
@@ -32,6 +34,7 @@ class DashboardSettings(BaseSettings):
     cookie_secure: bool = False  # set true behind TLS
     outcome_timeout_s: float = 30.0
     stuck_after_s: float = 600.0
+    policy_file: Path | None = None  # the decider's access policy (default: the packaged one)
 
 
 def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashboard:
@@ -42,7 +45,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashbo
     return Dashboard(feed=feed, users=load_users(), signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s)),
-                     cookie_secure=settings.cookie_secure)
+                     cookie_secure=settings.cookie_secure, policy=load_policy(settings.policy_file))
 
 
 @app.command("serve")

@@ -19,9 +19,11 @@ from runfacts.processors.run_state import TERMINAL, ApprovalState, RunState, Too
 ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review", "needs_review"})
 REVIEW = frozenset({"needs_review", "waiting_for_review"})
 BUSY = frozenset({"created", "running", "cancelling"})
-PERSONAL_ROLES = frozenset({"end_user", "support_agent", "supervisor", "auditor"})
-STOP_ROLES = frozenset({"end_user", "support_agent", "supervisor", "operator"})
-CANCEL_ROLES = frozenset({"support_agent", "supervisor", "operator"})
+# role names as in the default policy (processors/policy.toml); buttons follow the policy itself
+# when the viewer carries `allowed` (policy.allowed_command_types), these sets otherwise
+PERSONAL_ROLES = frozenset({"user", "support_agent", "supervisor", "auditor"})
+STOP_ROLES = frozenset({"user", "support_agent", "supervisor", "operator"})
+CANCEL_ROLES = STOP_ROLES
 RETRY_ROLES = frozenset({"operator"})
 STAFF_ROLES = frozenset({"support_agent", "supervisor", "operator", "auditor"})
 BUDGET_DIMENSIONS = ("steps", "toolCalls", "tokens", "wallTimeMs", "costMicros")
@@ -128,10 +130,16 @@ def list_rows(states: list[RunState], flt: RunFilter, now: datetime) -> list[dic
 
 @dataclass(frozen=True)
 class Viewer:
-    """Who looks: subject id and roles (from the login)."""
+    """Who looks: subject id, roles (from the login) and, if known, the command types the policy allows."""
 
     subject: str
     roles: tuple[str, ...]
+    allowed: frozenset[str] | None = None
+
+    def may(self, command_type: str, fallback_roles: frozenset[str]) -> bool:
+        if self.allowed is not None:
+            return command_type in self.allowed
+        return bool(fallback_roles & set(self.roles))
 
     def may_see(self, state: RunState) -> bool:
         """Staff see every run; an end user only their own."""
@@ -145,7 +153,6 @@ def user_view(state: RunState, viewer: Viewer) -> dict[str, Any] | None:
     """The dashboard's View of a run for this viewer (None: not theirs to see)."""
     if not viewer.may_see(state):
         return None
-    roles = set(viewer.roles)
     active = state.status in ACTIVE
     personal = viewer.sees_personal()
     return {
@@ -153,11 +160,11 @@ def user_view(state: RunState, viewer: Viewer) -> dict[str, Any] | None:
         "statusReason": state.statusReason, "statusSince": state.statusSince.isoformat(),
         "goalSummary": state.goalSummary if personal else None,
         "isBusy": state.status in BUSY,
-        "canStop": active and bool(STOP_ROLES & roles),
-        "canCancel": active and bool(CANCEL_ROLES & roles),
+        "canStop": active and viewer.may("run.stop", STOP_ROLES),
+        "canCancel": active and viewer.may("run.cancel", CANCEL_ROLES),
         "canRetry": [c.toolCallId for c in state.toolCalls.values() if _retryable(state, c)]
-        if RETRY_ROLES & roles else [],
-        "approvalBanner": _banner(state, roles, personal),
+        if viewer.may("tool.call.retry", RETRY_ROLES) else [],
+        "approvalBanner": _banner(state, set(viewer.roles), personal),
         "toolCalls": [{"toolCallId": c.toolCallId, "action": c.action, "execution": c.execution,
                        "verification": c.verification} for c in state.toolCalls.values()],
     }

@@ -22,11 +22,11 @@ from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
 PASSWORDS = {"alice": "alice-pw-1", "olga": "olga-pw-1", "eve": "eve-pw-1"}
 TOKENS = {"alice": "alice-cli-token", "olga": "olga-cli-token"}
-ROLES = {"alice": ["support_agent"], "olga": ["operator"], "eve": ["end_user"]}
+ROLES = {"alice": ["support_agent"], "olga": ["operator"], "eve": ["user"]}
 
 
 def write_users(path: Path) -> Path:
-    """A users file with alice (support_agent), olga (operator), eve (end_user)."""
+    """A users file with alice (support_agent), olga (operator), eve (user)."""
     lines = []
     for name, roles in ROLES.items():
         lines += [f"[users.{name}]", f"roles = {json.dumps(roles)}", f'password = "{hash_secret(PASSWORDS[name])}"']

@@ -13,6 +13,7 @@ from runfacts.dashboard import Dashboard, create_app
 from runfacts.dashboard_feed import FeedSettings, ViewFeed
 from runfacts.dashboard_html import run_fragment, sse
 from runfacts.identity import Identity, load_users
+from runfacts.processors.policy import load_policy
 from runfacts.run_views import Viewer, user_view
 from runfacts.runlog import CommandClient
 from runfacts.settings import KafkaSettings
@@ -31,7 +32,7 @@ def client(tmp_path: Path):
     state = Scenario().given(create(), propose_refund()).s
     feed.apply(RUN.encode(), state.model_dump_json().encode())
     dashboard = Dashboard(feed, load_users(write_users(tmp_path / "users.toml")), SessionSigner(SECRET),
-                          CommandClient(kafka, names))
+                          CommandClient(kafka, names), policy=load_policy())
     with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
         yield c
 

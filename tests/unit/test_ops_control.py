@@ -109,3 +109,28 @@ def test_murmur2_matches_the_java_client_when_given_its_test_vectors():
     for data, signed in java.items():
         assert murmur2(data) == signed & 0xFFFFFFFF
     assert partition_for(b"run-20260727001", 6) == (murmur2(b"run-20260727001") & 0x7FFFFFFF) % 6
+
+
+def test_signed_approval_is_accepted_and_unsigned_refused_when_decider_requires_tokens():
+    import dataclasses
+    import json as _json
+
+    from runfacts.approval_signing import ApprovalRequest, sign_approval
+    from runfacts.processors.approval_keys import new_secret
+    from runfacts.processors.approval_tokens import parse_keyring
+    from runfacts.processors.decider_security import approval_token_check
+
+    keys = _json.dumps({"current": "k1", "keys": {"k1": new_secret()}})
+    ctx = dataclasses.replace(CTX, verify_token=approval_token_check(parse_keyring(keys)))
+    state = _waiting().s
+    approval = state.approvals["approval-tool-call-031"]
+    issue = Issue(ALICE, "cmd-signed", NOW)
+    token = sign_approval(ApprovalRequest(state.runId, approval.approvalId, approval.argsHash, "approve", "alice"),
+                          int(NOW.timestamp() * 1000), environ={"RUNFACTS_APPROVAL_KEYS": keys})
+
+    signed = decide(resume_command(state, approval.approvalId, "approve", issue, token), state, ctx)
+    unsigned = decide(resume_command(state, approval.approvalId, "approve", Issue(ALICE, "cmd-u", NOW)), state, ctx)
+
+    assert token is not None and signed[0].eventType == "approval.granted"
+    assert unsigned[0].payload.reasonCode == "token_missing"
+    assert sign_approval(ApprovalRequest("r", "a", "h", "approve", "s"), 0, environ={}) is None

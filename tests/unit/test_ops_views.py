@@ -9,6 +9,7 @@ import pytest
 from decider_support import Scenario, claim, create, failed, propose_refund, resume
 
 from runfacts.run_views import RunFilter, Viewer, list_rows, operator_summary, parse_duration, user_view
+from runfacts.schemas.common import Actor
 
 PERSONAL = ("refund order-001", "customer-42", "user-7", "Refund 42.00 EUR", "alice", "dispatcher-1")
 
@@ -94,9 +95,9 @@ def test_user_view_hides_personal_fields_and_buttons_when_viewer_is_operator():
 def test_user_view_is_none_when_end_user_looks_at_someone_elses_run():
     state = _waiting().s
 
-    assert user_view(state, Viewer("customer-99", ("end_user",))) is None
-    own = user_view(state, Viewer("customer-42", ("end_user",)))
-    assert own is not None and own["canStop"] is True and own["canCancel"] is False
+    assert user_view(state, Viewer("customer-99", ("user",))) is None
+    own = user_view(state, Viewer("customer-42", ("user",)))
+    assert own is not None and own["canStop"] is True and own["canRetry"] == []
 
 
 def test_user_view_has_no_banner_when_approval_was_granted():
@@ -105,3 +106,18 @@ def test_user_view_has_no_banner_when_approval_was_granted():
     view = user_view(s.s, Viewer("alice", ("support_agent",)))
 
     assert view is not None and view["approvalBanner"] is None and view["status"] == "running"
+
+
+def test_user_view_buttons_follow_the_policy_when_viewer_carries_allowed_commands():
+    from runfacts.processors.policy import allowed_command_types, load_policy
+
+    s = Scenario().given(create(), propose_refund(), resume(), claim(), failed(retryable=True))
+    policy = load_policy()
+    operator = Actor(subjectId="olga", roles=("operator",), authSource="dashboard")
+    user = Actor(subjectId="customer-42", roles=("user",), authSource="dashboard")
+
+    as_operator = user_view(s.s, Viewer("olga", ("operator",), allowed_command_types(policy, operator)))
+    as_user = user_view(s.s, Viewer("customer-42", ("user",), allowed_command_types(policy, user)))
+
+    assert as_operator["canRetry"] == ["tool-call-031"] and as_operator["canStop"] is True
+    assert as_user["canRetry"] == [] and as_user["canStop"] is True
