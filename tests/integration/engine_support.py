@@ -25,7 +25,7 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 6) -> 
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     count = 0
     for key, value in records:
         producer.produce(topic, value, key)
