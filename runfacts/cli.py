@@ -16,6 +16,7 @@ from rich.console import Console
 from runfacts import demo, devcli
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
+from runfacts.ops_cli import app as ops_app
 from runfacts.processors.dispatcher_cli import app as dispatcher_app
 from runfacts.processors.engine_cli import app as engine_app
 from runfacts.schemas.cli import app as schemas_app
@@ -37,6 +38,7 @@ app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
 app.add_typer(security_app, name="security")
 app.add_typer(dispatcher_app, name="dispatcher")
+app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
 
 _debug = {"on": False}
 
