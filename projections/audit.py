@@ -18,6 +18,7 @@ the readable spec the tests hold `step` to.
 
 from __future__ import annotations
 
+from binascii import hexlify
 from functools import cache
 from hashlib import sha256
 from typing import Any, NamedTuple
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 from runfacts.projections.audit_summary import (
     AuditConfig,
     Summarizer,
+    Summary,
     actor_of,
     changes_of,
     compile_summarizer,
@@ -116,26 +118,34 @@ initial: ChainHead | None = None
 
 def step(head: ChainHead | None, fact: Fact,
          config: AuditConfig = DEFAULT) -> tuple[ChainHead, bytes]:
-    """The run's next head and the new record's Avro body (the hosts' call)."""
-    summary = _summarizer(fact.writer)(fact.body, config)
-    fields = fact.body[:summary.envelope_end] + summary.actor + summary.changes
-    return _link(head, fact, summary.run_id, fields)
+    """The run's next head and the new record's Avro body."""
+    return link(head, fact, summarize(fact, config))
 
 
-def _link(head: ChainHead | None, fact: Fact, run_id: str,
-          fields: bytes) -> tuple[ChainHead, bytes]:
-    if head is not None and head.runId != run_id:
-        raise ValueError(f"audit chain of run {head.runId} fed an event of run {run_id} "
-                         f"at {fact.where()}")
-    sequence = 1 if head is None else head.sequence + 1
-    prev = _GENESIS_DIGEST if head is None else head.digest
-    event_digest = sha256(fact.body).digest()
-    prefix = (write_long(sequence) + _source(fact.topic, fact.partition) + write_long(fact.offset)
-              + fields)
-    digest = sha256(prev + event_digest + prefix).digest()
-    body = b"".join((prefix, _HEX_PREFIX, prev.hex().encode(), _HEX_PREFIX,
-                     event_digest.hex().encode(), _HEX_PREFIX, digest.hex().encode()))
-    return ChainHead(run_id, sequence, digest), body
+def summarize(fact: Fact, config: AuditConfig = DEFAULT) -> Summary:
+    """The run id, actor and changes of an event, read from its bytes (hosts call this first
+    to find the run's head, then `link`)."""
+    return _summarizer(fact.writer)(fact.body, config)
+
+
+def link(head: ChainHead | None, fact: Fact, summary: Summary) -> tuple[ChainHead, bytes]:
+    """Append the summarized event to the chain ending at `head`."""
+    if head is None:
+        sequence, prev = 1, _GENESIS_DIGEST
+    elif head.runId != summary.run_id:
+        raise ValueError(f"audit chain of run {head.runId} fed an event of run "
+                         f"{summary.run_id} at {fact.where()}")
+    else:
+        sequence, prev = head.sequence + 1, head.digest
+    body = fact.body
+    event_digest = sha256(body).digest()
+    prefix = b"".join((write_long(sequence), _source(fact.topic, fact.partition),
+                       write_long(fact.offset), body[:summary.envelope_end], summary.actor,
+                       summary.changes))
+    digest = sha256(b"".join((prev, event_digest, prefix))).digest()
+    record = b"".join((prefix, _HEX_PREFIX, hexlify(prev), _HEX_PREFIX, hexlify(event_digest),
+                       _HEX_PREFIX, hexlify(digest)))
+    return ChainHead(summary.run_id, sequence, digest), record
 
 
 @cache

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from runfacts.projections.avrocode import AvroDecodeError, _Gen, write_long, write_string
+from runfacts.projections.avrocode import _VARINTS, AvroDecodeError, _Gen, write_long, write_string
 from runfacts.schemas.catalog import SchemaEntry
 
 LONG_VALUE = 256
@@ -159,7 +159,7 @@ def compile_summarizer(entry: SchemaEntry) -> Summarizer:
     """`summarize(body, config) -> Summary` for bodies written with `entry`'s schema."""
     gen = _SummaryGen(entry.raw)
     gen.consts.update(emit=_emit, encode_actor=encode_actor, digest=digest, ws=write_string,
-                      Summary=Summary, LONG_VALUE=LONG_VALUE)
+                      Summary=Summary, LONG_VALUE=LONG_VALUE, VARINTS=_VARINTS)
     ns = gen.namespace(entry.raw)
     gen.resolve(entry.raw, ns)
     gen.line(1, "pos = 0")
@@ -222,6 +222,8 @@ class _SummaryGen(_Gen):
             self.fields(node, ns, path, ind)
         elif node == "string" and not personal:
             self._string(path, ind)
+        elif node in ("int", "long") or (isinstance(node, dict) and node.get("type") == "long"):
+            self._number(path, personal, ind)
         elif isinstance(node, dict) and node.get("type") == "enum" and not personal:
             encoded = self.const(tuple(encode_change(path, s, None) for s in node["symbols"]))
             self._read_long(None, ns, "i", ind)
@@ -231,6 +233,19 @@ class _SummaryGen(_Gen):
             value = self.var("v")
             self.read(node, ns, value, ind)
             self.line(ind, f"count += emit(parts, {path!r}, {value}, {personal}, config)")
+
+    def _number(self, path: str, personal: bool, ind: int) -> None:
+        """An int/long leaf: its decimal text (never long enough for the digest rule)."""
+        if personal:
+            value = self.var("v")
+            self._read_long(None, "", value, ind)
+            self.line(ind, f"count += emit(parts, {path!r}, {value}, True, config)")
+            return
+        head = self.const(write_string(path) + _SET)
+        self._read_long(None, "", "v", ind)
+        self.line(ind, "t = str(v).encode()")
+        self.line(ind, f"parts.append({head} + VARINTS[len(t)] + t + b'\\x00')")
+        self.line(ind, "count += 1")
 
     def _string(self, path: str, ind: int) -> None:
         """A plain string leaf: its bytes as written become the change's value (not re-encoded,

@@ -53,6 +53,9 @@ def write_long(n: int) -> bytes:
 
 def _encode_long(n: int) -> bytes:
     z = (n << 1) ^ (n >> 63)
+    if 0 <= z < 1 << 21:
+        return bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80, z >> 14)) if z >= 1 << 14 \
+            else bytes(((z & 0x7F) | 0x80, z >> 7)) if z >= 0x80 else bytes((z,))
     out = bytearray()
     while z > 0x7F:
         out.append((z & 0x7F) | 0x80)
@@ -70,9 +73,14 @@ def write_string(text: str) -> bytes:
     return write_long(len(data)) + data
 
 
-def compile_reader(schema: dict[str, Any]) -> Reader:
-    """`read(buf, pos) -> (value, end)` for records written with `schema`."""
+Keep = dict[str, "Keep | None"]
+"""Which fields of a record to build (None: all); others are skipped, absent from the dict."""
+
+
+def compile_reader(schema: dict[str, Any], keep: Keep | None = None) -> Reader:
+    """`read(buf, pos) -> (value, end)` for records written with `schema` (only `keep`)."""
     gen = _Gen(schema)
+    gen.selection = keep
     gen.line(1, "pos = start")
     gen.read(schema, gen.namespace(schema), "value", 1)
     gen.line(1, "return value, pos")
@@ -120,6 +128,7 @@ class _Gen:
         self.active: set[str] = set()
         self.counter = 0
         self.attrs = False
+        self.selection: Keep | None = None
 
     def namespace(self, schema: dict[str, Any]) -> str:
         return str(schema.get("namespace", ""))
@@ -255,10 +264,16 @@ class _Gen:
         if fullname in self.active:
             raise ValueError(f"avrocode does not support recursive type {fullname}")
         self.active.add(fullname)
+        keep, self.selection = self.selection, None
         names = []
         for field in node["fields"]:
+            if keep is not None and field["name"] not in keep:
+                self.skip(field["type"], ns, ind)
+                continue
             local = self.var("f")
+            self.selection = None if keep is None else keep[field["name"]]
             self.read(field["type"], ns, local, ind)
+            self.selection = None
             names.append(f"{field['name']!r}: {local}")
         self.active.discard(fullname)
         self.line(ind, f"{target} = {{{', '.join(names)}}}")
@@ -278,7 +293,9 @@ class _Gen:
             self.line(ind + 1, "raise AvroDecodeError(f'bad length {n} at {pos}')")
             self.line(ind, "pos += n")
         elif kind in ("int", "long", "enum"):
-            self._read_long(None, ns, "_", ind)
+            self.line(ind, "while buf[pos] & 0x80:")
+            self.line(ind + 1, "pos += 1")
+            self.line(ind, "pos += 1")
         elif kind == "union":
             self._read_long(None, ns, "i", ind)
             for index, branch in enumerate(node):
@@ -292,7 +309,7 @@ class _Gen:
         elif kind == "null":
             self.line(ind, "pass")
         else:
-            self.read(node, ns, "_", ind)
+            self.read(node, ns, self.var("skipped"), ind)
 
     # -- writing ----------------------------------------------------------------------------
 

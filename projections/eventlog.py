@@ -16,15 +16,13 @@ from functools import cache
 from typing import Any
 
 from runfacts.projections.avrocode import compile_reader
-from runfacts.projections.facts import Fact
+from runfacts.projections.facts import Fact, ReadSettings
 from runfacts.schemas.catalog import SchemaEntry, envelope_prefix
 from runfacts.schemas.codec import CONFLUENT_MAGIC, SINGLE_OBJECT_MARKER, Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput, RecordPosition
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
-ALL = None
-"""`EventReader(payload_types=ALL)`: read every type's payload."""
 
 
 @dataclass(frozen=True)
@@ -32,16 +30,6 @@ class _Plan:
     entry: SchemaEntry
     read: Callable[[bytes, int], tuple[dict[str, Any], int]] | None
     whole: bool
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    """What a projection needs decoded."""
-
-    payload_types: frozenset[str] | None = ALL
-    """Types whose payload is read; ALL (None) reads every payload."""
-    decode: bool = True
-    """False: bytes-only facts (event None), for projections that parse bytes themselves."""
 
 
 class EventReader:
@@ -54,14 +42,15 @@ class EventReader:
                        if e.kind == "event"}
 
     def _plan(self, entry: SchemaEntry) -> _Plan:
-        wanted = self.settings.payload_types
-        whole = wanted is None or entry.type_name in wanted
+        whole = self.settings.whole(entry.type_name)
         if not self.settings.decode:
             return _Plan(entry, None, False)
         if whole and self.codec.catalog.current[entry.fullname] is not entry:
             return _Plan(entry, None, True)  # resolution + upcast: the codec's path
-        return _Plan(entry, compile_reader(entry.raw if whole else envelope_prefix(entry.raw)),
-                     whole)
+        if not whole:
+            return _Plan(entry, compile_reader(envelope_prefix(entry.raw),
+                                               self.settings.keep(entry)), False)
+        return _Plan(entry, compile_reader(entry.raw, self.settings.keep(entry)), True)
 
     def fact(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
         """The Fact of one framed event record; InvalidInput naming the position if bad."""
