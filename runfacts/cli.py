@@ -16,6 +16,7 @@ from rich.console import Console
 from runfacts import demo, devcli
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
+from runfacts.processors.engine_cli import app as engine_app
 from runfacts.projections import cli as projections_cli
 from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
@@ -32,6 +33,7 @@ app.add_typer(devcli.topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 app.add_typer(outbox_app, name="outbox")
 app.add_typer(provider_app, name="provider")
+app.add_typer(engine_app, name="engine")
 app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")

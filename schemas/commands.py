@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
-
 from runfacts.schemas.base import Millis, Record
 from runfacts.schemas.common import (
     ApprovalDecision,

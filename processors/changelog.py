@@ -1,0 +1,161 @@
+"""Changelog topics: creation at start-up and restore of a partition's stores before processing.
+
+Restore of the stores of newly assigned partitions (all changelog partitions read at once):
+  1. ask the end offset of each changelog partition (read_committed: the last stable offset,
+     so records of an open or aborted transaction are never restored);
+  2. start after the changelog offset the store already reflects (records already in the
+     store are skipped by offset); a store claiming an offset beyond the end (changelog
+     recreated) is cleared and rebuilt from the beginning;
+  3. consume batches up to the end; each batch is ONE WriteBatch holding its records and the
+     batch's last changelog offset, so a crash mid-restore (crash point engine.mid_restore)
+     resumes from the last written batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from itertools import groupby
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from runfacts.crashpoints import crash_point
+from runfacts.processors.api import Application
+from runfacts.processors.settings import EngineSettings, common_config, restore_config
+from runfacts.processors.store import Backend, changelog_key
+from runfacts.schemas.errors import ConfigError, InfrastructureError
+
+log = logging.getLogger("runfacts.engine")
+_EOF = KafkaError._PARTITION_EOF
+
+
+def prepare_topics(app: Application, settings: EngineSettings) -> int:
+    """Check co-partitioned sources, create missing changelogs; return the partition count."""
+    admin = AdminClient(common_config(settings))
+    meta = admin.list_topics(timeout=30).topics
+    counts = {s.topic: _partitions(meta, s.topic, "source") for s in app.sources}
+    if len(set(counts.values())) != 1:
+        raise ConfigError("application.sources", counts,
+                          "co-partitioned sources need the same partition count")
+    partitions = next(iter(counts.values()))
+    if any(s.on_invalid == "dead_letter" for s in app.sources):
+        _partitions(meta, app.dead_letter_topic, "dead-letter topic")
+    missing = []
+    for store in app.all_stores:
+        topic = app.changelog_topic(store)
+        if topic in meta:
+            if _partitions(meta, topic, "changelog") != partitions:
+                raise ConfigError("changelog", topic, f"must have {partitions} partitions")
+        else:
+            missing.append(NewTopic(topic, partitions, settings.changelog_replication_factor,
+                                    config={"cleanup.policy": "compact"}))
+    _create(admin, missing)
+    return partitions
+
+
+def _partitions(meta: dict, topic: str, what: str) -> int:
+    found = meta.get(topic)
+    if found is None or found.error is not None:
+        raise ConfigError(what, topic, "topic does not exist (create it first)")
+    return len(found.partitions)
+
+
+def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
+    if not topics:
+        return
+    for topic, future in admin.create_topics(topics, request_timeout=30).items():
+        try:
+            future.result()
+            log.info("created changelog topic %s", topic)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise InfrastructureError(f"cannot create changelog {topic}: {exc}",
+                                          retryable=True) from exc
+
+
+class Restorer:
+    """Brings partitions' stores up to the end of their changelogs, all partitions at once."""
+
+    def __init__(self, app: Application, settings: EngineSettings) -> None:
+        self._app = app
+        self._settings = settings
+        self._consumer: Consumer | None = None
+
+    def restore(self, backends: dict[int, Backend]) -> int:
+        """Restore every store of every given partition; returns the records applied."""
+        consumer = self._client()
+        todo = {}
+        for partition, backend in backends.items():
+            for store in self._app.all_stores:
+                tp, end = self._start(consumer, partition, backend, store)
+                if tp is not None:
+                    todo[(tp.topic, partition)] = (tp, end, backend, store)
+        if not todo:
+            return 0
+        consumer.assign([tp for tp, *_ in todo.values()])
+        try:
+            count = self._consume(consumer, todo)
+        finally:
+            consumer.unassign()
+        log.info("restored %d changelog records into %d store partitions", count, len(todo))
+        return count
+
+    def _start(self, consumer: Consumer, partition: int, backend: Backend,
+               store: str) -> tuple[TopicPartition | None, int]:
+        """Steps 1-2: where to start reading (None: the store is current)."""
+        topic = self._app.changelog_topic(store)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30,
+                                                   cached=False)
+        stored = int(backend.meta().get(changelog_key(store), b"-1"))
+        if stored >= high:
+            log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
+                        store, partition, stored, high)
+            backend.clear(store)
+            stored = -1
+        start = max(stored + 1, low)
+        return (TopicPartition(topic, partition, start) if start < high else None), high
+
+    def _consume(self, consumer: Consumer, todo: dict[tuple[str, int], tuple]) -> int:
+        """Step 3: batches until every changelog partition reached its end."""
+        count = 0
+        pending = set(todo)
+        deadline = time.monotonic() + self._settings.restore_timeout_s
+        while pending:
+            msgs = consumer.consume(self._settings.restore_batch, 0.05)
+            data = [m for m in msgs if m.error() is None]
+            if len(data) != len(msgs):
+                pending -= {(m.topic(), m.partition()) for m in msgs if _is_eof(m)}
+            for tp, run in groupby(data, key=lambda m: (m.topic(), m.partition())):
+                batch = list(run)
+                _, end, backend, store = todo[tp]
+                backend.restore(store, batch)
+                count += len(batch)
+                crash_point("engine.mid_restore")
+                if batch[-1].offset() >= end - 1:
+                    pending.discard(tp)
+            if pending and time.monotonic() > deadline:
+                raise InfrastructureError(f"restore of {sorted(pending)} did not finish in "
+                                          f"{self._settings.restore_timeout_s}s", retryable=True)
+        return count
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(restore_config(self._app, self._settings))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def _is_eof(msg: Any) -> bool:
+    """True for an end-of-partition event; raises on any other consumer error."""
+    err = msg.error()
+    if err is None:
+        return False
+    if err.code() != _EOF:
+        raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
+    return True

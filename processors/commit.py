@@ -1,0 +1,174 @@
+"""The commit of a batch: exactly-once (Kafka transactions, KIP-447) or at-least-once.
+
+Exactly-once commit steps, and what a crash or abort between two steps leaves behind:
+
+  0. (loop) the transaction was begun before the batch's first output; outputs are in it.
+  1. produce one changelog record per buffered key of every touched partition.
+  2. producer.flush(): outputs + changelog records are on the brokers, uncommitted; the
+     delivery reports give each store's last changelog offset (a failed one -> abort).
+       -- crash point engine.after_produce_before_commit
+  3. send_offsets_to_transaction(next input offsets, consumer_group_metadata()); a newer
+     group generation (another instance owns the partitions) fences this call.
+       -- crash point engine.during_commit
+  4. commit_transaction(): the atomic point for outputs, changelogs and input offsets.
+       -- crash point engine.after_commit_before_store_write
+  5. store write: per partition ONE WriteBatch = buffered data + input offsets + changelog
+     offsets; then the buffers are cleared.
+
+  Crash before 4 (at any point 0-3): the broker aborts the transaction (on the next
+  init_transactions with the same transactional.id, or at transaction.timeout.ms); no
+  read_committed reader ever sees its outputs or changelog records, the group offsets stay
+  at the previous commit and the store never saw the buffer -> the records are processed
+  again from the committed offsets into the same state, producing the same outputs with
+  the same derived ids. An in-process failure before 4 aborts: abort_transaction, discard
+  the write buffers, seek the partitions back to the transaction's first offsets.
+  Crash between 4 and 5: Kafka holds the batch, the store does not; on assignment restore
+  replays the changelog from the store's changelog offset, so the store catches up to the
+  committed state (and the committed group offsets skip the inputs). Crash after 5: nothing
+  to repair. A fenced producer (fatal) cannot abort: the buffers are discarded, the engine
+  stops, and the partitions' new owner restores from the changelog.
+
+At-least-once commit steps:
+  1. produce changelog records; 2. flush and check every delivery report;
+       -- crash point engine.after_produce_before_commit
+  3. store write (data + input offsets + changelog offsets);
+       -- crash point engine.after_store_write_before_commit
+  4. consumer.commit(offsets) synchronously.
+  Crash before 3: records are reprocessed (duplicate outputs, state applied once).
+  Crash between 3 and 4: the store is ahead of the group offsets; on assignment the engine
+  seeks past the store's input offsets, so the state is not applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from runfacts.crashpoints import crash_point
+from runfacts.processors.task import Task
+from runfacts.schemas.errors import InfrastructureError
+
+log = logging.getLogger("runfacts.engine")
+T = TypeVar("T")
+_TIMEOUT_S = 30.0
+_RETRIES = 5
+
+
+class TransactionAborted(InfrastructureError):
+    """The batch did not commit and was rolled back; processing resumes from its first offsets."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
+def call(fn: Callable[..., T], *args: Any) -> T:
+    """Run a transactional API call: retry retriable errors, map the rest to runfacts errors."""
+    for attempt in range(_RETRIES):
+        try:
+            return fn(*args)
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.retriable() and attempt < _RETRIES - 1:
+                continue
+            if err.fatal() or not err.txn_requires_abort():
+                raise InfrastructureError(f"{fn.__name__} failed: {err}", retryable=False) from exc
+            raise TransactionAborted(f"{fn.__name__} failed: {err}") from exc
+    raise AssertionError("unreachable")
+
+
+def flush_changelogs(producer: Producer, tasks: Sequence[Task]) -> None:
+    """Steps 1-2 of both modes: changelog records out, everything flushed, reports checked."""
+    for task in tasks:
+        task.produce_changelog()
+    remaining = producer.flush(_TIMEOUT_S)
+    problems = [p for t in tasks for p in t.missing_deliveries()]
+    if remaining:
+        problems.append(f"{remaining} messages still queued after {_TIMEOUT_S}s")
+    if problems:
+        raise TransactionAborted("; ".join(problems))
+
+
+class ExactlyOnce:
+    """Transactions: outputs, changelogs and input offsets commit atomically."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.producer: Producer
+        self._consumer = consumer
+        self.open = False
+
+    def init(self) -> None:
+        call(self.producer.init_transactions, _TIMEOUT_S)
+
+    def begin(self) -> None:
+        if not self.open:
+            call(self.producer.begin_transaction)
+            self.open = True
+
+    def commit(self, tasks: Sequence[Task]) -> None:
+        flush_changelogs(self.producer, tasks)
+        crash_point("engine.after_produce_before_commit")
+        offsets = [TopicPartition(topic, t.partition, offset)
+                   for t in tasks for topic, offset in t.offsets_to_commit().items()]
+        if offsets:
+            metadata = self._consumer.consumer_group_metadata()
+            call(self.producer.send_offsets_to_transaction, offsets, metadata, _TIMEOUT_S)
+        crash_point("engine.during_commit")
+        call(self.producer.commit_transaction, _TIMEOUT_S)
+        self.open = False
+        crash_point("engine.after_commit_before_store_write")
+        for task in tasks:
+            task.write()
+
+    def abort(self) -> None:
+        """Abort; flushing first lets in-flight partition registrations finish (librdkafka
+        #4849: aborting while one is in flight can fail with a fatal INVALID_TXN_STATE)."""
+        if self.open:
+            self.open = False
+            self.producer.flush(_TIMEOUT_S)
+            call(self.producer.abort_transaction, _TIMEOUT_S)
+
+
+class AtLeastOnce:
+    """No transactions: flush, write the store, then commit the offsets."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.producer: Producer
+        self._consumer = consumer
+        self.open = False
+        self.failures: list[str] = []
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        """Producer-wide delivery report (outputs); changelog records have their own."""
+        if err is not None:
+            self.failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def init(self) -> None:
+        """Nothing to initialise without transactions."""
+
+    def begin(self) -> None:
+        self.open = True
+
+    def commit(self, tasks: Sequence[Task]) -> None:
+        flush_changelogs(self.producer, tasks)
+        if self.failures:
+            lost, self.failures = self.failures, []
+            raise TransactionAborted("outputs not delivered: " + "; ".join(lost[:5]))
+        crash_point("engine.after_produce_before_commit")
+        offsets = [TopicPartition(topic, t.partition, offset)
+                   for t in tasks for topic, offset in t.offsets_to_commit().items()]
+        for task in tasks:
+            task.write()
+        crash_point("engine.after_store_write_before_commit")
+        self.open = False
+        if offsets:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:  # the store holds the offsets; the next commit covers
+                log.warning("offset commit failed (state already written): %s", exc)
+
+    def abort(self) -> None:
+        self.open = False
+        self.failures = []

@@ -1,0 +1,164 @@
+"""The run decider on the engine: commands topic -> events + run state + views, exactly once.
+
+Per command record (all in the engine's transaction for the batch):
+1. The command was decoded and validated by the codec (bad bytes -> dead-letter topic).
+2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
+3. Load the run's state from the `runs` store (None: no run yet).
+4. `decide` (pure) -> events; `fold` -> the new state.
+5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
+6. If the state changed: store it, emit it to the run-state topic and every view to its topic.
+7. Re-plan timers from the new state (approval expiry, reconciliation deadline, wall budget);
+   a due timer becomes a `timer.fire` command through the same steps.
+The engine commits outputs, store changelogs and input offsets atomically, so events, state
+and views never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from runfacts.processors.api import Application, Record, Source, Timer
+from runfacts.processors.capabilities import load_capabilities
+from runfacts.processors.decider import DecideContext, decide_evolve
+from runfacts.processors.run_state import RunState
+from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.task import Context
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.codec import Codec, CodecSettings
+from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions
+from runfacts.schemas.errors import InvalidInput
+from runfacts.topics import TopicNames
+
+APP_NAME = "runfacts-run-decider"
+TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
+ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
+CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
+DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
+                               policy="default")
+
+
+@dataclass(frozen=True)
+class DeciderShell:
+    """The decider's wiring: topic names, the pure context, the codec and view publishers."""
+
+    names: TopicNames
+    ctx: DecideContext
+    codec: Codec = field(default_factory=lambda: Codec(CodecSettings(validate=True)))
+    views: tuple[ViewFn, ...] = ()
+    cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
+
+    def deserialize(self, data: bytes | None) -> CommandBase:
+        if data is None:
+            raise InvalidInput("empty command (tombstone)", schema="runfacts.commands")
+        value = self.codec.decode(data)
+        if not isinstance(value, CommandBase):
+            raise InvalidInput(f"{value.eventType} is an event, not a command", schema=type(value).__name__)
+        return value
+
+    def process(self, record: Record, ctx: Context) -> None:
+        command: CommandBase = record.value
+        if record.key != command.runId.encode():
+            # on the wrong partition the run's single writer would never see it
+            bad = InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
+                               position=record.position, schema=type(command).__name__,
+                               version=command.schemaVersion)
+            ctx.emit(self.names.dlq, record.key, self.codec.encode(command),
+                     list(record.headers or []) + bad.headers())
+            return
+        self.handle(command, ctx)
+
+    def on_timer(self, timer: Timer, ctx: Context) -> None:
+        kind, _, target = timer.payload.decode().partition("|")
+        at = datetime.fromtimestamp(timer.due_ms / 1000, tz=UTC)
+        fire = cmd.FireTimer(
+            commandId=f"timer:{timer.timer_id}:{timer.due_ms}", runId=timer.key.decode(),
+            actor=TIMER_ACTOR, issuedAt=at, correlationId=f"timer:{timer.timer_id}",
+            payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=kind, targetId=target, dueAt=at))
+        self.handle(fire, ctx)
+
+    def handle(self, command: CommandBase, ctx: Context) -> None:
+        """Steps 2-7 of the module docstring for one command."""
+        key = command.runId.encode()
+        runs = ctx.store("runs")
+        state = self._load(key, runs.get(key))
+        if state is None and self._orphan_seen(command, ctx):
+            return
+        events, new = decide_evolve(command, state, self.ctx)
+        if new is None:
+            self._mark_orphan(command, ctx)
+        for event in events:
+            self._emit_event(event, ctx)
+        if new is not None and new is not state:
+            self._save(key, new, ctx)
+        self._plan_timers(key, state, new, ctx)
+
+    def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
+        """The stored state; parsed once and cached while the stored bytes stay the same."""
+        if raw is None:
+            return None
+        cached = self.cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        state = RunState.model_validate_json(raw)
+        self._remember(key, raw, state)
+        return state
+
+    def _remember(self, key: bytes, raw: bytes, state: RunState) -> None:
+        cache = self.cache
+        if len(cache) >= CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = (raw, state)
+
+    @staticmethod
+    def _orphan_key(command: CommandBase) -> bytes:
+        return f"{command.runId}\x00{command.commandId}".encode()
+
+    def _orphan_seen(self, command: CommandBase, ctx: Context) -> bool:
+        """A command already rejected for a run that does not exist (a redelivery)."""
+        return ctx.store("orphans").get(self._orphan_key(command)) is not None
+
+    def _mark_orphan(self, command: CommandBase, ctx: Context) -> None:
+        ctx.store("orphans").put(self._orphan_key(command), b"1")
+
+    def _emit_event(self, event: EventBase, ctx: Context) -> None:
+        ctx.emit(self.names.events, event.runId.encode(), self.codec.encode(event), self.codec.headers(event))
+
+    def _save(self, key: bytes, state: RunState, ctx: Context) -> None:
+        body = state.model_dump_json().encode()
+        ctx.store("runs").put(key, body)
+        self._remember(key, body, state)
+        ctx.emit(self.names.state, key, body, [("contentType", b"application/json"),
+                                              ("version", str(state.version).encode())])
+        for view in self.views:
+            for topic, view_key, value in view(state):
+                ctx.emit(topic, view_key, value)
+
+    def _plan_timers(self, key: bytes, old: RunState | None, new: RunState | None, ctx: Context) -> None:
+        before, after = wanted_timers(old), wanted_timers(new)
+        for timer_id in before.keys() - after.keys():
+            ctx.cancel(key, timer_id)
+        for timer_id, spec in after.items():
+            if before.get(timer_id) != spec:
+                due_ms = int(spec.due.timestamp() * 1000)
+                ctx.schedule(key, due_ms, timer_id, f"{spec.kind}|{spec.target_id}".encode())
+
+    def application(self) -> Application:
+        """The engine application for this shell."""
+        return Application(
+            name=APP_NAME if self.names.prefix == "runfacts" else f"{self.names.prefix}-run-decider",
+            sources=(Source(self.names.commands, value_deserializer=self.deserialize),),
+            process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
+            dead_letter_topic=self.names.dlq,
+        )
+
+
+def decider_app(prefix: str = "runfacts", capabilities: str = "", versions: str = "") -> Application:
+    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`."""
+    from pathlib import Path
+
+    catalog = load_capabilities(Path(capabilities) if capabilities else None)
+    current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    ctx = DecideContext(capabilities=catalog, current_versions=current)
+    return DeciderShell(TopicNames(prefix), ctx).application()

@@ -1,0 +1,160 @@
+"""The authoritative run state (State) and `evolve`, the only way it changes.
+
+`evolve(state, event) -> state` is pure and total over the event contract: every event type
+has a case, and an event that cannot apply to the state it meets raises (a corrupt log is
+a bug to surface, not to paper over). `version` counts the state-changing events applied;
+`command.rejected` records the rejected command id for dedupe but leaves the version alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from runfacts.schemas.common import Actor, BudgetAmounts, Risk, RunVersions, VerificationStatus
+
+RunStatus = Literal[
+    "created", "running", "waiting_for_approval", "waiting_for_review", "needs_review",
+    "cancelling", "completed", "failed", "cancelled",
+]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+Execution = Literal[
+    "proposed", "authorized", "dispatching", "accepted", "completed", "failed", "result_unknown",
+]
+IN_FLIGHT: frozenset[str] = frozenset({"dispatching", "accepted", "result_unknown"})
+ApprovalStatus = Literal["open", "granted", "rejected", "expired", "invalidated", "consumed"]
+Reconciliation = Literal[
+    "none", "requested", "found_completed", "found_failed", "not_found", "still_unknown",
+]
+DEDUPE_WINDOW = 256
+PATH_WINDOW = 32
+
+
+class Frozen(BaseModel):
+    """A frozen state value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ApprovalState(Frozen):
+    """One approval request and where it stands."""
+
+    approvalId: str
+    toolCallId: str
+    argsHash: str
+    risk: Risk
+    requiredRole: str
+    expiresAt: datetime
+    summary: str
+    status: ApprovalStatus = "open"
+    requestedBy: str
+    decidedBy: str | None = None
+    decidedAt: datetime | None = None
+
+
+class ToolCallState(Frozen):
+    """One tool call on both tracks: execution and verification."""
+
+    toolCallId: str
+    capabilityId: str
+    action: str
+    target: str
+    argsHash: str
+    argsRef: str
+    risk: Risk
+    summary: str
+    idempotencyKey: str
+    execution: Execution = "proposed"
+    verification: VerificationStatus = "not_observed"
+    closedReason: str | None = None  # why a call that never ran will never run
+    approvalId: str | None = None
+    attempts: int = 0
+    externalRequestId: str | None = None
+    leaseEpoch: int = 0
+    reconciliation: Reconciliation = "none"
+    reconcileDeadline: datetime | None = None
+    errorClass: str | None = None
+    retryable: bool | None = None
+    lastError: str | None = None
+    turnId: str | None = None
+    reasoningObjectId: str | None = None
+    proposedAt: datetime
+    dispatchedAt: datetime | None = None
+    acceptedAt: datetime | None = None
+    finishedAt: datetime | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        """Dispatched, outcome not settled, and not closed by a cancellation."""
+        return self.execution in IN_FLIGHT and self.closedReason is None
+
+
+class Budget(Frozen):
+    """Limits and what has been used; used never exceeds a limit (0 = unlimited)."""
+
+    limits: BudgetAmounts
+    used: BudgetAmounts = BudgetAmounts()
+
+
+class Checkpoint(Frozen):
+    """The last recovery checkpoint (optimises recovery; not durable execution)."""
+
+    node: str
+    stateHash: str
+    versions: RunVersions
+    savedAt: datetime
+
+
+class Progress(Frozen):
+    """The Progress Contract: verified items, open items, next safe action."""
+
+    verifiedItems: tuple[str, ...] = ()
+    openItems: tuple[str, ...] = ()
+    nextSafeAction: str = ""
+
+
+class RunState(Frozen):
+    """Everything the runtime knows as fact about one run."""
+
+    runId: str
+    status: RunStatus = "running"
+    version: int = 0
+    tenant: str | None = None
+    createdBy: Actor
+    userId: str
+    goalRef: str
+    goalSummary: str
+    createdAt: datetime
+    updatedAt: datetime
+    statusSince: datetime
+    statusReason: str | None = None
+    versions: RunVersions
+    checkpoint: Checkpoint | None = None
+    activeTurnId: str | None = None
+    turnCount: int = 0
+    approvals: dict[str, ApprovalState] = {}
+    toolCalls: dict[str, ToolCallState] = {}
+    budget: Budget
+    progress: Progress = Progress()
+    recentCommands: tuple[str, ...] = ()
+    actionCounts: dict[str, int] = {}
+    attemptedPath: tuple[str, ...] = ()
+    lastError: str | None = None
+    archived: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def open_approvals(self) -> list[ApprovalState]:
+        """Approvals still waiting for a decision, oldest first."""
+        return [a for a in self.approvals.values() if a.status == "open"]
+
+    def in_flight_calls(self) -> list[ToolCallState]:
+        """Tool calls dispatched whose outcome is not settled yet."""
+        return [c for c in self.toolCalls.values() if c.in_flight]
+
+    def seen(self, command_id: str) -> bool:
+        return command_id in self.recentCommands

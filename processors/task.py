@@ -1,0 +1,251 @@
+"""One partition's unit of work, shared by the Kafka engine and the broker-free test driver.
+
+A `Task` owns the partition's `PartitionState` (write buffers over the backend), its timer
+index and the `Context` its handler sees. It knows nothing about Kafka: records arrive as
+objects with the `confluent_kafka.Message` accessors, and outputs leave through an
+`Output` (the engine's wraps the transactional producer, the driver's is a list).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from runfacts.processors.api import (
+    Application,
+    ProcessingError,
+    Record,
+    Serde,
+    Source,
+    Timer,
+    derive_id,
+)
+from runfacts.processors.store import Backend, KeyValueStore, PartitionState, TypedStore
+from runfacts.processors.timers import Timers
+from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
+
+log = logging.getLogger("runfacts.engine")
+DeliveryCallback = Callable[[Any, Any], None]
+
+
+class Output(Protocol):
+    """Where emitted records go: `produce` has `confluent_kafka.Producer.produce`'s shape and
+    may raise BufferError when its queue is full; `backoff` then waits for room."""
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+                headers: list[tuple[str, bytes]] | None = None, partition: int = -1,
+                on_delivery: DeliveryCallback | None = None) -> None: ...
+
+    def backoff(self) -> None: ...
+
+
+def send(out: Output, topic: str, value: bytes | None, key: bytes | None, **kw: Any) -> None:
+    """Produce, waiting for queue room as long as it takes."""
+    while True:
+        try:
+            out.produce(topic, value, key, **kw)
+            return
+        except BufferError:
+            out.backoff()
+
+
+class Context:
+    """What a handler sees: stores, emit, timers, the current position and deterministic ids."""
+
+    __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "record", "timer")
+
+    def __init__(self, task: Task, out: Output) -> None:
+        self._task = task
+        self._out = out
+        self._produce = out.produce
+        self._app = task.app
+        self._sinks = {s.topic: s for s in task.app.sinks}
+        self.partition = task.partition
+        self.record: Record | None = None
+        self.timer: Timer | None = None
+
+    def store(self, name: str) -> KeyValueStore:
+        """The partition's store `name` (bytes in, bytes out; sees this transaction's writes)."""
+        try:
+            return self._task.state.stores[name]
+        except KeyError:
+            raise ConfigError("store", name,
+                              f"not declared by application {self._app.name}") from None
+
+    def typed(self, name: str, key: Serde, value: Serde) -> TypedStore:
+        """The store `name` seen through serdes."""
+        return TypedStore(self.store(name), key, value)
+
+    def emit(self, topic: str, key: Any, value: Any,
+             headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Send an output record in the current transaction (serialized by the topic's Sink)."""
+        sink = self._sinks.get(topic)
+        if sink is not None:
+            key, value = sink.key_serializer(key), sink.value_serializer(value)
+        try:
+            if headers is None:
+                self._produce(topic, value, key)
+            else:
+                self._produce(topic, value, key, headers=headers)
+        except BufferError:
+            send(self._out, topic, value, key, headers=headers)
+
+    def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
+        """Fire `on_timer` for (key, timer_id) at wall-clock due_ms (replaces an earlier one)."""
+        if self._app.on_timer is None:
+            raise ConfigError("application.on_timer", None,
+                              f"{self._app.name} schedules timer {timer_id!r} but has no on_timer")
+        self._task.timers.schedule(key, due_ms, timer_id, payload)
+
+    def cancel(self, key: bytes, timer_id: str) -> bool:
+        """Cancel the timer (key, timer_id); False when there was none."""
+        return self._task.timers.cancel(key, timer_id)
+
+    @property
+    def position(self) -> RecordPosition:
+        """The input record's topic[partition]@offset (offset None inside a timer)."""
+        if self.record is not None:
+            return self.record.position
+        return RecordPosition(None, self.partition, None)
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The record's timestamp, or the timer's due time: the handler's only clock."""
+        if self.record is not None:
+            return self.record.timestamp_ms
+        return self.timer.due_ms if self.timer is not None else 0
+
+    def derive_id(self, index: int = 0) -> str:
+        """A deterministic id for output `index` of this record or timer (same on replay)."""
+        rec = self.record
+        if rec is not None:
+            return derive_id(self._app.name, rec.topic, rec.partition, rec.offset, index)
+        t = self.timer
+        if t is None:
+            raise RuntimeError("derive_id called outside process/on_timer")
+        return derive_id(self._app.name, "timer", t.partition, t.key.hex(), t.timer_id,
+                         t.due_ms, index)
+
+
+class Task:
+    """One partition: state, timers, context, and the per-record and commit-side steps."""
+
+    def __init__(self, app: Application, partition: int, backend: Backend, out: Output) -> None:
+        self.app = app
+        self.partition = partition
+        self.backend = backend
+        self.state = PartitionState(backend, app.all_stores)
+        self.timers = Timers(self.state)
+        self.ctx = Context(self, out)
+        self.out = out
+        self.pending: dict[str, int] = {}
+        self.first: dict[str, int] = {}
+        self.delivered: dict[str, int] = {}
+        self.delivery_errors: list[str] = []
+        self._sources: dict[str, Source] = {s.topic: s for s in app.sources}
+        self._changelogs = {s: app.changelog_topic(s) for s in app.all_stores}
+
+    def process(self, msg: Any) -> None:
+        """Deserialize one message and run the handler on it (the hot path)."""
+        topic = msg.topic()
+        offset = msg.offset()
+        source = self._sources[topic]
+        try:
+            key = source.key_deserializer(msg.key())
+            value = source.value_deserializer(msg.value())
+        except InvalidInput as exc:
+            self._invalid(source, msg, exc.at(RecordPosition(topic, self.partition, offset)))
+        else:
+            ctx = self.ctx
+            ctx.record = record = Record(key, value, msg.headers(), topic, self.partition,
+                                         offset, msg.timestamp()[1])
+            try:
+                self.app.process(record, ctx)
+            except Exception as exc:
+                raise ProcessingError(self.app.name, str(record.position), exc) from exc
+        self.pending[topic] = offset
+        if topic not in self.first:
+            self.first[topic] = offset
+
+    def _invalid(self, source: Source, msg: Any, exc: InvalidInput) -> None:
+        if source.on_invalid == "fail":
+            raise exc
+        log.warning("dead-lettering %s to %s", exc, self.app.dead_letter_topic)
+        headers = list(msg.headers() or []) + exc.headers() + [("dlq.app", self.app.name.encode())]
+        send(self.out, self.app.dead_letter_topic, msg.value(), msg.key(), headers=headers)
+
+    def fire_timers(self, now_ms: int, limit: int) -> int:
+        """Run `on_timer` for up to `limit` timers due at now_ms; returns how many fired."""
+        fired = self.timers.pop_due(now_ms, limit)
+        ctx = self.ctx
+        ctx.record = None
+        on_timer = self.app.on_timer
+        for key, timer_id, due_ms, payload in fired:
+            ctx.timer = timer = Timer(key, timer_id, due_ms, payload, self.partition)
+            try:
+                on_timer(timer, ctx)  # type: ignore[misc]
+            except Exception as exc:
+                where = f"timer {timer_id!r} of key {key!r} due {due_ms} on {self.partition}"
+                raise ProcessingError(self.app.name, where, exc) from exc
+        ctx.timer = None
+        return len(fired)
+
+    def has_work(self) -> bool:
+        """True when this transaction touched the partition (records, state or timers)."""
+        return bool(self.pending) or self.state.dirty()
+
+    def produce_changelog(self) -> int:
+        """Commit step 1: a changelog record per buffered key; the last reports its offset."""
+        count = 0
+        for store, buffer in self.state.buffers.items():
+            if not buffer:
+                continue
+            topic = self._changelogs[store]
+            items = list(buffer.items())
+            for key, value in items[:-1]:
+                send(self.out, topic, value, key, partition=self.partition)
+            key, value = items[-1]
+            send(self.out, topic, value, key, partition=self.partition,
+                 on_delivery=self._on_delivery(store))
+            count += len(items)
+        return count
+
+    def _on_delivery(self, store: str) -> DeliveryCallback:
+        def done(err: Any, msg: Any) -> None:
+            if err is None:
+                self.delivered[store] = msg.offset()
+            else:
+                self.delivery_errors.append(f"changelog of {store}[{self.partition}]: {err}")
+        return done
+
+    def missing_deliveries(self) -> list[str]:
+        """Stores whose changelog records were not (successfully) delivered."""
+        missing = [s for s, b in self.state.buffers.items() if b and s not in self.delivered]
+        return self.delivery_errors + [f"no delivery report for changelog of {s}" for s in missing]
+
+    def offsets_to_commit(self) -> dict[str, int]:
+        """Next offset to consume per source topic (what the group commits)."""
+        return {topic: offset + 1 for topic, offset in self.pending.items()}
+
+    def write(self) -> None:
+        """Commit step 'store write': buffers + input offsets + changelog offsets, atomically."""
+        self.state.write(dict(self.pending), dict(self.delivered))
+        self._reset()
+
+    def rollback(self) -> dict[str, int]:
+        """Discard this transaction's writes; returns the offset to rewind to per source topic."""
+        rewind = dict(self.first)
+        self.state.discard()
+        self.timers.forget()
+        self._reset()
+        return rewind
+
+    def _reset(self) -> None:
+        self.pending.clear()
+        self.first.clear()
+        self.delivered.clear()
+        self.delivery_errors.clear()
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,100 @@
+"""The run decider in its engine shell, through the broker-free test driver."""
+
+from __future__ import annotations
+
+import json
+
+from decider_support import (  # noqa: I001
+    CTX,
+    RUN,
+    T0,
+    claim,
+    create,
+    propose_refund,
+    resume,
+)
+
+from runfacts.processors.decider_app import DeciderShell
+from runfacts.processors.testdriver import TestDriver
+from runfacts.schemas import codec
+from runfacts.topics import TopicNames
+
+NAMES = TopicNames("t")
+T0_MS = int(T0.timestamp() * 1000)
+
+
+def _driver() -> TestDriver:
+    return TestDriver(DeciderShell(NAMES, CTX).application(), start_ms=T0_MS)
+
+
+def _send(driver: TestDriver, *commands) -> None:
+    for c in commands:
+        driver.pipe(NAMES.commands, codec.encode(c), c.runId.encode())
+
+
+def _event_types(driver: TestDriver) -> list[str]:
+    return [codec.decode(r.value).eventType for r in driver.outputs(NAMES.events)]
+
+
+def test_shell_emits_events_and_state_when_commands_arrive() -> None:
+    driver = _driver()
+    _send(driver, create(), propose_refund(), resume(), claim())
+    assert _event_types(driver) == [
+        "run.created", "run.started", "tool.call.proposed", "approval.required", "run.paused",
+        "approval.granted", "tool.call.authorized", "run.resumed",
+        "tool.call.dispatching", "approval.consumed", "budget.debited"]
+    states = driver.outputs(NAMES.state)
+    last = json.loads(states[-1].value)
+    assert (last["version"], last["status"]) == (11, "running")
+    assert all(r.key == RUN.encode() for r in driver.outputs(NAMES.events))
+
+
+def test_shell_deduplicates_when_the_same_command_is_delivered_twice() -> None:
+    driver = _driver()
+    first = create()
+    _send(driver, first, first)
+    assert _event_types(driver) == ["run.created", "run.started"]
+
+
+def test_shell_rejects_once_when_a_command_for_an_unknown_run_repeats() -> None:
+    driver = _driver()
+    orphan = propose_refund()
+    _send(driver, orphan, orphan)
+    assert _event_types(driver) == ["command.rejected"]
+
+
+def test_shell_dead_letters_when_bytes_are_not_a_command() -> None:
+    driver = _driver()
+    driver.pipe(NAMES.commands, b"\xc3\x01garbage", RUN.encode())
+    _send(driver, create())
+    dead = driver.dead_letters()
+    assert len(dead) == 1 and dict(dead[0].headers)["dlq.topic"] == NAMES.commands.encode()
+    assert _event_types(driver) == ["run.created", "run.started"]
+
+
+def test_shell_dead_letters_when_key_is_not_the_run_id() -> None:
+    driver = _driver()
+    c = create()
+    driver.pipe(NAMES.commands, codec.encode(c), b"other-run")
+    assert _event_types(driver) == []
+    dead = driver.outputs(NAMES.dlq)
+    assert len(dead) == 1 and b"not the command's runId" in dict(dead[0].headers)["dlq.error"]
+
+
+def test_approval_expires_by_timer_when_clock_passes_expiry() -> None:
+    driver = _driver()
+    _send(driver, create(), propose_refund())
+    assert driver.advance(10 * 60 * 1000) == 0
+    fired = driver.advance(60 * 60 * 1000)
+    assert fired == 1
+    assert _event_types(driver)[-2:] == ["approval.expired", "run.paused"]
+
+
+def test_state_survives_restart_from_changelog_when_local_store_is_lost() -> None:
+    driver = _driver()
+    _send(driver, create(), propose_refund())
+    before = driver.read_store("runs")
+    driver.restart(lose_state=True)
+    assert driver.read_store("runs") == before
+    _send(driver, resume())
+    assert _event_types(driver)[-3:] == ["approval.granted", "tool.call.authorized", "run.resumed"]
