@@ -104,8 +104,8 @@ def checked(reader: Reader, what: str) -> Callable[[bytes, int], Any]:
     def read(buf: bytes, start: int = 0) -> Any:
         try:
             value, end = reader(buf, start)
-        except AvroDecodeError:
-            raise
+        except AvroDecodeError as exc:
+            raise AvroDecodeError(f"{what}: {exc}") from exc
         except (IndexError, KeyError, UnicodeDecodeError, struct.error, TypeError) as exc:
             raise AvroDecodeError(f"{what}: {type(exc).__name__}: {exc}") from exc
         if end != len(buf):
