@@ -80,19 +80,50 @@ class LatestProjector:
         self.partitions: dict[str, int] = {}
 
     def apply(self, fact: Fact, emit: Emit) -> None:
-        run = fact.event["runId"]  # type: ignore[index]
+        run = fact.run_id
         if run not in self.partitions:
             self.partitions[run] = fact.partition
         self.views[run] = self.evolve(self.views.get(run), fact)
 
     def finish(self, emit: Emit) -> None:
         for run, view in self.views.items():
-            emit(self.partitions[run], run, self.encode(view))
+            body = self.encode(view)
+            if body is not None:  # None: the run is gone (archived), left out of a rebuild
+                emit(self.partitions[run], run, body)
+
+
+class UserViewProjector(LatestProjector):
+    """The user view: run state folded with the decider's own `evolve`, viewed at the end."""
+
+    def __init__(self, role: str = "user") -> None:
+        from runfacts.processors.run_evolve import evolve as evolve_state
+        from runfacts.projections import user_view
+        from runfacts.schemas.codec import Codec, CodecSettings
+
+        codec = Codec(CodecSettings(validate=False))
+
+        def evolve(state: Any, fact: Fact) -> Any:
+            model = codec.decode(b"\xc3\x01" + fact.writer + fact.body)
+            return evolve_state(state, model)  # type: ignore[arg-type]
+
+        def encode(state: Any) -> bytes | None:
+            view = user_view.user_view(state, role)  # type: ignore[arg-type]
+            return None if view is None else user_view.encode(view)
+
+        super().__init__("user-view", user_view.schema(), ReadSettings(decode=False), evolve,
+                         encode)
+
+    def apply(self, fact: Fact, emit: Emit) -> None:
+        run = _run_id(fact)
+        if run not in self.partitions:
+            self.partitions[run] = fact.partition
+        self.views[run] = self.evolve(self.views.get(run), fact)
 
 
 def projectors() -> dict[str, Callable[[], Projector]]:
     """Every replayable projection by name."""
-    return {"audit": AuditProjector, "trajectory": trajectory_projector}
+    return {"audit": AuditProjector, "trajectory": trajectory_projector,
+            "user-view": UserViewProjector}
 
 
 def trajectory_projector() -> Projector:
@@ -101,6 +132,18 @@ def trajectory_projector() -> Projector:
 
     return LatestProjector("trajectory", trajectory_model.schema(), trajectory.READS,
                            trajectory.evolve, trajectory_model.encode)
+
+
+def _run_id(fact: Fact) -> str:
+    """The runId of a bytes-only fact (third envelope field)."""
+    from runfacts.projections.avrocode import read_long
+
+    pos = 0
+    for _ in range(2):  # eventId, eventType
+        length, pos = read_long(fact.body, pos)
+        pos += length
+    length, pos = read_long(fact.body, pos)
+    return fact.body[pos:pos + length].decode()
 
 
 @dataclass(frozen=True)
