@@ -11,6 +11,7 @@ lastError texts) appear only in auditor views; a property test checks it over ra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
@@ -26,6 +27,7 @@ ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_r
 BUSY = frozenset({"created", "running", "cancelling"})
 DECISIONS = ("approve", "reject")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Publish = tuple[str, bytes, bytes | None]
 
 
 class ApprovalBanner(NamedTuple):
@@ -171,6 +173,18 @@ def auditor_detail(state: RunState) -> AuditorDetail:
     """The personal fields an auditor may see."""
     return AuditorDetail(state.userId, state.goalSummary, state.createdBy.subjectId,
                          state.lastError)
+
+
+def publisher(topic: str, role: Role = "user") -> Callable[[RunState], list[Publish]]:
+    """A decider view hook (`DeciderShell.views`): the run's `role` view for `topic`, framed,
+    keyed by runId; a tombstone (None) once the run is archived."""
+    frame = schema().frame
+
+    def publish(state: RunState) -> list[Publish]:
+        view = user_view(state, role)
+        return [(topic, state.runId.encode(), None if view is None else frame(encode(view)))]
+
+    return publish
 
 
 def millis(moment: datetime) -> int:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runfacts.processors.run_evolve import evolve
 from runfacts.projections.runlog import RunScript, encode_event
-from runfacts.projections.user_view import ROLES, as_json, encode, schema, user_view
+from runfacts.projections.user_view import ROLES, as_json, encode, publisher, schema, user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.pii import pii_paths
 
@@ -127,3 +127,15 @@ def test_encoded_view_decodes_to_its_json_when_round_tripped() -> None:
     for role in ROLES:
         view = user_view(_fold(_waiting_run()), role)
         assert schema().decode(schema().frame(encode(view))) == as_json(view)
+
+
+def test_publisher_emits_the_framed_view_then_a_tombstone_when_the_run_is_archived() -> None:
+    for seed in range(1, 100):
+        events = _run(seed)
+        if events[-1]["eventType"] == "run.archived":
+            break
+    publish = publisher("runfacts.view.user")
+    [(topic, key, value)] = publish(_fold(events[:-1]))
+    assert (topic, key) == ("runfacts.view.user", events[0]["runId"].encode())
+    assert schema().decode(value)["version"] == len(events) - 1
+    assert publish(_fold(events)) == [("runfacts.view.user", key, None)]
