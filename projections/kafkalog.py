@@ -9,12 +9,20 @@ or a verification never disturbs the live applications' offsets.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
@@ -68,25 +76,40 @@ def consumer(settings: KafkaSettings, options: ReadOptions | None = None) -> Con
 
 def snapshot(settings: KafkaSettings, topic: str, from_offset: int | None = None,
              timeout: float = 30.0) -> LogRange:
-    """The range to read now: from the beginning (or `from_offset` per partition) to the end."""
+    """The range to read now: from the beginning (or `from_offset` per partition) to the end.
+
+    Retries retriable broker answers (a topic created a moment ago may have no leader yet)
+    until `timeout`."""
     client = consumer(settings)
+    deadline = time.monotonic() + timeout
     try:
-        metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            raise ConfigError("topic", topic, "does not exist (or has no partitions)")
-        start, end = {}, {}
-        for p in sorted(metadata.partitions):
-            low, high = client.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
-                                                     cached=False)
-            start[p] = low if from_offset is None else max(low, min(from_offset, high))
-            end[p] = high
-        return LogRange(topic, start, end)
-    except Exception as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise InfrastructureError(f"reading offsets of {topic}: {exc}", retryable=True) from exc
+        while True:
+            try:
+                return _range(client, topic, from_offset, timeout)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and error.retriable()
+                if not retriable or time.monotonic() > deadline:
+                    raise InfrastructureError(f"reading offsets of {topic}: {exc}",
+                                              retryable=retriable) from exc
+                time.sleep(0.2)
     finally:
         client.close()
+
+
+def _range(client: Consumer, topic: str, from_offset: int | None, timeout: float) -> LogRange:
+    metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    if metadata is not None and metadata.error is not None and metadata.error.retriable():
+        raise KafkaException(metadata.error)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise ConfigError("topic", topic, "does not exist (or has no partitions)")
+    start, end = {}, {}
+    for p in sorted(metadata.partitions):
+        low, high = client.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
+                                                 cached=False)
+        start[p] = low if from_offset is None else max(low, min(from_offset, high))
+        end[p] = high
+    return LogRange(topic, start, end)
 
 
 def batches(settings: KafkaSettings, log: LogRange,

@@ -133,14 +133,14 @@ class TopicSink:
         self.errors: list[str] = []
         self.producer = Producer(settings.client_config(**{
             "enable.idempotence": True, "linger.ms": 20, "batch.num.messages": 10_000,
-            "compression.type": "lz4", "queue.buffering.max.messages": 500_000}))
+            "compression.type": "lz4", "queue.buffering.max.messages": 500_000,
+            "on_delivery": self._delivered, "delivery.report.only.error": True}))
 
     def write(self, partition: int, key: str, body: bytes | None) -> None:
         value = None if body is None else self.prefix + body
         while True:
             try:
-                self.producer.produce(self.topic, value, key.encode(), partition=partition,
-                                      on_delivery=self._delivered)
+                self.producer.produce(self.topic, value, key.encode(), partition=partition)
                 return
             except BufferError:
                 self.producer.poll(0.05)
