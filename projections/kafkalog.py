@@ -99,8 +99,10 @@ def snapshot(settings: KafkaSettings, topic: str, from_offset: int | None = None
 
 def _range(client: Consumer, topic: str, from_offset: int | None, timeout: float) -> LogRange:
     metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
-    if metadata is not None and metadata.error is not None and metadata.error.retriable():
-        raise KafkaException(metadata.error)
+    error = None if metadata is None else metadata.error
+    if error is not None and error.retriable() and \
+            error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise KafkaException(error)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise ConfigError("topic", topic, "does not exist (or has no partitions)")
     start, end = {}, {}
