@@ -47,6 +47,7 @@ class DeciderShell:
     ctx: DecideContext
     codec: Codec = field(default_factory=lambda: Codec(CodecSettings(validate=True)))
     views: tuple[ViewFn, ...] = ()
+    max_backdate_ms: int = 5_000
     cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
 
     def deserialize(self, data: bytes | None) -> CommandBase:
@@ -67,7 +68,19 @@ class DeciderShell:
             ctx.emit(self.names.dlq, record.key, self.codec.encode(command),
                      list(record.headers or []) + bad.headers())
             return
-        self.handle(command, ctx)
+        self.handle(self._received(command, record.timestamp_ms), ctx)
+
+    def _received(self, command: CommandBase, received_ms: int) -> CommandBase:
+        """A command judged at the time the broker received it, when that is later than issuedAt.
+
+        The commands topic uses LogAppendTime, so the record timestamp is the broker's clock:
+        a sender cannot back-date `issuedAt` to slip an approval in before its expiry.
+        """
+        issued_ms = int(command.issuedAt.timestamp() * 1000)
+        if received_ms - issued_ms <= self.max_backdate_ms:
+            return command
+        received = datetime.fromtimestamp(received_ms / 1000, tz=UTC)
+        return command.model_copy(update={"issuedAt": received})
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
         kind, _, target = timer.payload.decode().partition("|")
@@ -154,11 +167,21 @@ class DeciderShell:
         )
 
 
-def decider_app(prefix: str = "runfacts", capabilities: str = "", versions: str = "") -> Application:
-    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`."""
+def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "",
+                versions: str = "") -> Application:
+    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
+
+    Policy and capabilities load from the given paths (packaged defaults otherwise); signed
+    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
+    """
     from pathlib import Path
 
+    from runfacts.processors.approval_keys import load_keyring_if_configured
+    from runfacts.processors.decider_security import policy_checks
+    from runfacts.processors.policy import load_policy
+
     catalog = load_capabilities(Path(capabilities) if capabilities else None)
+    loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
     current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
-    ctx = DecideContext(capabilities=catalog, current_versions=current)
+    ctx = DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
     return DeciderShell(TopicNames(prefix), ctx).application()

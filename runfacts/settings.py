@@ -23,7 +23,9 @@ from runfacts.schemas.errors import ConfigError
 class KafkaSettings(BaseSettings):
     """Connection settings for every Kafka client runfacts creates."""
 
-    model_config = SettingsConfigDict(env_prefix="RUNFACTS_KAFKA_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="RUNFACTS_KAFKA_", frozen=True, extra="ignore", validate_by_name=True
+    )
 
     bootstrap_servers: str = Field(
         default="127.0.0.1:9092",

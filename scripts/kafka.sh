@@ -9,7 +9,10 @@
 #   scripts/kafka.sh logs      tail the broker log
 #
 # Settings (environment): RUNFACTS_HOME (default <repo>/.runfacts), KAFKA_PORT (9092),
-# KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (512m), KAFKA_START_TIMEOUT (120 s).
+# KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (512m), KAFKA_START_TIMEOUT (120 s),
+# KAFKA_LIBS (jar cache, default $RUNFACTS_HOME/kafka/libs; a second instance can share one),
+# KAFKA_EXTRA_PROPERTIES (a file appended to the generated config: later keys win),
+# KAFKA_FORMAT_ARGS (extra storage-format arguments, e.g. --add-scram; scripts/kafka-secure.sh).
 # Broker settings live in scripts/kafka/broker.properties, shared with compose.yaml
 # (tests/contract/test_compose_parity.py keeps the two in step).
 set -euo pipefail
@@ -18,7 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 home="${RUNFACTS_HOME:-$repo/.runfacts}"
 kdir="$home/kafka"
-libs="$kdir/libs"
+libs="${KAFKA_LIBS:-$kdir/libs}"
 data="$kdir/data"
 conf="$kdir/server.properties"
 pidf="$kdir/broker.pid"
@@ -73,10 +76,12 @@ start() {
   write_config
   if [ ! -f "$data/meta.properties" ]; then
     say "formatting KRaft storage in $data"
+    local fmt_args=()
+    read -r -a fmt_args <<< "${KAFKA_FORMAT_ARGS:-}"
     java_cmd kafka.tools.StorageTool format --ignore-formatted --standalone \
-      --cluster-id "$cluster_id" --config "$conf" >"$kdir/format.log" 2>&1 \
+      --cluster-id "$cluster_id" --config "$conf" "${fmt_args[@]}" >"$kdir/format.log" 2>&1 \
       || java_cmd kafka.tools.StorageTool format --ignore-formatted \
-      --cluster-id "$cluster_id" --config "$conf" >>"$kdir/format.log" 2>&1 \
+      --cluster-id "$cluster_id" --config "$conf" "${fmt_args[@]}" >>"$kdir/format.log" 2>&1 \
       || { say "storage format failed:"; cat "$kdir/format.log" >&2; exit 1; }
   fi
   : > "$log"

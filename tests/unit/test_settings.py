@@ -37,3 +37,9 @@ def test_settings_reject_zero_partitions_when_configured(monkeypatch) -> None:
     monkeypatch.setenv("RUNFACTS_KAFKA_PARTITIONS", "0")
     with pytest.raises(ConfigError, match="RUNFACTS_KAFKA_PARTITIONS"):
         KafkaSettings()
+
+
+def test_settings_use_bootstrap_servers_when_given_by_field_name(monkeypatch) -> None:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.delenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    assert KafkaSettings(bootstrap_servers="b2:29092").client_config()["bootstrap.servers"] == "b2:29092"

@@ -1,0 +1,218 @@
+"""SASL/SCRAM and ACLs on a real secured broker (scripts/kafka-secure.sh), never the shared one.
+
+One secured broker for the session (ports 29092/29093, state in a tmp dir): SCRAM-SHA-512
+on a SASL_PLAINTEXT listener, StandardAuthorizer, no access without an ACL. Clients get
+their SASL options only through KafkaSettings (RUNFACTS_KAFKA_CONFIG), as deployments do;
+the run decider runs on the engine as its own SCRAM principal with only its printed ACLs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AclBindingFilter, AdminClient
+from decider_support import CTX, RUN, USER, command, create, propose_refund, resume
+from engine_support import EngineThread
+from typer.testing import CliRunner
+
+from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
+from runfacts.cli import app
+from runfacts.devenv import SCRIPTS, port_open
+from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
+from runfacts.processors.decider import DecideContext
+from runfacts.processors.decider_app import DeciderShell
+from runfacts.processors.decider_security import policy_checks
+from runfacts.processors.policy import load_policy
+from runfacts.processors.settings import EngineSettings
+from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+
+pytestmark = pytest.mark.integration
+
+PORT, CONTROLLER_PORT = 29092, 29093
+SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
+
+
+@dataclass(frozen=True)
+class SecureBroker:
+    bootstrap: str
+    admin_password: str
+
+    def admin(self, prefix: str = "runfacts") -> KafkaSettings:
+        config = {**SASL, "sasl.username": "admin", "sasl.password": self.admin_password}
+        return KafkaSettings(bootstrap_servers=self.bootstrap, config=config, topic_prefix=prefix)
+
+
+@pytest.fixture(scope="session")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    """A secured broker started (and stopped) by this session only."""
+    if port_open("127.0.0.1", PORT) or port_open("127.0.0.1", CONTROLLER_PORT):
+        pytest.fail(f"ports {PORT}/{CONTROLLER_PORT} are taken: stop the other secured broker first")
+    password = secrets.token_urlsafe(18)
+    env = {**os.environ, "RUNFACTS_SECURE_HOME": str(tmp_path_factory.mktemp("secure-kafka")),
+           "KAFKA_SECURE_PORT": str(PORT), "KAFKA_SECURE_CONTROLLER_PORT": str(CONTROLLER_PORT),
+           "KAFKA_SCRAM_ADMIN_PASSWORD": password}
+    script = ["bash", str(SCRIPTS / "kafka-secure.sh")]
+    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True, timeout=240, check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        yield SecureBroker(f"127.0.0.1:{PORT}", password)
+    finally:
+        subprocess.run([*script, "stop"], env=env, capture_output=True, timeout=60, check=False)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Topics under a unique prefix, one SCRAM user per component with its printed ACLs applied."""
+
+    broker: SecureBroker
+    names: TopicNames
+
+    def principal_settings(self, monkeypatch: pytest.MonkeyPatch, component: str) -> KafkaSettings:
+        """A component's client settings, built the way a deployment builds them: from the environment."""
+        user = f"{self.names.prefix}-{component}"
+        monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", self.broker.bootstrap)
+        monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", json.dumps(
+            {**SASL, "sasl.username": user, "sasl.password": f"pw-{user}"}))
+        return KafkaSettings()
+
+
+@pytest.fixture
+def deployment(secure_broker: SecureBroker, unique: str) -> Deployment:
+    names = TopicNames(f"sec{unique}")
+    admin = secure_broker.admin(names.prefix)
+    apply_topics(admin, runfacts_topics(names, partitions=1))
+    entries = []
+    for access in component_access(names):
+        user = access.principal.removeprefix("User:")
+        create_scram_user(admin, user, f"pw-{user}")
+        entries += acl_entries(access)
+    create_scram_user(admin, f"{names.prefix}-nobody", f"pw-{names.prefix}-nobody")  # a user without ACLs
+    apply_acls(admin, entries)
+    return Deployment(secure_broker, names)
+
+
+def produce(settings: KafkaSettings, topic: str, **extra: object) -> KafkaError | None:
+    """Produce one record; the delivery error (None when written)."""
+    errors: list[KafkaError | None] = []
+    producer = Producer(settings.client_config(**{"message.timeout.ms": 10000, **extra}))
+    producer.produce(topic, key=b"run-1", value=b"{}", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    return errors[0] if errors else None
+
+
+def test_command_write_succeeds_when_principal_has_printed_acls(deployment, monkeypatch):
+    for component in ("dashboard", "cli", "dispatcher"):
+        settings = deployment.principal_settings(monkeypatch, component)
+        assert settings.client_config()["sasl.username"] == f"{deployment.names.prefix}-{component}"
+        assert produce(settings, deployment.names.commands) is None
+
+
+@pytest.mark.parametrize("component", ["projector", "decider", "auditor", "nobody"])
+def test_command_write_denied_when_principal_lacks_write_acl(deployment, monkeypatch, component):
+    error = produce(deployment.principal_settings(monkeypatch, component), deployment.names.commands)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_consumer_denied_group_when_group_is_outside_component_prefix(deployment, monkeypatch):
+    settings = deployment.principal_settings(monkeypatch, "auditor")
+    consumer = Consumer(settings.client_config(**{"group.id": "someone-elses-group", "auto.offset.reset": "earliest"}))
+    consumer.subscribe([deployment.names.events])
+    try:
+        msg = consumer.poll(15)
+        assert msg is not None and msg.error() is not None
+        assert msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+
+
+def test_scram_client_fails_authentication_when_password_is_wrong(secure_broker):
+    errors: list[KafkaError] = []
+    config = {**SASL, "sasl.username": "admin", "sasl.password": "not-the-password",
+              "error_cb": errors.append}
+    producer = Producer(KafkaSettings(bootstrap_servers=secure_broker.bootstrap, config=config).client_config())
+    for _ in range(50):
+        producer.poll(0.2)
+        if errors:
+            break
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+def test_security_cli_creates_user_and_applies_acls_when_run_with_admin_settings(secure_broker, unique, monkeypatch):
+    admin = secure_broker.admin(f"cli{unique}")
+    monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", admin.bootstrap_servers)
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", json.dumps(admin.config))
+    monkeypatch.setenv("RUNFACTS_KAFKA_TOPIC_PREFIX", f"cli{unique}")
+    monkeypatch.setenv("WEB_PASSWORD", "a-long-password-123")
+    runner = CliRunner()
+    made = runner.invoke(app, ["security", "user", f"web{unique}", "--password-env", "WEB_PASSWORD"])
+    assert made.exit_code == 0, made.output
+    applied = runner.invoke(app, ["security", "acls", "-c", "dashboard", "--principal",
+                                  f"dashboard=User:web{unique}", "--apply"])
+    assert applied.exit_code == 0, applied.output
+    acl_filter = AclBindingFilter("ANY", None, "ANY", f"User:web{unique}", None, "ANY", "ANY")
+    client = AdminClient(admin.client_config())  # kept referenced until the future resolves
+    found = client.describe_acls(acl_filter, request_timeout=30).result()
+    assert {(b.name, b.operation.name) for b in found} >= {
+        (f"cli{unique}.run.commands", "WRITE"), (f"cli{unique}.view.user", "READ"), (f"cli{unique}-dashboard", "READ")}
+
+
+def read_events(settings: KafkaSettings, topic: str, group: str, until: Callable[[list], bool],
+                timeout: float = 60) -> list:
+    """Committed records of `topic` (decoded) until `until(found)`, read as `settings`' principal."""
+    consumer = Consumer(settings.client_config(**{
+        "group.id": group, "auto.offset.reset": "earliest", "isolation.level": "read_committed"}))
+    consumer.subscribe([topic])
+    found, deadline = [], time.monotonic() + timeout
+    try:
+        while not until(found) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                found.append(codec.decode(msg.value()))
+    finally:
+        consumer.close()
+    return found
+
+
+def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_principal(
+        deployment, monkeypatch, tmp_path):
+    names, keyring = deployment.names, Keyring(keys={"k1": SigningKey(secrets.token_bytes(32))}, current="k1")
+    ctx = DecideContext(current_versions=CTX.current_versions,
+                        **policy_checks(load_policy(catalog=CTX.capabilities), keyring))
+    approve = resume()
+    claims = ApprovalClaims(RUN, "approval-tool-call-031", approve.payload.argsHash, "approve",
+                            approve.actor.subjectId, int(time.time() * 1000) + 600_000)
+    # the commands topic is LogAppendTime: the decider judges expiry at the broker's clock
+    outsider = USER.model_copy(update={"authSource": "intranet-script"})
+    commands = [create(), propose_refund(),
+                approve.model_copy(update={"payload": approve.payload.model_copy(
+                    update={"approvalToken": issue_token(keyring, "k1", claims)})}),
+                command(cmd.StopRun, outsider, reason="not trusted")]
+    cli = deployment.principal_settings(monkeypatch, "cli")
+    producer = Producer(cli.client_config())
+    for c in commands:
+        producer.produce(names.commands, codec.encode(c), c.runId.encode())
+    assert producer.flush(15) == 0
+    decider = deployment.principal_settings(monkeypatch, "decider")
+    engine_settings = EngineSettings(bootstrap_servers=decider.bootstrap_servers, kafka=decider.config,
+                                     state_dir=tmp_path / "state", instance_id="sec-1")
+    engine = EngineThread(DeciderShell(names, ctx).application(), engine_settings).start()
+    try:
+        events = read_events(deployment.principal_settings(monkeypatch, "auditor"), names.events,
+                             f"{names.prefix}-auditor-read",
+                             until=lambda found: bool(found) and found[-1].eventType == "command.rejected")
+    finally:
+        engine.stop()
+    types = [e.eventType for e in events]
+    assert "approval.granted" in types and "tool.call.authorized" in types
+    assert events[-1].eventType == "command.rejected" and events[-1].payload.reasonCode == "untrusted_source"

@@ -1,0 +1,115 @@
+"""ACLs per component, derived from the topic spec: least privilege and the printed forms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from runfacts.acls import COMPONENTS, AclEntry, acl_entries, component_access, kafka_acls_command
+from runfacts.cli import app
+from runfacts.schemas.errors import ConfigError
+from runfacts.topics import TopicNames, runfacts_topics
+
+NAMES = TopicNames("acme")
+ACCESS = {a.component: a for a in component_access(NAMES)}
+
+
+def writers(topic: str) -> set[str]:
+    return {c for c, a in ACCESS.items() if topic in a.writes}
+
+
+def test_component_access_covers_every_component_when_derived_from_topic_names():
+    assert tuple(ACCESS) == COMPONENTS
+    assert ACCESS["decider"].principal == "User:acme-decider"
+
+
+def test_component_access_lets_only_decider_write_facts_when_derived():
+    for topic in (NAMES.events, NAMES.state, NAMES.user_view):
+        assert writers(topic) == {"decider"}
+    assert writers(NAMES.audit) == writers(NAMES.trajectory) == {"projector"}
+
+
+def test_component_access_denies_commands_write_when_component_only_projects():
+    assert writers(NAMES.commands) == {"dispatcher", "outbox-relay", "dashboard", "cli"}
+
+
+def test_component_access_gives_every_spec_topic_a_reader_and_writer_when_derived():
+    for spec in runfacts_topics(NAMES):
+        readers = {c for c, a in ACCESS.items() if spec.name in a.reads}
+        assert readers and writers(spec.name), spec.name
+
+
+def test_acl_entries_grant_group_txn_and_changelog_prefixes_when_component_is_engine_app():
+    entries = acl_entries(ACCESS["decider"])
+    p = "User:acme-decider"
+    assert AclEntry(p, "GROUP", "PREFIXED", "acme-run-decider", "READ") in entries
+    assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", "acme-run-decider", "WRITE") in entries
+    assert AclEntry(p, "TOPIC", "PREFIXED", "acme-run-decider-", "CREATE") in entries
+    assert AclEntry(p, "TOPIC", "LITERAL", NAMES.commands, "READ") in entries
+    assert AclEntry(p, "TOPIC", "LITERAL", NAMES.commands, "WRITE") not in entries
+    assert entries == sorted(set(entries))
+
+
+def test_acl_entries_grant_no_group_when_component_only_writes():
+    relay = acl_entries(ACCESS["outbox-relay"])
+    assert {e.resource_type for e in relay} == {"TOPIC", "TRANSACTIONAL_ID"}
+    assert {(e.resource_name, e.operation) for e in relay if e.resource_type == "TOPIC"} == {
+        (NAMES.commands, "WRITE"), (NAMES.commands, "DESCRIBE")}
+
+
+def test_component_access_uses_override_when_principal_is_given():
+    access = component_access(NAMES, {"dashboard": "User:web"})
+    assert {a.component: a.principal for a in access}["dashboard"] == "User:web"
+
+
+def test_component_access_raises_config_error_when_override_names_unknown_component():
+    with pytest.raises(ConfigError, match="dashbord"):
+        component_access(NAMES, {"dashbord": "User:web"})
+
+
+def test_kafka_acls_command_spells_operation_in_camel_case_when_printed():
+    entry = AclEntry("User:acme-decider", "TOPIC", "PREFIXED", "acme-decider-", "DESCRIBE_CONFIGS")
+    assert kafka_acls_command(entry).endswith(
+        "--allow-principal 'User:acme-decider' --operation DescribeConfigs --topic 'acme-decider-' "
+        "--resource-pattern-type prefixed")
+
+
+def test_security_acls_cli_prints_json_when_format_is_json(monkeypatch):
+    monkeypatch.setenv("RUNFACTS_KAFKA_TOPIC_PREFIX", "acme")
+    result = CliRunner().invoke(app, ["security", "acls", "--format", "json", "-c", "projector"])
+    assert result.exit_code == 0, result.output
+    [projector] = json.loads(result.output)
+    assert projector["component"] == "projector"
+    assert {"principal": "User:acme-projector", "resource_type": "TOPIC", "pattern_type": "LITERAL",
+            "resource_name": "acme.run.events", "operation": "READ", "host": "*"} in projector["acls"]
+
+
+def test_security_acls_cli_prints_table_rows_when_format_is_default(monkeypatch):
+    monkeypatch.setenv("RUNFACTS_KAFKA_TOPIC_PREFIX", "acme")
+    result = CliRunner().invoke(app, ["security", "acls", "-c", "dashboard", "--principal", "dashboard=User:web"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["component", "principal", "resource", "pattern", "name", "operations"]
+    assert ["dashboard", "User:web", "TOPIC", "LITERAL", "acme.run.commands", "DESCRIBE,WRITE"] in [
+        line.split() for line in lines]
+
+
+@pytest.mark.parametrize("args", [["--format", "yaml"], ["-c", "bogus"], ["--principal", "cli=web"]])
+def test_security_acls_cli_fails_naming_option_when_argument_is_bad(args):
+    result = CliRunner().invoke(app, ["security", "acls", *args])
+    assert result.exit_code != 0 and isinstance(result.exception, ConfigError)
+
+
+def test_security_policy_cli_prints_version_when_policy_is_valid():
+    result = CliRunner().invoke(app, ["security", "policy"])
+    assert result.exit_code == 0 and result.output.startswith("policy 2026-11-30.1 sha256:")
+
+
+def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():
+    from runfacts.processors.approval_tokens import parse_keyring
+
+    result = CliRunner().invoke(app, ["security", "keygen", "k2026-12"])
+    entry = json.loads(result.output)
+    assert len(parse_keyring(json.dumps({"keys": entry, "current": "k2026-12"})).keys["k2026-12"].secret) == 32
