@@ -203,21 +203,25 @@ def _count(tel: telemetry.Telemetry, command: CommandBase, events: list[EventBas
 
 
 def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "",
-                versions: str = "") -> Application:
+                versions: str = "", user_view: str = "true") -> Application:
     """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
 
     Policy and capabilities load from the given paths (packaged defaults otherwise); signed
-    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
+    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]). The
+    user view is published to `<prefix>.view.user` in the same transaction as events and state.
     """
     from pathlib import Path
 
     from runfacts.processors.approval_keys import load_keyring_if_configured
     from runfacts.processors.decider_security import policy_checks
     from runfacts.processors.policy import load_policy
+    from runfacts.projections.user_view import publisher
 
     telemetry.configure_from_env(APP_NAME)
     catalog = load_capabilities(Path(capabilities) if capabilities else None)
     loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
     current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
     ctx = DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
-    return DeciderShell(TopicNames(prefix), ctx).application()
+    names = TopicNames(prefix)
+    views = (publisher(names.user_view),) if user_view == "true" else ()
+    return DeciderShell(names, ctx, views=views).application()
