@@ -3,7 +3,7 @@
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/view_latency_bench.py \
         [--runs 60] [--burst 3000] [--seconds 20] [--load 0.7] [--commit-interval-ms 100]
 
-1. starts the run decider with the user view hosted (`runfacts.processors.decider_app`, which publishes the user view) as its
+1. starts the run decider (`runfacts.processors.decider_app`, which hosts the user view) as its
    own worker process, on fresh topics;
 2. creates --runs runs, then measures capacity: --burst UpdateProgress commands sent at once,
    commands per second until the last one's view is visible to a read_committed consumer;
