@@ -1,7 +1,7 @@
 # runfacts — the two quick-start commands and the developer targets.
 #   make demo    set up, start Kafka, run the main job end to end
 #   make test    set up, start Kafka and PostgreSQL, run the whole test suite
-PHONY_NOTE := setup installs the venv and Kafka jars; setup-all adds PostgreSQL and Chromium
+# setup: venv + Kafka jars; setup-all: also PostgreSQL and Chromium (for the tests)
 .PHONY: setup setup-all demo test unit lint crash bench kafka-start kafka-stop clean
 
 PY := .venv/bin/python
