@@ -1,5 +1,5 @@
 """The refund demo's assertions, on a real broker with real subprocesses (decider, dispatcher,
-payment simulator) and a real kill -9 of the dispatcher after the provider executed."""
+projector, payment simulator) and a real kill -9 of the dispatcher after the provider executed."""
 
 from __future__ import annotations
 
@@ -37,5 +37,11 @@ def test_demo_executes_exactly_one_refund_when_the_dispatcher_is_killed_after_th
     assert (expiry["status"], expiry["statusReason"]) == ("waiting_for_review", "approval_expired")
     assert expiry["approvals"]["approval-call-order-002"]["status"] == "expired"
     assert result.expiry.facts["late_approval"] == ["approval_expired"]
+    banner = result.refund.banners[0]  # read from the view topic the decider publishes
+    assert banner is not None and (banner["approvalId"], banner["asks"]) == (
+        "approval-call-order-001", "refund on order-001 (high risk)")
+    assert result.refund.view is not None and result.refund.view["status"] == "completed"
+    assert result.audit.ok and result.audit.records == result.audit.events == len(
+        result.refund.audit) + len(result.expiry.audit)
     assert result.elapsed_s < 60
     assert "all checks hold" in out.getvalue()
