@@ -15,6 +15,7 @@ each event has exactly one audit record even across crashes and rebalances.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from runfacts.projections.facts import Fact
 from runfacts.schemas.errors import InvalidInput
 from runfacts.topics import TopicNames
 
+log = logging.getLogger("runfacts.projector")
 APP_NAME = "runfacts-projector"
 PII_KEY_ENV = "RUNFACTS_AUDIT_PII_KEY"
 CACHE_SIZE = 10_000  # trajectory states kept parsed; the stored bytes decide whether one is current
@@ -123,5 +125,8 @@ def projector_app(prefix: str = "runfacts") -> Application:
     Personal values in audit records are digested with HMAC under $RUNFACTS_AUDIT_PII_KEY when
     set (plain SHA-256 otherwise); `runfacts audit verify` needs the same key.
     """
-    config = AuditConfig(os.environ.get(PII_KEY_ENV, "").encode())
-    return ProjectorShell(TopicNames(prefix), config).application()
+    key = os.environ.get(PII_KEY_ENV, "")
+    if not key:
+        log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
+                    "anyone can match against guessed values (user ids, e-mail addresses); set a key", PII_KEY_ENV)
+    return ProjectorShell(TopicNames(prefix), AuditConfig(key.encode())).application()

@@ -32,6 +32,7 @@ from runfacts.demo_view import (
     timeline,
 )
 from runfacts.devenv import LocalKafka
+from runfacts.projections.audit_summary import AuditConfig
 from runfacts.projections.audit_verify import VerifyReport, VerifySettings, findings_lines, verify
 from runfacts.projections.kafkalog import ReadOptions
 from runfacts.settings import KafkaSettings
@@ -83,6 +84,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         expiry = expiry_story(story, f"run-{suffix}-expiry", options.approval_ttl_ms)
         ledger = stack.ledger()
         report = verify(options.kafka, VerifySettings(events_topic=stack.names.events, audit_topic=stack.names.audit,
+                                                      config=AuditConfig(options.audit_pii_key.encode()),
                                                       read=QUICK_READ))
         result = DemoResult(checks(refund, expiry, ledger, log, report), refund, expiry, ledger, report,
                             stack.dir, time.time() - t0)

@@ -4,7 +4,8 @@ the harness's outbox relay.
 
 Secrets are configured the way a deployment would: the payment API key and the dashboard
 session secret in every process's environment, the approval signing keyring in the decider's
-(the story signs its approvals with it, as the dashboard would). None may reach a topic.
+(the story signs its approvals with it, as the dashboard would), the audit's digest key in
+the projector's. None may reach a topic.
 
 Every process logs to its own file under the demo's work directory; `stop()` ends what
 `start()` started (SIGTERM, then SIGKILL after a grace period) and is safe to call twice.
@@ -73,6 +74,9 @@ class DemoOptions:
     """The decider's approval keyring JSON (default: a fresh random key per demo)."""
     session_secret: str = field(default="", repr=False)
     """RUNFACTS_DASHBOARD_SESSION_SECRET of every process (default: fresh)."""
+    audit_pii_key: str = field(default="", repr=False)
+    """The projector's RUNFACTS_AUDIT_PII_KEY (default: fresh): personal values in audit records
+    become HMAC digests, which nobody without the key can match against guessed values."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -80,6 +84,7 @@ class DemoOptions:
         self.approval_keys = self.approval_keys or json.dumps({"current": "demo-1",
                                                                "keys": {"demo-1": new_secret()}})
         self.session_secret = self.session_secret or new_secret()
+        self.audit_pii_key = self.audit_pii_key or new_secret()
 
     @property
     def signing_env(self) -> dict[str, str]:
@@ -113,7 +118,7 @@ class DemoStack:
         self._start_relay()
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env)
-        self._spawn_worker("projector", [])
+        self._spawn_worker("projector", [], RUNFACTS_AUDIT_PII_KEY=self.options.audit_pii_key)
         self.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
 
     def _topics(self) -> None:
@@ -174,7 +179,7 @@ class DemoStack:
     def _env(self, **extra: str) -> dict[str, str]:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS"))}
+               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY"))}
         env.update({"RUNFACTS_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,
