@@ -49,3 +49,11 @@ def _read_secret_file(path: Path) -> str:
 def new_secret() -> str:
     """A fresh random key, base64url, for a keyring entry."""
     return base64.urlsafe_b64encode(secrets.token_bytes(MIN_KEY_BYTES)).rstrip(b"=").decode("ascii")
+
+
+def load_keyring_if_configured(environ: Mapping[str, str] | None = None) -> Keyring | None:
+    """The keyring when one is configured; None (approvals need no signed token) otherwise."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_KEYS_FILE) or env.get(ENV_KEYS):
+        return load_keyring(environ=env)
+    return None

@@ -16,10 +16,14 @@ from rich.console import Console
 from runfacts import demo, devcli
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
+from runfacts.ops_cli import app as ops_app
+from runfacts.processors.dispatcher_cli import app as dispatcher_app
 from runfacts.processors.engine_cli import app as engine_app
+from runfacts.projections import cli as projections_cli
 from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
 from runfacts.security_cli import app as security_app
+from runfacts.worker_cli import app as worker_app
 
 app = typer.Typer(
     name="runfacts",
@@ -35,6 +39,12 @@ app.add_typer(outbox_app, name="outbox")
 app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
 app.add_typer(security_app, name="security")
+app.add_typer(dispatcher_app, name="dispatcher")
+app.add_typer(worker_app, name="worker")
+app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
+app.add_typer(projections_cli.audit_app, name="audit")
+app.command("replay")(projections_cli.replay_command)
+app.add_typer(projections_cli.trajectories_app, name="trajectories")
 
 _debug = {"on": False}
 
@@ -59,11 +69,10 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        from click import ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        # typer bundles its own click (typer._click), so match click's exception by shape
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
 
 

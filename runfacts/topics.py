@@ -8,6 +8,7 @@ neither can be fixed in place without breaking co-partitioning or compaction.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import (
@@ -85,7 +86,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
     """The spec of every runfacts topic; runId-keyed topics share one partition count."""
     p = partitions
     return [
-        TopicSpec(names.commands, p, "delete", 7 * DAY_MS, purpose="commands (Control), key runId"),
+        TopicSpec(names.commands, p, "delete", 7 * DAY_MS, {"message.timestamp.type": "LogAppendTime"},
+                  "commands (Control), key runId; broker-stamped receive time"),
         TopicSpec(names.events, p, "delete", UNLIMITED, purpose="the log of facts, key runId"),
         TopicSpec(names.state, p, "compact", UNLIMITED, dict(COMPACT), "run state, key runId"),
         TopicSpec(names.user_view, p, "compact", UNLIMITED, dict(COMPACT), "user view, key runId"),
@@ -127,8 +129,8 @@ def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float
     report = ApplyReport()
     missing = [s for s in specs if s.name not in existing]
     report.created = _create(admin, missing, settings.replication_factor, timeout)
-    if len(report.created) < len(missing):  # raced with another creator: look again
-        existing = admin.list_topics(timeout=timeout).topics
+    if missing:  # metadata lags creation (ours or a racing creator's): wait until listed
+        existing = _wait_listed(admin, [s.name for s in missing], timeout)
     for spec in specs:
         if spec.name in report.created:
             continue
@@ -142,6 +144,19 @@ def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float
         else:
             report.unchanged.append(spec.name)
     return report
+
+
+def _wait_listed(admin: AdminClient, names: list[str], timeout: float) -> dict:
+    """Topic metadata once every name in `names` is listed (created topics appear with a lag)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topics = admin.list_topics(timeout=timeout).topics
+        absent = [n for n in names if n not in topics or not topics[n].partitions]
+        if not absent:
+            return topics
+        if time.monotonic() > deadline:
+            raise InfrastructureError(f"topics not visible after {timeout}s: {absent}", retryable=True)
+        time.sleep(0.1)
 
 
 def _create(admin: AdminClient, specs: list[TopicSpec], rf: int, timeout: float) -> list[str]:

@@ -29,7 +29,7 @@ from runfacts.devenv import SCRIPTS, port_open
 from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.processors.decider import DecideContext
 from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.decider_security import policy_checks, to_millis
+from runfacts.processors.decider_security import policy_checks
 from runfacts.processors.policy import load_policy
 from runfacts.processors.settings import EngineSettings
 from runfacts.schemas import codec
@@ -191,7 +191,8 @@ def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_p
                         **policy_checks(load_policy(catalog=CTX.capabilities), keyring))
     approve = resume()
     claims = ApprovalClaims(RUN, "approval-tool-call-031", approve.payload.argsHash, "approve",
-                            approve.actor.subjectId, to_millis(approve.issuedAt) + 60_000)
+                            approve.actor.subjectId, int(time.time() * 1000) + 600_000)
+    # the commands topic is LogAppendTime: the decider judges expiry at the broker's clock
     outsider = USER.model_copy(update={"authSource": "intranet-script"})
     commands = [create(), propose_refund(),
                 approve.model_copy(update={"payload": approve.payload.model_copy(

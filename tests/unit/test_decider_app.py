@@ -98,3 +98,14 @@ def test_state_survives_restart_from_changelog_when_local_store_is_lost() -> Non
     assert driver.read_store("runs") == before
     _send(driver, resume())
     assert _event_types(driver)[-3:] == ["approval.granted", "tool.call.authorized", "run.resumed"]
+
+
+def test_backdated_command_is_judged_at_broker_time_when_issued_at_is_too_early() -> None:
+    driver = _driver()
+    _send(driver, create(), propose_refund())
+    expires = json.loads(driver.outputs(NAMES.state)[-1].value)["approvals"]["approval-tool-call-031"]["expiresAt"]
+    late_ms = T0_MS + 3600 * 1000  # the broker receives it an hour later
+    approve = resume()  # issuedAt: a few seconds after T0, well before expiry
+    driver.pipe(NAMES.commands, codec.encode(approve), approve.runId.encode(), timestamp_ms=late_ms)
+    last = codec.decode(driver.outputs(NAMES.events)[-1].value)
+    assert last.payload.reasonCode == "approval_expired", expires
