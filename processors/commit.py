@@ -3,30 +3,34 @@
 Exactly-once commit steps, and what a crash or abort between two steps leaves behind:
 
   0. (loop) the transaction was begun before the batch's first output; outputs are in it.
-  1. produce one changelog record per buffered key of every touched partition.
-  2. producer.flush(): outputs + changelog records are on the brokers, uncommitted; the
-     delivery reports give each store's last changelog offset (a failed one -> abort).
+  1. produce one changelog record per buffered key of every touched partition (the last
+     record per store asks for a delivery report: it carries the store's changelog offset).
        -- crash point engine.after_produce_before_commit
-  3. send_offsets_to_transaction(next input offsets, consumer_group_metadata()); a newer
+  2. send_offsets_to_transaction(next input offsets, consumer_group_metadata()); a newer
      group generation (another instance owns the partitions) fences this call.
        -- crash point engine.during_commit
-  4. commit_transaction(): the atomic point for outputs, changelogs and input offsets.
+  3. commit_transaction(): flushes every output and changelog record (a failed delivery
+     makes it fail -> abort), then commits them with the input offsets: the atomic point.
+  4. flush(): serves the delivery reports, so each store's changelog offset is known.
        -- crash point engine.after_commit_before_store_write
   5. store write: per partition ONE WriteBatch = buffered data + input offsets + changelog
      offsets; then the buffers are cleared.
 
-  Crash before 4 (at any point 0-3): the broker aborts the transaction (on the next
+  Crash before 3 commits (at any point 0-3): the broker aborts the transaction (on the next
   init_transactions with the same transactional.id, or at transaction.timeout.ms); no
   read_committed reader ever sees its outputs or changelog records, the group offsets stay
   at the previous commit and the store never saw the buffer -> the records are processed
   again from the committed offsets into the same state, producing the same outputs with
-  the same derived ids. An in-process failure before 4 aborts: abort_transaction, discard
-  the write buffers, seek the partitions back to the transaction's first offsets.
-  Crash between 4 and 5: Kafka holds the batch, the store does not; on assignment restore
+  the same derived ids. An in-process failure before 3 completes aborts: abort_transaction,
+  discard the write buffers, seek the partitions back to the transaction's first offsets.
+  Crash between 3 and 5: Kafka holds the batch, the store does not; on assignment restore
   replays the changelog from the store's changelog offset, so the store catches up to the
   committed state (and the committed group offsets skip the inputs). Crash after 5: nothing
-  to repair. A fenced producer (fatal) cannot abort: the buffers are discarded, the engine
-  stops, and the partitions' new owner restores from the changelog.
+  to repair. (A delivery report missing after a successful commit would leave the store's
+  changelog offset older: restore then replays records the store already holds, which is
+  harmless since every changelog record is a full value.) A fenced producer (fatal)
+  cannot abort: the buffers are discarded, the engine stops, and the partitions' new
+  owner restores from the changelog.
 
 At-least-once commit steps:
   1. produce changelog records; 2. flush and check every delivery report;
@@ -108,7 +112,8 @@ class ExactlyOnce:
             self.open = True
 
     def commit(self, tasks: Sequence[Task]) -> None:
-        flush_changelogs(self.producer, tasks)
+        for task in tasks:
+            task.produce_changelog()
         crash_point("engine.after_produce_before_commit")
         offsets = [TopicPartition(topic, t.partition, offset)
                    for t in tasks for topic, offset in t.offsets_to_commit().items()]
@@ -118,6 +123,9 @@ class ExactlyOnce:
         crash_point("engine.during_commit")
         call(self.producer.commit_transaction, _TIMEOUT_S)
         self.open = False
+        self.producer.flush(_TIMEOUT_S)  # serves the delivery reports: changelog offsets
+        for problem in (p for t in tasks for p in t.missing_deliveries()):
+            log.warning("committed, but %s (restore will replay from the older offset)", problem)
         crash_point("engine.after_commit_before_store_write")
         for task in tasks:
             task.write()

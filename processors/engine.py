@@ -105,8 +105,8 @@ class Engine:
     def run(self) -> None:
         """Run until stop() or SIGTERM; raises ProcessingError / InfrastructureError on failure."""
         prepare_topics(self.app, self.settings)
-        self._connect()
         try:
+            self._connect()
             with _signals(self.stop):
                 self._loop()
         except BaseException as exc:
@@ -117,6 +117,7 @@ class Engine:
 
     def _connect(self) -> None:
         settings = self.settings
+        self._restorer = Restorer(self.app, settings)
         cconf = consumer_config(self.app, settings)
         if self._tel.enabled:
             cconf.setdefault("statistics.interval.ms", 5000)
@@ -130,7 +131,6 @@ class Engine:
             pconf["on_delivery"] = self._txn.on_delivery
         self._producer = self._txn.producer = Producer(pconf)
         self._out = ProducerOutput(self._producer)
-        self._restorer = Restorer(self.app, settings)
         self._txn.init()
         self._consumer.subscribe([s.topic for s in self.app.sources], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -299,19 +299,23 @@ class Engine:
         log.error("engine stopping on error: %s", exc)
         self._failure = self._failure or exc
         try:
-            self._txn.abort()
+            if hasattr(self, "_txn"):
+                self._txn.abort()
         except Exception as abort_exc:
             log.error("abort failed (the broker aborts at transaction timeout): %s", abort_exc)
         for task in self._tasks.values():
             task.rollback()
 
     def _close(self) -> None:
+        """Leave the group (revoke closes the stores), then release whatever was opened."""
         try:
-            self._consumer.close()
+            if hasattr(self, "_consumer"):
+                self._consumer.close()
         finally:
             self._close_tasks(frozenset(self._tasks))
-            self._restorer.close()
-            if not self.settings.exactly_once:
+            if hasattr(self, "_restorer"):
+                self._restorer.close()
+            if hasattr(self, "_producer") and not self.settings.exactly_once:
                 self._producer.flush(10)
 
 

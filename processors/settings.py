@@ -119,6 +119,8 @@ def restore_config(app: Application, settings: EngineSettings) -> dict[str, Any]
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
         "queued.min.messages": 200_000,
+        "queued.max.messages.kbytes": 131_072,
+        "fetch.queue.backoff.ms": 10,
         "fetch.wait.max.ms": 20,
         **settings.consumer,
     }

@@ -20,6 +20,7 @@ from runfacts.processors.api import (
     Source,
     Timer,
     derive_id,
+    raw,
 )
 from runfacts.processors.store import Backend, KeyValueStore, PartitionState, TypedStore
 from runfacts.processors.timers import Timers
@@ -27,6 +28,11 @@ from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 
 log = logging.getLogger("runfacts.engine")
 DeliveryCallback = Callable[[Any, Any], None]
+_new = tuple.__new__  # builds a Record without NamedTuple's Python-level __new__
+
+
+def _unless_raw(deserializer: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
+    return None if deserializer is raw else deserializer
 
 
 class Output(Protocol):
@@ -81,16 +87,17 @@ class Context:
              headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
         """Send an output record in the current transaction (serialized by the topic's Sink);
         `partition` pins it (default: the producer's murmur2 of the key)."""
-        sink = self._sinks.get(topic)
-        if sink is not None:
+        if self._sinks and (sink := self._sinks.get(topic)) is not None:
             key, value = sink.key_serializer(key), sink.value_serializer(value)
-        pinned = {} if partition is None else {"partition": partition}
         try:
-            if headers is None:
-                self._produce(topic, value, key, **pinned)
+            if partition is not None:
+                self._produce(topic, value, key, headers=headers, partition=partition)
+            elif headers is None:
+                self._produce(topic, value, key)
             else:
-                self._produce(topic, value, key, headers=headers, **pinned)
+                self._produce(topic, value, key, headers=headers)
         except BufferError:
+            pinned = {} if partition is None else {"partition": partition}
             send(self._out, topic, value, key, headers=headers, **pinned)
 
     def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
@@ -145,25 +152,28 @@ class Task:
         self.first: dict[str, int] = {}
         self.delivered: dict[str, int] = {}
         self.delivery_errors: list[str] = []
-        self._sources: dict[str, Source] = {s.topic: s for s in app.sources}
+        self._process = app.process
+        self._deserializers = {s.topic: (_unless_raw(s.key_deserializer),
+                                         _unless_raw(s.value_deserializer)) for s in app.sources}
         self._changelogs = {s: app.changelog_topic(s) for s in app.all_stores}
 
     def process(self, msg: Any) -> None:
         """Deserialize one message and run the handler on it (the hot path)."""
         topic = msg.topic()
         offset = msg.offset()
-        source = self._sources[topic]
+        key_de, value_de = self._deserializers[topic]
         try:
-            key = source.key_deserializer(msg.key())
-            value = source.value_deserializer(msg.value())
+            key = msg.key() if key_de is None else key_de(msg.key())
+            value = msg.value() if value_de is None else value_de(msg.value())
         except InvalidInput as exc:
-            self._invalid(source, msg, exc.at(RecordPosition(topic, self.partition, offset)))
+            self._invalid(self.app.source(topic), msg,
+                          exc.at(RecordPosition(topic, self.partition, offset)))
         else:
             ctx = self.ctx
-            ctx.record = record = Record(key, value, msg.headers(), topic, self.partition,
-                                         offset, msg.timestamp()[1])
+            ctx.record = record = _new(Record, (key, value, msg.headers(), topic,
+                                                self.partition, offset, msg.timestamp()[1]))
             try:
-                self.app.process(record, ctx)
+                self._process(record, ctx)
             except Exception as exc:
                 raise ProcessingError(self.app.name, str(record.position), exc) from exc
         self.pending[topic] = offset

@@ -71,6 +71,12 @@ class EngineThread:
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @classmethod
+    def around(cls, engine: Engine) -> EngineThread:
+        runner = cls(engine.app, engine.settings)
+        runner.engine = engine
+        return runner
+
     def _run(self) -> None:
         try:
             self.engine.run()

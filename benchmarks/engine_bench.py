@@ -1,0 +1,368 @@
+"""One command: the runfacts engine vs Quix Streams 3.28.1 vs faust-streaming 0.15.3.
+
+    .venv/bin/python benchmarks/engine_bench.py                    # full size (lead's run)
+    .venv/bin/python benchmarks/engine_bench.py --events 20000 --restore-records 200000
+
+Same broker, same generated input (~300-byte Avro envelopes, --runs runIds, 6 partitions),
+same reduction (bench_common.reduce: per-run count + last event in RocksDB, one JSON output
+per input), each framework at-least-once and exactly-once with its default commit interval.
+Each processor is a subprocess (Quix and Faust from their own virtualenvs under
+.runfacts/bench-venvs/, created here on first use); it writes the wall time of its first and
+last event, and the harness reads the process's CPU time (all threads, /proc/<pid>/stat) at
+those two moments, so start-up, group join and shutdown are excluded from both numbers.
+The restore benchmark fills a changelog (transactional, like the engine's) with
+--restore-records records and times `Restorer.restore` into empty RocksDB stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+VENVS = REPO / ".runfacts" / "bench-venvs"
+PEERS = {
+    "quix": ("peers/quix_app.py", ["quixstreams==3.28.1", "fastavro==1.13.1"]),
+    "faust": ("peers/faust_app.py", ["faust-streaming[rocksdict]==0.15.3", "fastavro==1.13.1"]),
+}
+sys.path.insert(0, str(HERE))
+from bench_common import generate  # noqa: E402
+
+
+@dataclass
+class Result:
+    framework: str
+    guarantee: str
+    events: int
+    wall_s: float
+    cpu_s: float
+    ok: bool = True
+    note: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.wall_s if self.ok and self.wall_s else 0.0
+
+    @property
+    def per_cpu(self) -> float:
+        return self.events / self.cpu_s if self.ok and self.cpu_s else 0.0
+
+
+def python_for(framework: str) -> str:
+    """The interpreter for a framework: this one for runfacts, a pinned virtualenv otherwise."""
+    if framework == "runfacts":
+        return sys.executable
+    venv = VENVS / framework
+    pins = PEERS[framework][1]
+    marker = venv / "bench-pins.txt"
+    if not marker.exists() or marker.read_text() != "\n".join(pins):
+        print(f"creating {venv} with {' '.join(pins)} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(venv / "bin/pip"), "install", "-q", *pins], check=True)
+        marker.write_text("\n".join(pins))
+    return str(venv / "bin/python")
+
+
+def admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topics(bootstrap: str, names: list[str], compact: bool = False) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    config = {"cleanup.policy": "compact"} if compact else {}
+    client = admin(bootstrap)
+    futures = client.create_topics([NewTopic(n, 6, 1, config=config) for n in names])
+    for future in futures.values():
+        future.result()
+
+
+def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    for key, value in pairs:
+        producer.produce(topic, value, key)
+    if producer.flush(120):
+        raise RuntimeError("input not fully produced")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of every thread of `pid`."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace) -> Result:
+    group = f"bench-{ctx.tag}-{framework}-{guarantee.replace('_', '')}"
+    output = f"{group}-out"
+    create_topics(ctx.bootstrap, [output])
+    script = HERE / (PEERS[framework][0] if framework != "runfacts" else "runfacts_app.py")
+    args = ["--input", ctx.input, "--output", output, "--group", group]
+    return launch(framework, guarantee, ctx, script, args, ctx.events)
+
+
+def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
+    """The real run decider on the engine: commands -> events + run state."""
+    from runfacts.settings import KafkaSettings
+    from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+
+    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}")
+    apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
+    produce_input(ctx.bootstrap, names.commands, pairs)
+    return launch("decider", guarantee, ctx, HERE / "decider_bench_app.py",
+                  ["--prefix", names.prefix], len(pairs))
+
+
+def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path,
+           args: list[str], expect: int) -> Result:
+    """Start a processor subprocess and measure it between its first and last event."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{ctx.tag}-{framework}-"))
+    progress = work / "progress"
+    python = python_for(framework if framework in PEERS else "runfacts")
+    cmd = [python, str(script), "--bootstrap", ctx.bootstrap, *args, "--guarantee", guarantee,
+           "--state-dir", str(work / "state"), "--progress", str(progress),
+           "--expect", str(expect)]
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    with (work / "log").open("w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        return _measure(proc, progress, framework, guarantee, expect, ctx.timeout, work)
+    finally:
+        _stop(proc)
+
+
+def _measure(proc: subprocess.Popen, progress: Path, framework: str, guarantee: str,
+             expect: int, timeout: float, work: Path) -> Result:
+    deadline = time.monotonic() + timeout
+    cpu0 = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        lines = progress.read_text().split("\n") if progress.exists() else []
+        if cpu0 is None and lines and lines[0]:
+            cpu0 = cpu_seconds(proc.pid)
+        if len([line for line in lines if line]) >= 2:
+            cpu1 = cpu_seconds(proc.pid)
+            first, last = (float(line.split()[1]) for line in lines[:2])
+            return Result(framework, guarantee, expect - 1, last - first, cpu1 - cpu0)
+        time.sleep(0.02)
+    why = "exited" if proc.poll() is not None else f"timed out after {timeout}s"
+    tail = (work / "log").read_text()[-400:].replace("\n", " | ")
+    return Result(framework, guarantee, 0, 0.0, 0.0, ok=False, note=f"{why}: {tail}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def restore_bench(ctx: argparse.Namespace, pairs: list[tuple[bytes, bytes]]) -> dict:
+    """Fill `<app>-runs-changelog` transactionally, then time a restore into empty stores."""
+    from confluent_kafka import Producer
+
+    app = f"bench-{ctx.tag}-restore"
+    create_topics(ctx.bootstrap, [f"{app}-runs-changelog", f"{app}-__timers-changelog"], True)
+    producer = Producer({"bootstrap.servers": ctx.bootstrap, "transactional.id": app,
+                         "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    producer.init_transactions()
+    keys = max(1, ctx.restore_records // 5)
+    for start in range(0, ctx.restore_records, 50_000):
+        producer.begin_transaction()
+        for i in range(start, min(start + 50_000, ctx.restore_records)):
+            key, value = pairs[i % len(pairs)]
+            producer.produce(f"{app}-runs-changelog", (i // keys + 1).to_bytes(8, "big") + value,
+                             f"{key.decode()}-{i % keys}".encode(), partition=i % 6)
+        producer.commit_transaction(120)
+    state = tempfile.mkdtemp(prefix=f"{app}-")
+    done = subprocess.run([sys.executable, __file__, "restore-child", "--bootstrap",
+                           ctx.bootstrap, "--app", app, "--state-dir", state],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"ok": False, "note": done.stderr[-400:]}
+    return {"ok": True, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def restore_child(args: argparse.Namespace) -> None:
+    """In a fresh process: restore all 6 partitions of the changelog into empty RocksDBs."""
+    from runfacts.processors.api import Application, Source
+    from runfacts.processors.changelog import Restorer
+    from runfacts.processors.settings import EngineSettings
+    from runfacts.processors.store import RocksBackend
+
+    app = Application(args.app, (Source(f"{args.app}-unused"),), lambda r, c: None, ("runs",))
+    settings = EngineSettings(bootstrap_servers=args.bootstrap, state_dir=Path(args.state_dir))
+    backends = {p: RocksBackend(Path(args.state_dir) / str(p), app.all_stores) for p in range(6)}
+    restorer = Restorer(app, settings)
+    usage0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    records = restorer.restore(backends)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
+    restorer.close()
+    for backend in backends.values():
+        backend.close()
+    print(json.dumps({"records": records, "seconds": seconds, "cpu_s": cpu}))
+
+
+def cleanup(bootstrap: str, tag: str) -> None:
+    client = admin(bootstrap)
+    names = [t for t in client.list_topics(timeout=30).topics if tag in t]
+    if names:
+        for future in client.delete_topics(names, operation_timeout=30).values():
+            try:
+                future.result()
+            except Exception as exc:  # a topic another client deleted meanwhile
+                print(f"cleanup: {exc}", file=sys.stderr)
+
+
+def bar_checks(results: list[Result], restore: dict | None,
+               ctx: argparse.Namespace) -> list[tuple[str, float, str, bool]]:
+    """The issue's bars: (what, measured, bar, passed)."""
+    by = {(r.framework, r.guarantee): r for r in results}
+    checks = []
+    for g in ctx.guarantees:
+        ours = by.get(("runfacts", g))
+        for peer, bar in (("quix", 3.0), ("faust", 20.0)):
+            theirs = by.get((peer, g))
+            if ours and theirs and theirs.per_cpu:
+                ratio = ours.per_cpu / theirs.per_cpu
+                checks.append((f"runfacts/{peer} events per CPU-s ({g})", ratio, f">= {bar}x",
+                               ratio >= bar))
+    alos, eos = by.get(("runfacts", "at_least_once")), by.get(("runfacts", "exactly_once"))
+    if alos and eos and alos.per_cpu and alos.rate:
+        for what, a, e in (("events/CPU-s", alos.per_cpu, eos.per_cpu),
+                           ("events/s", alos.rate, eos.rate)):
+            cost = 1 - e / a
+            checks.append((f"exactly-once cost vs at-least-once ({what})", cost * 100, "<= 10%",
+                           cost <= 0.10))
+    if restore:
+        rate = restore["records"] / restore["seconds"] if restore.get("ok") else 0.0
+        checks.append((f"restore rate ({restore.get('records', 0):,} records)", rate,
+                       ">= 300,000/s", rate >= 300_000))
+    return checks
+
+
+def shared_cost_us(pairs: list[tuple[bytes, bytes]]) -> float:
+    """CPU µs per event of the work every framework does alike: decode + reduce (dict state)."""
+    from bench_common import decode, reduce
+
+    sample, state = pairs[:20_000], {}
+    start = time.process_time()
+    for key, raw in sample:
+        state[key], _ = reduce(state.get(key), raw, decode(raw))
+    return (time.process_time() - start) / len(sample) * 1e6
+
+
+def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace) -> bool:
+    print(f"\nengine benchmark: {ctx.events} events, {ctx.runs} runIds, 6 partitions, "
+          f"broker {ctx.bootstrap}; shared work (Avro decode + reduce) {ctx.shared_us:.1f} "
+          f"CPU-µs/event; overhead = CPU-µs/event - shared work")
+    print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
+          f"{'overhead µs':>12} {'wall s':>8} {'CPU s':>8}  note")
+    for r in results:
+        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and r.framework != "decider" else 0
+        print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
+              f"{overhead:>12.1f} {r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
+    checks = bar_checks(results, restore, ctx)
+    print()
+    for name, value, bar, ok in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:,.2f} (bar {bar})")
+    out = REPO / ".runfacts" / "bench-results" / f"engine-{ctx.tag}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"args": {k: v for k, v in vars(ctx).items() if k != "func"},
+                               "results": [asdict(r) | {"rate": r.rate, "per_cpu": r.per_cpu}
+                                           for r in results], "restore": restore}, indent=2))
+    print(f"\nresults: {out}")
+    return all(ok for *_, ok in checks)
+
+
+def run_deciders(args: argparse.Namespace) -> list[Result]:
+    from decider_load import generate as commands
+
+    print(f"generating {args.decider_commands} decider commands ...", flush=True)
+    command_pairs = commands(args.decider_commands, args.runs)
+    results = []
+    for guarantee in args.guarantees:
+        print(f"running decider {guarantee} ...", flush=True)
+        results.append(run_decider(guarantee, args, command_pairs))
+        print(f"  {results[-1].rate:,.0f} commands/s, {results[-1].per_cpu:,.0f} "
+              f"commands/CPU-s {results[-1].note[:200]}", flush=True)
+    return results
+
+
+def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
+    """Input, every framework x guarantee, the decider, the restore; topics cleaned up after."""
+    args.guarantees = args.guarantees.split(",")
+    args.timeout = args.timeout or 60 + args.events / 500
+    args.tag = uuid.uuid4().hex[:8]
+    args.input = f"bench-{args.tag}-input"
+    print(f"generating {args.events} events over {args.runs} runs ...", flush=True)
+    pairs = generate(args.events, args.runs)
+    args.shared_us = shared_cost_us(pairs)
+    print(f"mean envelope {sum(len(v) for _, v in pairs) / len(pairs):.0f} bytes; shared work "
+          f"{args.shared_us:.1f} CPU-µs/event", flush=True)
+    create_topics(args.bootstrap, [args.input])
+    produce_input(args.bootstrap, args.input, pairs)
+    results = []
+    try:
+        for framework in filter(None, args.frameworks.split(",")):
+            for guarantee in args.guarantees:
+                print(f"running {framework} {guarantee} ...", flush=True)
+                results.append(run_processor(framework, guarantee, args))
+                print(f"  {results[-1].rate:,.0f} events/s, {results[-1].per_cpu:,.0f} "
+                      f"events/CPU-s {results[-1].note[:200]}", flush=True)
+        if args.decider_commands:
+            results += run_deciders(args)
+        restore = restore_bench(args, pairs) if args.restore_records else None
+    finally:
+        if not args.keep_topics:
+            cleanup(args.bootstrap, args.tag)
+    return results, restore
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    child = sub.add_parser("restore-child")
+    for name in ("--bootstrap", "--app", "--state-dir"):
+        child.add_argument(name, required=True)
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
+                                                              "127.0.0.1:9092"))
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=1_000)
+    parser.add_argument("--restore-records", type=int, default=1_000_000)
+    parser.add_argument("--frameworks", default="runfacts,quix,faust")
+    parser.add_argument("--decider-commands", type=int, default=50_000,
+                        help="commands for the full run-state reduction (0: skip)")
+    parser.add_argument("--guarantees", default="at_least_once,exactly_once")
+    parser.add_argument("--timeout", type=float, default=0, help="per run (default: by size)")
+    parser.add_argument("--keep-topics", action="store_true")
+    args = parser.parse_args()
+    if args.command == "restore-child":
+        restore_child(args)
+        return 0
+    results, restore = run_all(args)
+    return 0 if report(results, restore, args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

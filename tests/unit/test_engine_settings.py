@@ -1,0 +1,70 @@
+"""Engine settings, Kafka client configs and the worker's app loading (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runfacts.processors.demo import counter_app
+from runfacts.processors.settings import (
+    EngineSettings,
+    consumer_config,
+    load_settings,
+    producer_config,
+    restore_config,
+)
+from runfacts.processors.worker import load_app, parse_params, run
+from runfacts.schemas.errors import ConfigError
+
+APP = counter_app(name="cfg")
+
+
+def test_consumer_config_raises_config_error_when_assignor_is_cooperative() -> None:
+    settings = EngineSettings(consumer={"partition.assignment.strategy": "cooperative-sticky"})
+    with pytest.raises(ConfigError, match="partition.assignment.strategy"):
+        consumer_config(APP, settings)
+
+
+def test_configs_pass_librdkafka_options_through_when_given() -> None:
+    settings = EngineSettings(kafka={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+                              producer={"linger.ms": 20}, consumer={"fetch.wait.max.ms": 50})
+    consumer, producer = consumer_config(APP, settings), producer_config(APP, settings)
+    assert consumer["security.protocol"] == producer["security.protocol"] == "SASL_SSL"
+    assert restore_config(APP, settings)["sasl.mechanism"] == "PLAIN"
+    assert (producer["linger.ms"], consumer["fetch.wait.max.ms"]) == (20, 50)
+
+
+def test_producer_config_is_transactional_per_instance_when_exactly_once() -> None:
+    eos = producer_config(APP, EngineSettings(instance_id="w7"))
+    alos = producer_config(APP, EngineSettings(instance_id="w7", guarantee="at_least_once"))
+    assert eos["transactional.id"] == "cfg-w7"
+    assert "transactional.id" not in alos
+    assert consumer_config(APP, EngineSettings())["isolation.level"] == "read_committed"
+
+
+def test_load_settings_names_the_setting_when_env_value_is_invalid(monkeypatch) -> None:
+    monkeypatch.setenv("RUNFACTS_COMMIT_INTERVAL_MS", "soon")
+    with pytest.raises(ConfigError, match="RUNFACTS_COMMIT_INTERVAL_MS='soon'"):
+        load_settings()
+
+
+def test_load_settings_reads_nested_kafka_options_when_json_in_env(monkeypatch) -> None:
+    monkeypatch.setenv("RUNFACTS_KAFKA", '{"security.protocol": "SSL"}')
+    monkeypatch.setenv("RUNFACTS_GUARANTEE", "at_least_once")
+    settings = load_settings()
+    assert settings.kafka == {"security.protocol": "SSL"}
+    assert not settings.exactly_once
+
+
+def test_load_app_builds_application_when_factory_params_given() -> None:
+    app = load_app("runfacts.processors.demo:counter_app", parse_params(["name=x", "idle_ms=5"]))
+    assert app.name == "x" and app.on_timer is not None
+
+
+@pytest.mark.parametrize("spec", ["nocolon", "runfacts.processors.demo:missing", "no.such:f"])
+def test_load_app_raises_config_error_when_spec_cannot_load(spec: str) -> None:
+    with pytest.raises(ConfigError, match="--app"):
+        load_app(spec, {})
+
+
+def test_worker_exits_2_when_params_are_malformed() -> None:
+    assert run("runfacts.processors.demo:counter_app", ["novalue"]) == 2
