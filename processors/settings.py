@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,13 +60,35 @@ class EngineSettings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> EngineSettings:
-    """Settings from the environment (+ overrides); a bad value raises ConfigError naming it."""
+    """Settings from the environment (+ overrides); a bad value raises ConfigError naming it.
+
+    Where the broker is and how to talk to it comes from the variables every runfacts
+    client reads (RUNFACTS_KAFKA_BOOTSTRAP_SERVERS, RUNFACTS_KAFKA_CONFIG,
+    RUNFACTS_KAFKA_PROPERTIES: runfacts.settings.KafkaSettings) unless the engine's own
+    RUNFACTS_BOOTSTRAP_SERVERS / RUNFACTS_KAFKA name it.
+    """
     try:
-        return EngineSettings(**overrides)
+        return EngineSettings(**{**shared_kafka(os.environ), **overrides})
     except ValidationError as exc:
         err = exc.errors()[0]
         setting = "RUNFACTS_" + ".".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(setting, err.get("input"), err["msg"]) from None
+
+
+def shared_kafka(env: Mapping[str, str]) -> dict[str, Any]:
+    """Engine overrides taken from the shared Kafka settings (see load_settings)."""
+    from runfacts.settings import KafkaSettings
+
+    if "RUNFACTS_BOOTSTRAP_SERVERS" in env and "RUNFACTS_KAFKA" in env:
+        return {}
+    client = KafkaSettings().client_config()
+    bootstrap = client.pop("bootstrap.servers")
+    overrides: dict[str, Any] = {}
+    if "RUNFACTS_BOOTSTRAP_SERVERS" not in env:
+        overrides["bootstrap_servers"] = bootstrap
+    if "RUNFACTS_KAFKA" not in env and client:
+        overrides["kafka"] = client
+    return overrides
 
 
 def common_config(settings: EngineSettings) -> dict[str, Any]:

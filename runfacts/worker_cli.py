@@ -20,9 +20,8 @@ from typing import Annotated
 
 import typer
 
-from runfacts.processors.settings import EngineSettings, load_settings
+from runfacts.processors.settings import EngineSettings, load_settings, shared_kafka
 from runfacts.processors.worker import run
-from runfacts.settings import KafkaSettings
 
 app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) until SIGTERM.",
                   no_args_is_help=True)
@@ -38,18 +37,9 @@ Capabilities = Annotated[str, typer.Option(help="Capability manifest TOML (defau
 
 
 def engine_settings(environ: Mapping[str, str] | None = None) -> EngineSettings:
-    """Engine settings from the environment; the broker from the shared Kafka settings unless
-    the engine's own variables name it."""
+    """Engine settings from the environment (the broker as every runfacts client finds it)."""
     env = os.environ if environ is None else environ
-    overrides: dict[str, object] = {}
-    if "RUNFACTS_BOOTSTRAP_SERVERS" not in env or "RUNFACTS_KAFKA" not in env:
-        client = KafkaSettings().client_config()
-        if "RUNFACTS_BOOTSTRAP_SERVERS" not in env:
-            overrides["bootstrap_servers"] = client.pop("bootstrap.servers")
-        client.pop("bootstrap.servers", None)
-        if "RUNFACTS_KAFKA" not in env and client:
-            overrides["kafka"] = client
-    return load_settings(**overrides)
+    return load_settings(**shared_kafka(env))
 
 
 def _run(kind: str, params: dict[str, str]) -> None:
