@@ -153,7 +153,10 @@ class Task:
         source = self._sources[topic]
         try:
             key = source.key_deserializer(msg.key())
-            value = source.value_deserializer(msg.value())
+            if source.value_headers:
+                value = source.value_deserializer(msg.value(), msg.headers())  # type: ignore[call-arg]
+            else:
+                value = source.value_deserializer(msg.value())
         except InvalidInput as exc:
             self._invalid(source, msg, exc.at(RecordPosition(topic, self.partition, offset)))
         else:
