@@ -17,6 +17,7 @@ from runfacts import demo, devcli
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
 from runfacts.processors.dispatcher_cli import app as dispatcher_app
+from runfacts.processors.dlq_cli import app as dlq_app
 from runfacts.processors.engine_cli import app as engine_app
 from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
@@ -37,6 +38,7 @@ app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
 app.add_typer(security_app, name="security")
 app.add_typer(dispatcher_app, name="dispatcher")
+app.add_typer(dlq_app, name="dlq")
 
 _debug = {"on": False}
 

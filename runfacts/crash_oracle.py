@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runfacts.crash_kafka import LogRecord
+from runfacts.logread import LogRecord
 from runfacts.processors.decider import decide_evolve
 from runfacts.processors.decider_app import DeciderShell, effective_command
 from runfacts.processors.run_state import RunState
@@ -117,7 +117,8 @@ def verdict(expected: Expected, events: list[LogRecord], states: list[LogRecord]
     if balance != expected.records_in or seen["rejected"] != expected.counts["rejected"]:
         problems.append(f"counts do not balance: in {expected.records_in}, seen {dict(seen)} + "
                         f"{len(letters)} dead + {expected.counts['deduplicated']} dedup")
-    numbers = {"in": expected.records_in, **expected.counts, "events": sum(len(v) for v in firsts.values()),
+    kinds = {k: expected.counts[k] for k in ("processed", "rejected", "dead_lettered", "deduplicated")}
+    numbers = {"in": expected.records_in, **kinds, "events": sum(len(v) for v in firsts.values()),
                "duplicate_events": duplicates, "duplicate_dead_letters": len(dead) - len(letters)}
     return Verdict(problems, numbers)
 

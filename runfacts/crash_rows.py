@@ -13,6 +13,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from runfacts.crash_procs import wait_until
 from runfacts.crash_stage import DISPATCHER_APP, FAST_COMMITS, Lab, Stage
@@ -43,13 +44,24 @@ class RowResult:
     outcome: str
     seconds: float
     problems: list[str] = field(default_factory=list)
+    numbers: dict[str, int] = field(default_factory=dict)
+
+
+class Finished(NamedTuple):
+    """What a scenario reports: the outcome line, the oracle's problems, its numbers."""
+
+    text: str
+    problems: list[str]
+    numbers: dict[str, int]
 
 
 NO_STORE_FIRST = ("the engine never writes the store before producing: exactly-once writes it after "
                   "commit_transaction (step 5), at-least-once after the outputs were flushed")
 ROWS = (
     Row("eos-consume", "engine.after_consume_before_process", EOS, "decider", after=3),
-    Row("alo-consume", "engine.after_consume_before_process", ALO, "decider", after=3, ci=True),
+    Row("alo-consume", "engine.after_consume_before_process", ALO, "decider", after=3),
+    Row("eos-uncommitted", "kill -9 from outside, batch produced, not committed", EOS, "between"),
+    Row("alo-uncommitted", "kill -9 from outside, batch produced, not committed", ALO, "between", ci=True),
     Row("eos-store-before-produce", "(after store write, before produce)", EOS, "n/a", reason=NO_STORE_FIRST),
     Row("alo-store-before-produce", "(after store write, before produce)", ALO, "n/a", reason=NO_STORE_FIRST),
     Row("eos-produce", "engine.after_produce_before_commit", EOS, "decider", ci=True,
@@ -88,15 +100,15 @@ def run_row(row: Row, lab: Lab) -> RowResult:
     started = time.monotonic()
     stage = Stage(lab, row.key)
     try:
-        outcome, problems = SCENARIOS[row.scenario](row, stage)
+        done = SCENARIOS[row.scenario](row, stage)
     except RunfactsError as exc:
-        outcome, problems = f"error: {exc}", [str(exc)]
+        done = Finished(f"error: {exc}", [str(exc)], {})
     finally:
         stage.close()
-    return RowResult(row, not problems, outcome, time.monotonic() - started, problems)
+    return RowResult(row, not done.problems, done.text, time.monotonic() - started, done.problems, done.numbers)
 
 
-def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -> tuple[str, list[str]]:
+def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -> Finished:
     """Final oracle check after every worker stopped; the outcome line and the problems."""
     for worker in stage.workers:
         code = worker.stop()
@@ -107,14 +119,14 @@ def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -
     dups = final.numbers.get("duplicate_events", 0)
     tail = (f"{dups} duplicated event(s), same eventId + bytes, none lost" if row.guarantee == ALO
             else "no duplicate, no gap, state = oracle")
-    return f"{what}; {tail}; {final.summary()}", problems
+    return Finished(f"{what}; {tail}; {final.summary()}", problems, final.numbers)
 
 
 def _killed(row: Row, marker: str) -> str:
     return f"killed -9 at {row.point} (hit {row.after})" if row.point in marker else f"killed ({marker})"
 
 
-def decider_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def decider_scenario(row: Row, stage: Stage) -> Finished:
     """The decider dies at its point mid-stream, restarts and finishes the same inputs."""
     stage.provision().send(workload(stage.prefix, stage.lab.runs))
     decider = stage.worker("decider", guarantee=row.guarantee)
@@ -126,7 +138,26 @@ def decider_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
     return _finish(row, stage, _killed(row, marker) + "; restarted", extra)
 
 
-def restore_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def between_scenario(row: Row, stage: Stage) -> Finished:
+    """kill -9 from outside while a batch's outputs are produced but not committed (no commit
+    for 5 s): exactly-once aborts them, at-least-once has already published them."""
+    from runfacts.logread import snapshot
+
+    inputs = workload(stage.prefix, stage.lab.runs)
+    stage.provision().send(inputs[:20])
+    decider = stage.worker("decider", guarantee=row.guarantee, RUNFACTS_COMMIT_INTERVAL_MS="5000",
+                           RUNFACTS_COMMIT_EVERY="1000")
+    decider.start()
+    produced = lambda: snapshot(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
+    wait_until(lambda: len(produced()) > 0, 60, "the first uncommitted outputs", 0.1)
+    decider.kill()
+    stage.send(inputs[20:])
+    decider.start()
+    stage.settle(allow_duplicates=row.guarantee == ALO)
+    return _finish(row, stage, "outputs of an uncommitted batch on the broker; killed -9 from outside; restarted")
+
+
+def restore_scenario(row: Row, stage: Stage) -> Finished:
     """Half the inputs, clean stop, local store lost; the restore is killed midway, then resumes."""
     inputs = workload(stage.prefix, stage.lab.runs)
     half = len(inputs) // 2
@@ -145,7 +176,7 @@ def restore_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
                                "restore resumed", extra)
 
 
-def relay_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def relay_scenario(row: Row, stage: Stage) -> Finished:
     """Commands via the outbox; the relay dies after publishing, before marking: it republishes."""
     from runfacts.connectors.command_outbox import CommandOutbox
 
@@ -178,7 +209,7 @@ def _relay_commands(stage: Stage) -> list:
     return out
 
 
-def dispatcher_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     """Approved refunds; the dispatcher dies after the provider executed (or after reporting)."""
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.connectors.payment_book import read_ledger
@@ -225,7 +256,7 @@ def _all_verified(runs: int) -> Callable[[object], bool]:
     return ready
 
 
-def bounce_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def bounce_scenario(row: Row, stage: Stage) -> Finished:
     """A broker of the row's own is stopped and restarted while the decider works."""
     from runfacts.crash_kafka import OwnBroker
 
@@ -253,7 +284,7 @@ def bounce_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
     return outcome
 
 
-def rebalance_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
+def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     """Two deciders; A dies -9 inside the rebalance B's arrival starts; B takes over, A comes back."""
     inputs = workload(stage.prefix, stage.lab.runs)
     half = len(inputs) // 2
@@ -273,7 +304,8 @@ def rebalance_scenario(row: Row, stage: Stage) -> tuple[str, list[str]]:
                                "stores); A restarted and rejoined", extra)
 
 
-SCENARIOS: dict[str, Callable[[Row, Stage], tuple[str, list[str]]]] = {
+SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
+    "between": between_scenario,
 }

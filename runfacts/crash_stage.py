@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
-from runfacts.crash_kafka import produce, provision, snapshot
+from runfacts.crash_kafka import produce, provision
 from runfacts.crash_oracle import Expected, Verdict, expect, verdict
 from runfacts.crash_procs import Provider, Worker, child_env
 from runfacts.crash_workload import Input
 from runfacts.crashpoints import arm
+from runfacts.logread import snapshot
 from runfacts.processors.decider_app import DeciderShell, decide_context
 from runfacts.topics import TopicNames
 

@@ -75,6 +75,7 @@ class Probe:
         self._dead = 0
         self.fed = 0
         self.kinds: Counter[str] = Counter()
+        TALLY["cases"] += 1  # one probe per hypothesis example
 
     def feed(self, item: Input | CommandBase) -> Outcome:
         record = valid(item) if isinstance(item, CommandBase) else item
