@@ -2,19 +2,23 @@
 #   make demo    set up, start Kafka, run the main job end to end
 #   make test    set up, start Kafka and PostgreSQL, run the test suite (without slow tests)
 #   make crash   the full crash matrix (table) and the decider fuzz with 10^5 cases
-.PHONY: setup demo test unit lint crash fuzz bench kafka-start kafka-stop clean
+# setup: venv + Kafka jars; setup-all: also PostgreSQL and Chromium (for the tests)
+.PHONY: setup setup-all demo test unit lint crash fuzz bench kafka-start kafka-stop clean
 
 PY := .venv/bin/python
 TEST_CMD := $(PY) -m pytest -q
 
 setup:
+	scripts/setup.sh
+
+setup-all:
 	scripts/setup.sh --all
 
 demo: setup
 	scripts/kafka.sh start
 	.venv/bin/runfacts demo
 
-test: setup
+test: setup-all
 	scripts/kafka.sh start
 	scripts/postgres.sh start
 	.venv/bin/runfacts schemas check --golden tests/contract/golden

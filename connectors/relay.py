@@ -16,6 +16,8 @@ Loop (`Relay.run`), one active relay per outbox:
 
 A crash between 5 and 7 republishes the batch: duplicates with the same eventId, in the same
 order, never a loss. Consumers dedupe by eventId (`runfacts.connectors.inbox`).
+Telemetry (when enabled): a `relay publish` span per batch, linked to the trace context each
+row carries in its headers; the outbox backlog as a gauge with every metrics line.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from runfacts import telemetry
+from runfacts.connectors.outbox import decode_headers
 from runfacts.connectors.outbox_store import (
     Lease,
     LeaseLost,
@@ -285,7 +289,15 @@ class Relay:
 
     def _publish(self, rows: list[Any]) -> int:
         assert self.lease is not None
-        settlement = settle(rows, self._publisher_now().publish(rows))
+        tel = telemetry.current()
+        if tel.enabled:
+            links = [decode_headers(row.headers) for row in rows]
+            with tel.span("relay publish", attributes={"runfacts.outbox": self.settings.table,
+                                                       "runfacts.rows": len(rows)}, links=links):
+                failures = self._publisher_now().publish(rows)
+        else:
+            failures = self._publisher_now().publish(rows)
+        settlement = settle(rows, failures)
         for row, error in settlement.park:
             self._park(row, error)
         if settlement.back_off:
@@ -316,7 +328,9 @@ class Relay:
             self.store.sweep(self.settings.retention_s, self.settings.archive)
             self._next_sweep = now + self.settings.sweep_interval_s
         if now >= self._next_metrics:
-            log.info("metrics %s", json.dumps(self._metrics_dict()))
+            metrics = self._metrics_dict()
+            log.info("metrics %s", json.dumps(metrics))
+            telemetry.current().gauge(telemetry.OUTBOX_PENDING, metrics["pending"], {"outbox": metrics["table"]})
             self._next_metrics = now + self.settings.metrics_interval_s
 
     @property

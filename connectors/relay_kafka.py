@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runfacts.connectors.outbox import decode_headers
 from runfacts.connectors.outbox_store import OutboxRow
 from runfacts.connectors.relay_core import Failure
+from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.schemas.errors import InfrastructureError
 
 
@@ -38,6 +39,7 @@ class PublisherSettings:
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 200000,
             "transaction.timeout.ms": 60000,
+            **PRODUCER_PARTITIONING,  # murmur2 like the Java client and every runfacts producer
             **self.config,
         }
 

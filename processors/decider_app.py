@@ -13,6 +13,10 @@ Per command record (all in the engine's transaction for the batch):
    a due timer becomes a `timer.fire` command through the same steps.
 The engine commits outputs, store changelogs and input offsets atomically, so events, state
 and views never disagree.
+
+Telemetry (only when enabled; the pure decider knows nothing of it): one span per command,
+child of the trace context in the command's headers; its `traceparent` goes on every event,
+state and view record the command produced; counters for commands, retries, policy denials.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from runfacts import telemetry
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import load_capabilities
 from runfacts.processors.decider import DecideContext, decide_evolve
@@ -101,6 +106,7 @@ class DeciderShell:
     max_backdate_ms: int = 5_000
     limits: InputLimits = InputLimits()
     cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
+    telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
 
     def deserialize(self, data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -> CommandBase:
         """The command in `data`, within the limits; InvalidInput (a dead letter) otherwise."""
@@ -131,7 +137,14 @@ class DeciderShell:
             ctx.emit(self.names.dlq, record.key, self.codec.encode(command),
                      list(record.headers or []) + bad.headers() + [("dlq.app", self.app_name.encode())])
             return
-        self.handle(effective_command(command, record.timestamp_ms, self.max_backdate_ms), ctx)
+        command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
+        tel = self.telemetry
+        if not tel.enabled:
+            self.handle(command, ctx)
+            return
+        with tel.span(f"run-decider handle {command.commandType}", parent=record.headers,
+                      attributes=_span_attributes(command)) as span:
+            self.handle(command, ctx, span.headers())
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
         kind, _, target = timer.payload.decode().partition("|")
@@ -142,8 +155,8 @@ class DeciderShell:
             payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=kind, targetId=target, dueAt=at))
         self.handle(fire, ctx)
 
-    def handle(self, command: CommandBase, ctx: Context) -> None:
-        """Steps 2-7 of the module docstring for one command."""
+    def handle(self, command: CommandBase, ctx: Context, trace: list[tuple[str, bytes]] | None = None) -> None:
+        """Steps 2-7 of the module docstring for one command (`trace`: headers for its outputs)."""
         key = command.runId.encode()
         runs = ctx.store("runs")
         state = self._load(key, runs.get(key))
@@ -153,10 +166,12 @@ class DeciderShell:
         if new is None:
             self._mark_orphan(command, ctx)
         for event in events:
-            self._emit_event(event, ctx)
+            self._emit_event(event, ctx, trace)
         if new is not None and new is not state:
-            self._save(key, new, ctx)
+            self._save(key, new, ctx, trace)
         self._plan_timers(key, state, new, ctx)
+        if self.telemetry.enabled:
+            _count(self.telemetry, command, events)
 
     def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
         """The stored state; parsed once and cached while the stored bytes stay the same."""
@@ -186,18 +201,20 @@ class DeciderShell:
     def _mark_orphan(self, command: CommandBase, ctx: Context) -> None:
         ctx.store("orphans").put(self._orphan_key(command), b"1")
 
-    def _emit_event(self, event: EventBase, ctx: Context) -> None:
-        ctx.emit(self.names.events, event.runId.encode(), self.codec.encode(event), self.codec.headers(event))
+    def _emit_event(self, event: EventBase, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
+        headers = self.codec.headers(event)
+        ctx.emit(self.names.events, event.runId.encode(), self.codec.encode(event),
+                 headers + trace if trace else headers)
 
-    def _save(self, key: bytes, state: RunState, ctx: Context) -> None:
+    def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
         body = state.model_dump_json().encode()
         ctx.store("runs").put(key, body)
         self._remember(key, body, state)
-        ctx.emit(self.names.state, key, body, [("contentType", b"application/json"),
-                                              ("version", str(state.version).encode())])
+        headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
+        ctx.emit(self.names.state, key, body, headers + trace if trace else headers)
         for view in self.views:
             for topic, view_key, value in view(state):
-                ctx.emit(topic, view_key, value)
+                ctx.emit(topic, view_key, value, trace or None)
 
     def _plan_timers(self, key: bytes, old: RunState | None, new: RunState | None, ctx: Context) -> None:
         before, after = wanted_timers(old), wanted_timers(new)
@@ -221,6 +238,24 @@ class DeciderShell:
             process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
             dead_letter_topic=self.names.dlq,
         )
+
+
+def _span_attributes(command: CommandBase) -> dict[str, str]:
+    return {"runfacts.run_id": command.runId, "runfacts.command_id": command.commandId,
+            "runfacts.command_type": command.commandType, "runfacts.correlation_id": command.correlationId,
+            "runfacts.causation_id": command.causationId or ""}
+
+
+def _count(tel: telemetry.Telemetry, command: CommandBase, events: list[EventBase]) -> None:
+    """Commands handled (by outcome), retries requested, policy denials."""
+    rejected = next((e for e in events if e.eventType == "command.rejected"), None)
+    outcome = "duplicate" if not events else ("rejected" if rejected is not None else "accepted")
+    tel.add(telemetry.COMMANDS_HANDLED, 1, {"commandType": command.commandType, "outcome": outcome})
+    if any(e.eventType == "tool.call.retry_requested" for e in events):
+        tel.add(telemetry.RETRIES, 1, {"source": "command"})
+    reason = getattr(getattr(rejected, "payload", None), "reasonCode", None)
+    if reason in telemetry.POLICY_REASONS:
+        tel.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": reason, "commandType": command.commandType})
 
 
 def decide_context(capabilities: str = "", policy: str = "", versions: str = "") -> DecideContext:
@@ -248,8 +283,17 @@ def input_limits(max_record_bytes: str = "", max_text_chars: str = "") -> InputL
                        max_text_chars=int(max_text_chars or default.max_text_chars))
 
 
-def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "",
-                versions: str = "", max_record_bytes: str = "", max_text_chars: str = "") -> Application:
-    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`."""
+def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "", versions: str = "",
+                user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "") -> Application:
+    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
+
+    The user view is published to `<prefix>.view.user` in the same transaction as events and
+    state; commands over the input limits are dead-lettered (parameters override the limits).
+    """
+    from runfacts.projections.user_view import publisher
+
+    telemetry.configure_from_env(APP_NAME)
     ctx = decide_context(capabilities, policy, versions)
-    return DeciderShell(TopicNames(prefix), ctx, limits=input_limits(max_record_bytes, max_text_chars)).application()
+    names = TopicNames(prefix)
+    views = (publisher(names.user_view),) if user_view == "true" else ()
+    return DeciderShell(names, ctx, views=views, limits=input_limits(max_record_bytes, max_text_chars)).application()

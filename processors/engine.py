@@ -19,6 +19,8 @@ A `TransactionAborted` aborts, discards the write buffers, seeks back to the tra
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
 SIGTERM / SIGINT / stop(): finish the batch, commit, close the stores, leave the group.
+Telemetry (when enabled): records processed, transaction commit latency, and consumer lag
+per partition from librdkafka's statistics.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from runfacts import telemetry
 from runfacts.crashpoints import crash_point
 from runfacts.processors.api import Application
 from runfacts.processors.changelog import Restorer, prepare_topics
@@ -88,6 +91,8 @@ class Engine:
         self._uncommitted = 0
         self._txn_started = 0.0
         self._aborts_in_row = 0
+        self._tel = telemetry.current()
+        self._labels = {"app": app.name}
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
@@ -113,7 +118,11 @@ class Engine:
 
     def _connect(self) -> None:
         settings = self.settings
-        self._consumer = Consumer(consumer_config(self.app, settings))
+        cconf = consumer_config(self.app, settings)
+        if self._tel.enabled:
+            cconf.setdefault("statistics.interval.ms", 5000)
+            cconf["stats_cb"] = self._on_stats
+        self._consumer = Consumer(cconf)
         pconf = producer_config(self.app, settings)
         if settings.exactly_once:
             self._txn: ExactlyOnce | AtLeastOnce = ExactlyOnce(self._consumer)
@@ -162,6 +171,12 @@ class Engine:
             tasks[msg.partition()].process(msg)
         self._uncommitted += len(msgs)
         self.stats.processed += len(msgs)
+        if self._tel.enabled:
+            self._tel.add(telemetry.EVENTS_PROCESSED, len(msgs), self._labels)
+
+    def _on_stats(self, stats_json: str) -> None:
+        for topic, partition, lag in telemetry.lag_from_stats(stats_json):
+            self._tel.gauge(telemetry.CONSUMER_LAG, lag, {**self._labels, "topic": topic, "partition": partition})
 
     def _consume_error(self, err: KafkaError) -> None:
         if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -183,11 +198,14 @@ class Engine:
         if not self._txn.open:
             return
         tasks = [t for t in self._tasks.values() if t.has_work()]
+        started = time.monotonic()
         try:
             self._txn.commit(tasks)
         except TransactionAborted as exc:
             self._rollback(exc, revoked)
             return
+        if self._tel.enabled:
+            self._tel.record(telemetry.COMMIT_LATENCY, (time.monotonic() - started) * 1000, self._labels)
         self._uncommitted = 0
         self._aborts_in_row = 0
         self.stats.commits += 1

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.processors.api import Application
 from runfacts.schemas.errors import ConfigError
 
@@ -97,6 +98,7 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         **common_config(settings),
         "enable.idempotence": True,
         "linger.ms": 5,
+        **PRODUCER_PARTITIONING,  # murmur2 like the Java client: runId keys co-partition across clients
         **settings.producer,
     }
     if settings.exactly_once:

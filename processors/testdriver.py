@@ -10,10 +10,10 @@ makes the next commit fail so the test sees the rollback and the re-processing;
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from runfacts.partitioning import partition_for
 from runfacts.processors.api import Application
 from runfacts.processors.commit import TransactionAborted, flush_changelogs
 from runfacts.processors.store import MemoryBackend, changelog_key
@@ -147,7 +147,7 @@ class TestDriver:
         return _Message(r.topic, partition, offset, r.key, r.value, r.headers, ts)
 
     def _partition_of(self, key: bytes | None) -> int:
-        return 0 if key is None else zlib.crc32(key) % self.partitions
+        return 0 if not key else partition_for(key, self.partitions)  # the producers' murmur2
 
     def _transaction(self, step: Callable[[], object]) -> None:
         """The engine's steps minus Kafka: process, then commit or roll back and replay."""

@@ -2,7 +2,7 @@
 # Idempotent set-up of a fresh checkout: Python venv with runfacts and its dev tools,
 # the Kafka broker jars (Maven Central) and, when asked, PostgreSQL.
 #   scripts/setup.sh            venv + Kafka jars
-#   scripts/setup.sh --all      also PostgreSQL (for the outbox tests)
+#   scripts/setup.sh --all      also PostgreSQL (outbox tests) and Chromium (dashboard browser test)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -23,5 +23,6 @@ fi
 scripts/kafka.sh fetch
 if [ "${1:-}" = "--all" ]; then
   scripts/postgres.sh install
+  scripts/chromium.sh install   # the dashboard's browser test drives Debian's chromium
 fi
 echo "setup: done" >&2

@@ -1,0 +1,132 @@
+"""Event bytes -> `Fact`, reading only what a projection needs (the replay's decode step).
+
+For each writer schema the reader is compiled once (`avrocode`): the whole body for the
+types a projection looks into, only the envelope for the others (payload bytes are never
+parsed), nothing at all for a bytes-only projection (the audit). Old writer versions take
+the codec's path (Avro schema resolution + upcasters) and are converted to the same plain
+shape, so a reducer sees one shape per type whatever version wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+from runfacts.projections.avrocode import compile_reader
+from runfacts.projections.facts import Fact, ReadSettings
+from runfacts.schemas.catalog import SchemaEntry, envelope_prefix
+from runfacts.schemas.codec import CONFLUENT_MAGIC, SINGLE_OBJECT_MARKER, Codec, CodecSettings
+from runfacts.schemas.errors import InvalidInput, RecordPosition
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MILLISECOND = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    entry: SchemaEntry
+    read: Callable[[bytes, int], tuple[dict[str, Any], int]] | None
+    whole: bool
+
+
+class EventReader:
+    """Turns framed event bytes into Facts, decoding only what the settings ask for."""
+
+    def __init__(self, settings: ReadSettings | None = None, codec: Codec | None = None) -> None:
+        self.settings = settings or ReadSettings()
+        self.codec = codec or Codec(CodecSettings(validate=False))
+        self._plans = {e.fingerprint: self._plan(e) for e in self.codec.catalog.entries
+                       if e.kind == "event"}
+
+    def _plan(self, entry: SchemaEntry) -> _Plan:
+        whole = self.settings.whole(entry.type_name)
+        if not self.settings.decode:
+            return _Plan(entry, None, False)
+        if whole and self.codec.catalog.current[entry.fullname] is not entry:
+            return _Plan(entry, None, True)  # resolution + upcast: the codec's path
+        if not whole:
+            return _Plan(entry, compile_reader(envelope_prefix(entry.raw),
+                                               self.settings.keep(entry)), False)
+        return _Plan(entry, compile_reader(entry.raw, self.settings.keep(entry)), True)
+
+    def fact(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
+        """The Fact of one framed event record; InvalidInput naming the position if bad."""
+        plan = self._plans.get(bytes(data[2:10])) if data[:2] == SINGLE_OBJECT_MARKER else None
+        if plan is None:
+            return self._other_framing(data, topic, partition, offset)
+        body = data[10:]
+        if not self.settings.decode:
+            return Fact(topic, partition, offset, None, body, plan.entry.fingerprint)
+        if plan.read is None:
+            return self._resolved(plan.entry, data, body, RecordPosition(topic, partition, offset))
+        event = self._read(plan, data, RecordPosition(topic, partition, offset))
+        return Fact(topic, partition, offset, event, body, plan.entry.fingerprint)
+
+    def _read(self, plan: _Plan, data: bytes, position: RecordPosition) -> dict[str, Any]:
+        assert plan.read is not None
+        entry = plan.entry
+        try:
+            event, end = plan.read(data, 10)
+        except Exception as exc:  # noqa: BLE001 - any failure to parse means bad bytes
+            raise InvalidInput(f"cannot read body: {type(exc).__name__}: {exc}", position=position,
+                               schema=entry.fullname, version=entry.version) from exc
+        if (plan.whole and end != len(data)) or end > len(data):
+            raise InvalidInput(f"{len(data) - end} bytes left after the record" if end < len(data)
+                               else "truncated record", position=position,
+                               schema=entry.fullname, version=entry.version)
+        if event["eventType"] != entry.type_name or event["schemaVersion"] != entry.version:
+            raise InvalidInput(f"eventType {event['eventType']!r} v{event['schemaVersion']} does "
+                               "not match the writer schema", position=position,
+                               schema=entry.fullname, version=entry.version)
+        if not plan.whole:
+            event["payload"] = None
+        return event
+
+    def _other_framing(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
+        """Confluent framing (schema id -> entry through the codec's registry), or bad bytes."""
+        position = RecordPosition(topic, partition, offset)
+        ids = self.codec.schema_ids
+        if data[:1] == bytes([CONFLUENT_MAGIC]) and len(data) >= 5 and ids is not None:
+            entry = ids.entry_of(int.from_bytes(data[1:5], "big"))
+            if entry is not None and entry.kind == "event":
+                plan = self._plans[entry.fingerprint]
+                reframed = SINGLE_OBJECT_MARKER + entry.fingerprint + bytes(data[5:])
+                if plan.read is not None or not self.settings.decode:
+                    return self.fact(reframed, topic, partition, offset)
+                return self._resolved(entry, reframed, bytes(data[5:]), position)
+        self.codec.decode_dict(data, position)  # raises the codec's precise InvalidInput
+        raise InvalidInput("a command, not an event", position=position)
+
+    def _resolved(self, entry: SchemaEntry, data: bytes, body: bytes,
+                  position: RecordPosition) -> Fact:
+        values = plain(self.codec.decode_dict(data, position))
+        return Fact(position.topic or "", position.partition or 0, position.offset or 0, values,
+                    body, entry.fingerprint)
+
+
+def plain(value: Any) -> Any:
+    """Codec dicts in the reducers' shape: datetimes become epoch ms, tuples lists."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime):
+        return (value - EPOCH) // MILLISECOND
+    return value
+
+
+@cache
+def default_reader() -> EventReader:
+    """A process-wide reader of every payload (compiled once)."""
+    return EventReader()
+
+
+def fact_of(model: Any, position: RecordPosition | None = None) -> Fact:
+    """The Fact of an event model as the log would hold it (tests, in-memory hosts)."""
+    reader = default_reader()
+    pos = position or RecordPosition("events", 0, 0)
+    return reader.fact(reader.codec.encode(model), pos.topic or "events", pos.partition or 0,
+                       pos.offset or 0)

@@ -1,0 +1,161 @@
+"""Where a replay writes: a fresh topic, or a directory of Avro container files.
+
+Both keep the source partitioning: a projection record goes to the partition number of the
+events it came from, in the order produced, so two replays of the same log give the same
+bytes partition by partition. A directory holds `part-<N>.avro` (Avro Object Container
+Files, null codec, a sync marker derived from the schema and partition, so no randomness)
+and `manifest.json` (source range, record counts, each file's SHA-256; no timestamps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from confluent_kafka import Producer
+
+from runfacts.projections.avrocode import write_long, write_string
+from runfacts.projections.kafkalog import LogRange, snapshot
+from runfacts.projections.records import ProjectionSchema
+from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicSpec, apply_topics
+
+OCF_MAGIC = b"Obj\x01"
+BLOCK_RECORDS = 4096
+
+
+class Sink(Protocol):
+    """Receives projection records (Avro bodies, unframed) per partition."""
+
+    def write(self, partition: int, key: str, body: bytes | None) -> None: ...
+
+    def close(self, log: LogRange) -> str: ...
+
+
+class DirSink:
+    """One Avro container file per partition plus a manifest; refuses a non-empty folder."""
+
+    def __init__(self, folder: Path, schema: ProjectionSchema, projection: str) -> None:
+        if folder.exists() and any(folder.iterdir()):
+            raise ConfigError("--into", str(folder), "directory exists and is not empty")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.schema, self.projection = folder, schema, projection
+        self._files: dict[int, ContainerFile] = {}
+
+    def write(self, partition: int, key: str, body: bytes | None) -> None:
+        if body is None:
+            return  # a tombstone: the key is absent from a rebuilt compacted view
+        out = self._files.get(partition)
+        if out is None:
+            out = self._files[partition] = ContainerFile(
+                self.folder / f"part-{partition:05d}.avro", self.schema, partition)
+        out.append(body)
+
+    def close(self, log: LogRange) -> str:
+        files = {}
+        for partition in sorted(self._files):
+            written = self._files[partition].close()
+            files[written.path.name] = {"partition": partition, "records": written.records,
+                                        "sha256": written.sha256}
+        manifest = {"projection": self.projection, "schema": self.schema.fullname,
+                    "schemaVersion": self.schema.version,
+                    "fingerprint": self.schema.fingerprint.hex(),
+                    "source": {"topic": log.topic, "start": _keys(log.start), "end": _keys(log.end)},
+                    "files": files}
+        (self.folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True)
+                                                   + "\n", encoding="utf-8")
+        return str(self.folder)
+
+
+def _keys(offsets: dict[int, int]) -> dict[str, int]:
+    return {str(p): o for p, o in sorted(offsets.items())}
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    records: int
+    sha256: str
+
+
+class ContainerFile:
+    """An Avro Object Container File written block by block (deterministic sync marker)."""
+
+    def __init__(self, path: Path, schema: ProjectionSchema, partition: int) -> None:
+        self.path = path
+        schema_json = json.dumps(schema.raw, separators=(",", ":"), sort_keys=True).encode()
+        self.sync = hashlib.sha256(schema_json + str(partition).encode()).digest()[:16]
+        self.digest = hashlib.sha256()
+        self.handle = path.open("wb")
+        self.records = 0
+        self.block: list[bytes] = []
+        meta = {"avro.codec": b"null", "avro.schema": schema_json}
+        header = OCF_MAGIC + write_long(len(meta)) + b"".join(
+            write_string(k) + write_long(len(v)) + v for k, v in sorted(meta.items()))
+        self._put(header + b"\x00" + self.sync)
+
+    def _put(self, data: bytes) -> None:
+        self.handle.write(data)
+        self.digest.update(data)
+
+    def append(self, body: bytes) -> None:
+        self.block.append(body)
+        if len(self.block) >= BLOCK_RECORDS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.block:
+            return
+        data = b"".join(self.block)
+        self._put(write_long(len(self.block)) + write_long(len(data)) + data + self.sync)
+        self.records += len(self.block)
+        self.block = []
+
+    def close(self) -> Written:
+        self._flush()
+        self.handle.close()
+        return Written(self.path, self.records, self.digest.hexdigest())
+
+
+class TopicSink:
+    """Produces framed records to a fresh topic with the source's partition count."""
+
+    def __init__(self, settings: KafkaSettings, spec: TopicSpec, schema: ProjectionSchema) -> None:
+        apply_topics(settings, [spec])
+        if _has_records(settings, spec.name):
+            raise ConfigError("--into", spec.name, "topic already holds records; replay into a "
+                              "fresh topic")
+        self.topic, self.schema, self.prefix = spec.name, schema, schema.prefix()
+        self.errors: list[str] = []
+        self.producer = Producer(settings.client_config(**{
+            "enable.idempotence": True, "linger.ms": 20, "batch.num.messages": 10_000,
+            "compression.type": "lz4", "queue.buffering.max.messages": 500_000,
+            "on_delivery": self._delivered, "delivery.report.only.error": True}))
+
+    def write(self, partition: int, key: str, body: bytes | None) -> None:
+        value = None if body is None else self.prefix + body
+        while True:
+            try:
+                self.producer.produce(self.topic, value, key.encode(), partition=partition)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def close(self, log: LogRange) -> str:
+        left = self.producer.flush(60)
+        if left or self.errors:
+            raise InfrastructureError(f"replay into {self.topic}: {left} records undelivered, "
+                                      f"errors: {self.errors[:3]}", retryable=True)
+        return self.topic
+
+
+def _has_records(settings: KafkaSettings, topic: str) -> bool:
+    return snapshot(settings, topic).total > 0

@@ -1,0 +1,178 @@
+"""The eval-trajectory records: the folded state, the export/topic record, its encodings.
+
+Format version `FORMAT_VERSION` (documented in docs/projections.md): the JSONL export and
+the Avro schema `schemas/avro/projections/Trajectory.v1.avsc` carry the same fields in the
+same order. Timestamps are epoch milliseconds. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from runfacts.projections.records import ProjectionSchema, load
+
+FORMAT_VERSION = 1
+
+
+class Budget(NamedTuple):
+    steps: int = 0
+    toolCalls: int = 0
+    tokens: int = 0
+    wallTimeMs: int = 0
+    costMicros: int = 0
+
+    def plus(self, amounts: dict[str, int]) -> Budget:
+        return Budget(self.steps + amounts["steps"], self.toolCalls + amounts["toolCalls"],
+                      self.tokens + amounts["tokens"], self.wallTimeMs + amounts["wallTimeMs"],
+                      self.costMicros + amounts["costMicros"])
+
+
+class Reasoning(NamedTuple):
+    reasoningObjectId: str | None
+    goalRef: str
+    evidenceRefs: tuple[str, ...]
+    conclusionHash: str
+    conclusionRef: str | None
+
+
+class Action(NamedTuple):
+    toolCallId: str
+    capabilityId: str | None
+    action: str
+    target: str
+    argsHash: str
+    argsRef: str
+    risk: str
+    proposedAt: int
+
+
+class Approval(NamedTuple):
+    approvalId: str | None
+    outcome: str
+    """pending | granted | rejected | expired | invalidated | not_required"""
+    risk: str | None = None
+    requiredRole: str | None = None
+    decidedByRoles: tuple[str, ...] = ()
+    decidedAt: int | None = None
+    reason: str | None = None
+    consumed: bool = False
+
+
+class Execution(NamedTuple):
+    status: str
+    """authorized | dispatching | accepted | completed | failed | result_unknown | retry_requested"""
+    attempts: int = 0
+    resultRef: str | None = None
+    resultHash: str | None = None
+    errorClass: str | None = None
+    retryable: bool | None = None
+    reconciliation: str | None = None
+    updatedAt: int | None = None
+
+
+class Verification(NamedTuple):
+    status: str
+    evidenceRef: str | None
+    updatedAt: int
+
+
+class Feedback(NamedTuple):
+    feedbackId: str
+    rating: int
+    target: str
+    """run | turn | tool_call | reasoning"""
+    recordedAt: int
+
+
+class Turn(NamedTuple):
+    turnId: str
+    turnNumber: int
+
+
+class Step(NamedTuple):
+    index: int
+    turnId: str | None
+    turnNumber: int | None
+    reasoning: Reasoning | None = None
+    action: Action | None = None
+    approval: Approval | None = None
+    execution: Execution | None = None
+    verification: Verification | None = None
+    feedback: tuple[Feedback, ...] = ()
+    budgetUsed: Budget = Budget()
+
+
+class Trajectory(NamedTuple):
+    """The export/topic record of one run (field order = the Avro schema's)."""
+
+    formatVersion: int
+    runId: str
+    status: str
+    goalRef: str | None
+    createdAt: int | None
+    endedAt: int | None
+    outcome: str | None
+    """errorClass of a failed run, review reason, or outcomeRef of a completed one."""
+    steps: tuple[Step, ...]
+    feedback: tuple[Feedback, ...]
+    budgetUsed: Budget
+    turns: tuple[Turn, ...]
+    eventCount: int
+    lastEventId: str
+    lastOccurredAt: int
+
+
+class RunPart(NamedTuple):
+    """The parts of a trajectory that change rarely."""
+
+    status: str = "created"
+    goalRef: str | None = None
+    createdAt: int | None = None
+    endedAt: int | None = None
+    outcome: str | None = None
+    feedback: tuple[Feedback, ...] = ()
+    turns: tuple[Turn, ...] = ()
+
+
+class State(NamedTuple):
+    """The view the reducer folds (split so that one event rebuilds little); `trajectory_of`
+    turns it into the record."""
+
+    runId: str
+    run: RunPart
+    steps: tuple[Step, ...]
+    budget: Budget
+    eventCount: int
+    lastEventId: str
+    lastOccurredAt: int
+
+
+def trajectory_of(view: State) -> Trajectory:
+    """The record of a state."""
+    run = view.run
+    return Trajectory(FORMAT_VERSION, view.runId, run.status, run.goalRef, run.createdAt,
+                      run.endedAt, run.outcome, view.steps, run.feedback, view.budget, run.turns,
+                      view.eventCount, view.lastEventId, view.lastOccurredAt)
+
+
+def schema() -> ProjectionSchema:
+    """The trajectory's shipped schema."""
+    return load("Trajectory")
+
+
+def encode(view: State) -> bytes:
+    """The trajectory's Avro body (unframed)."""
+    return schema().write_attrs(trajectory_of(view))
+
+
+def as_json(view: State) -> dict[str, Any]:
+    """The trajectory as the JSON object of the export format (field names as in the schema)."""
+    return _plain(trajectory_of(view))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {k: _plain(v) for k, v in zip(value._fields, value, strict=True)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,313 @@
+"""The live dashboard (Starlette + server-sent events): renders Views, submits commands, writes no State.
+
+Routes:
+- GET/POST /login, POST /logout: users file + scrypt; a signed HttpOnly SameSite=Strict
+  session cookie; login itself is CSRF-protected with a double-submit cookie.
+- GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
+  `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
+- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
+  required; a command is built from the State the page shows (expectedVersion, argsHash),
+  signed approval token when keys are configured, actor = the session's user with
+  authSource "dashboard"; the answer is the decider's outcome (JSON for the page's script).
+Nothing here changes a view: the banner goes away only when the feed delivers a State
+without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from runfacts import control, telemetry
+from runfacts import dashboard_html as html
+from runfacts.approval_signing import ApprovalRequest, sign_approval
+from runfacts.control import ControlError, Issue
+from runfacts.dashboard_feed import ViewFeed
+from runfacts.identity import AuthenticationFailed, UserDirectory
+from runfacts.processors.policy import Policy, allowed_command_types
+from runfacts.processors.run_state import RunState
+from runfacts.run_views import Viewer, user_view
+from runfacts.runlog import CommandClient
+from runfacts.schemas.common import CommandBase
+from runfacts.schemas.errors import InfrastructureError
+from runfacts.web_session import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    LOGIN_CSRF_COOKIE,
+    SESSION_COOKIE,
+    Session,
+    SessionSigner,
+    csrf_ok,
+    new_token,
+)
+
+AUTH_SOURCE = "dashboard"
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                 b"frame-ancestors 'none'; form-action 'self'"),
+    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY"),
+]
+Build = Callable[[RunState, Session, Any], CommandBase]
+
+
+@dataclass
+class Dashboard:
+    """What the app needs: the feed of State, the users, the session signer, the command client."""
+
+    feed: ViewFeed
+    users: UserDirectory
+    signer: SessionSigner
+    commands: CommandClient
+    cookie_secure: bool = False
+    keepalive_s: float = 15.0
+    policy: Policy | None = None  # buttons follow the policy's command rules when given
+
+
+def _now_s() -> int:
+    return int(time.time())
+
+
+def _viewer(session: Session, policy: Policy | None = None) -> Viewer:
+    identity = session.identity
+    allowed = None if policy is None else allowed_command_types(policy, identity.actor(AUTH_SOURCE))
+    return Viewer(identity.subject, identity.roles, allowed)
+
+
+class _Pages:
+    """The route handlers over one Dashboard."""
+
+    def __init__(self, d: Dashboard) -> None:
+        self.d = d
+
+    def session_of(self, request: Request) -> Session | None:
+        return self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+
+    def cookie(self, response: Response, name: str, value: str, max_age: int | None = None) -> None:
+        response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict",
+                            secure=self.d.cookie_secure, path="/")
+
+    async def login_form(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+        token = new_token()
+        response = HTMLResponse(html.login_page(token, error), status)
+        self.cookie(response, LOGIN_CSRF_COOKIE, token, 600)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        if not csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), str(form.get(CSRF_FIELD, ""))):
+            return HTMLResponse("login form expired or forged (CSRF check failed): reload /login", 403)
+        try:
+            identity = await run_in_threadpool(self.d.users.authenticate, str(form.get("username", "")),
+                                               str(form.get("password", "")))
+        except AuthenticationFailed:
+            return await self.login_form(request, "Wrong user or password.", 401)
+        _session, value = self.d.signer.issue(identity, _now_s())
+        response = RedirectResponse("/", 303)
+        self.cookie(response, SESSION_COOKIE, value, self.d.signer.ttl_s)
+        response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is not None and not _csrf_passed(request, session, await request.form()):
+            return JSONResponse({"message": "CSRF check failed"}, 403)
+        response = RedirectResponse("/login", 303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    def visible(self, session: Session) -> list[dict[str, Any]]:
+        viewer = _viewer(session, self.d.policy)
+        views = (user_view(s, viewer) for s in list(self.d.feed.states.values()))
+        return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
+
+    def run_html(self, session: Session, run_id: str) -> str:
+        state = self.d.feed.get(run_id)
+        view = None if state is None else user_view(state, _viewer(session, self.d.policy))
+        return html.run_fragment(view, session.csrf)
+
+    async def index(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return RedirectResponse("/login", 303)
+        body = "<h1>Runs</h1>" + html.live("/stream", html.runs_fragment(self.visible(session)))
+        return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
+
+    async def run_page(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return RedirectResponse("/login", 303)
+        run_id = request.path_params["run_id"]
+        body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
+
+    async def stream(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return Response("sign in first", 401)
+        run_id = request.path_params.get("run_id")
+        if run_id is None:
+            return _sse(self.d, None, lambda: html.runs_fragment(self.visible(session)))
+        return _sse(self.d, run_id, lambda: self.run_html(session, run_id))
+
+    def command(self, build: Build) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            return await _command(self.d, request, self.session_of(request), build)
+        return handle
+
+
+def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
+    """The Starlette app; with manage_feed it starts and stops the feed with the server."""
+    p = _Pages(d)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_feed:
+            d.feed.start()
+        try:
+            yield
+        finally:
+            if manage_feed:
+                d.feed.stop()
+            d.commands.close()
+
+    routes = [
+        Route("/login", p.login_form, methods=["GET"]), Route("/login", p.login, methods=["POST"]),
+        Route("/logout", p.logout, methods=["POST"]), Route("/", p.index), Route("/stream", p.stream),
+        Route("/runs/{run_id}", p.run_page), Route("/runs/{run_id}/stream", p.stream),
+        Route("/runs/{run_id}/approvals/{approval_id}", p.command(_resume), methods=["POST"]),
+        Route("/runs/{run_id}/stop", p.command(_stop), methods=["POST"]),
+        Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
+        Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
+        Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
+        Route("/healthz", lambda r: _health(d)),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+
+
+class SecurityHeaders:
+    """ASGI middleware adding CSP and friends to every HTTP response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
+            await send(message)
+        await self.app(scope, receive, send_with_headers)
+
+
+def _health(d: Dashboard) -> Response:
+    if d.feed.error is not None:
+        return JSONResponse({"ok": False, "error": str(d.feed.error)}, 503)
+    return JSONResponse({"ok": d.feed.ready.is_set(), "runs": len(d.feed.states)},
+                        200 if d.feed.ready.is_set() else 503)
+
+
+def _sse(d: Dashboard, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
+    """Send the fragment now and after every change of the run (or any run)."""
+    queue = d.feed.subscribe(run_id)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield html.sse("view", render())
+            while True:
+                try:
+                    await asyncio.wait_for(queue.get(), timeout=d.keepalive_s)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                while not queue.empty():  # coalesce a burst into one render
+                    queue.get_nowait()
+                yield html.sse("view", render())
+        finally:
+            d.feed.unsubscribe(queue)
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _csrf_passed(request: Request, session: Session, form: Any) -> bool:
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return False
+    return csrf_ok(session.csrf, request.headers.get(CSRF_HEADER) or str(form.get(CSRF_FIELD, "")))
+
+
+async def _command(d: Dashboard, request: Request, session: Session | None, build: Build) -> Response:
+    """Steps: session, CSRF, the State the viewer sees, build, send, answer with the outcome."""
+    if session is None:
+        return JSONResponse({"accepted": False, "message": "sign in first"}, 401)
+    form = await request.form()
+    if not _csrf_passed(request, session, form):
+        return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
+    run_id = request.path_params["run_id"]
+    state = d.feed.get(run_id)
+    if state is None or user_view(state, _viewer(session)) is None:
+        return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
+    try:
+        command = build(state, session, {**form, **request.path_params})
+    except (ControlError, ValueError) as exc:
+        return JSONResponse({"accepted": False, "message": str(exc)}, 409)
+    tel = telemetry.current()
+    try:
+        with tel.span(f"dashboard send {command.commandType}", attributes={
+                "runfacts.run_id": run_id, "runfacts.command_id": command.commandId}) as span:
+            outcome = await run_in_threadpool(d.commands.send, command, span.headers())
+    except InfrastructureError as exc:
+        return JSONResponse({"accepted": False, "commandId": command.commandId,
+                             "message": f"no answer: {exc}; the page updates when the run does"}, 504)
+    if "application/json" not in request.headers.get("accept", ""):
+        return RedirectResponse(f"/runs/{run_id}", 303)
+    return JSONResponse({"accepted": outcome.accepted, "message": outcome.describe(),
+                         "commandId": command.commandId, "events": [e.eventType for e in outcome.events]},
+                        200 if outcome.accepted else 409)
+
+
+def _issue(session: Session) -> Issue:
+    return Issue(session.identity.actor(AUTH_SOURCE), f"dash-{uuid.uuid4()}", datetime.now(UTC))
+
+
+def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
+    decision, approval_id = str(form.get("decision", "")), form["approval_id"]
+    if decision not in ("approve", "reject"):
+        raise ValueError(f"decision {decision!r}: must be approve or reject")
+    approval = state.approvals.get(approval_id)
+    if approval is None:
+        raise ControlError(f"run {state.runId} has no approval {approval_id}")
+    issue = _issue(session)
+    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
+                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+    return control.resume_command(state, approval_id, decision, issue, token)
+
+
+def _stop(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.stop_command(state, _issue(session), "stopped from the dashboard")
+
+
+def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.cancel_command(state, _issue(session), "cancelled from the dashboard")
+
+
+def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.retry_command(state, form["tool_call_id"], _issue(session))

@@ -1,0 +1,63 @@
+"""`runfacts dashboard serve`: the live dashboard on uvicorn."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runfacts import telemetry
+from runfacts.dashboard import Dashboard, create_app
+from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.identity import load_users, users_file
+from runfacts.processors.policy import load_policy
+from runfacts.runlog import CommandClient, ReaderSettings
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames
+from runfacts.web_session import SessionSigner
+
+app = typer.Typer(help="The live dashboard: runs, approval banners, Control commands.", no_args_is_help=True)
+
+
+class DashboardSettings(BaseSettings):
+    """Dashboard settings (environment prefix RUNFACTS_DASHBOARD_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNFACTS_DASHBOARD_", frozen=True, extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    session_secret: str = ""  # empty: a random one per start (sessions end on restart)
+    session_ttl_s: int = 8 * 3600
+    cookie_secure: bool = False  # set true behind TLS
+    outcome_timeout_s: float = 30.0
+    stuck_after_s: float = 600.0
+    policy_file: Path | None = None  # the decider's access policy (default: the packaged one)
+
+
+def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashboard:
+    """The dashboard's parts from settings: feed over the run-state topic, users, signer, client."""
+    names = TopicNames(kafka.topic_prefix)
+    secret = settings.session_secret.encode() or secrets.token_bytes(32)
+    feed = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s)))
+    return Dashboard(feed=feed, users=load_users(), signer=SessionSigner(secret, settings.session_ttl_s),
+                     commands=CommandClient(kafka, names, settings=ReaderSettings(
+                         outcome_timeout_s=settings.outcome_timeout_s)),
+                     cookie_secure=settings.cookie_secure, policy=load_policy(settings.policy_file))
+
+
+@app.command("serve")
+def serve(host: str = typer.Option(None, "--host", help="Interface (default RUNFACTS_DASHBOARD_HOST or 127.0.0.1)."),
+          port: int = typer.Option(None, "--port", help="Port (default RUNFACTS_DASHBOARD_PORT or 8080).")) -> None:
+    """Serve the dashboard: login from the users file (RUNFACTS_USERS_FILE), live runs over SSE."""
+    import uvicorn
+
+    settings = DashboardSettings()
+    telemetry.configure_from_env("runfacts-dashboard")
+    dashboard = build_dashboard(settings, KafkaSettings())
+    typer.echo(f"dashboard on http://{host or settings.host}:{port or settings.port} (users: {users_file()})",
+               err=True)
+    uvicorn.run(create_app(dashboard), host=host or settings.host, port=port or settings.port,
+                log_level="warning", timeout_graceful_shutdown=2)

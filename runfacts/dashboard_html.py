@@ -1,0 +1,137 @@
+"""The dashboard's HTML, pure: pages and the live fragments the SSE streams push.
+
+Everything user-visible goes through `html.escape`. Pages load one script
+(`/static/dashboard.js`, no inline script, so the Content-Security-Policy can forbid them);
+the script swaps `#live` with each fragment the stream sends and submits command forms
+with fetch, showing the decider's answer in `#command-status`. Forms work without the
+script too (plain POST, redirect back).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+SCRIPT = """(function () {
+  const live = document.getElementById('live');
+  if (live && live.dataset.stream) {
+    const source = new EventSource(live.dataset.stream);
+    source.addEventListener('view', function (e) { live.innerHTML = e.data; live.dataset.updated = Date.now(); });
+  }
+  document.addEventListener('submit', async function (ev) {
+    const form = ev.target;
+    if (!form.classList.contains('command')) return;
+    ev.preventDefault();
+    const data = new FormData(form, ev.submitter);
+    const status = document.getElementById('command-status');
+    status.textContent = 'sent; waiting for the run decider...';
+    status.dataset.outcome = 'pending';
+    try {
+      const resp = await fetch(form.action, {method: 'POST', body: data, credentials: 'same-origin',
+        headers: {'X-CSRF-Token': data.get('csrf'), 'Accept': 'application/json'}});
+      const out = await resp.json();
+      status.textContent = out.message;
+      status.dataset.outcome = out.accepted ? 'accepted' : (resp.status === 504 ? 'unanswered' : 'rejected');
+    } catch (e) {
+      status.textContent = 'not sent: ' + e;
+      status.dataset.outcome = 'error';
+    }
+  });
+})();
+"""
+
+STYLE = """body{font-family:sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.2rem .5rem}.banner{border:2px solid #c60;background:#fff4e5;padding:1rem;
+margin:1rem 0}.muted{color:#666}header{display:flex;gap:1rem;align-items:center}"""
+
+
+def page(title: str, body: str, user: str | None = None, csrf: str | None = None) -> str:
+    """A full page around `body`."""
+    logout = ""
+    if user is not None and csrf is not None:
+        logout = (f'<span>signed in as {escape(user)}</span><form method="post" action="/logout">'
+                  f'{_csrf(csrf)}<button id="logout">Sign out</button></form>')
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
+            f'<style>{STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
+            f'<header><a href="/">runfacts</a>{logout}</header><main>{body}</main></body></html>')
+
+
+def _csrf(token: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{escape(token)}">'
+
+
+def login_page(csrf: str, error: str | None = None) -> str:
+    message = f'<p id="login-error" role="alert">{escape(error)}</p>' if error else ""
+    body = (f'<h1>Sign in</h1>{message}<form method="post" action="/login">{_csrf(csrf)}'
+            '<label>User <input name="username" id="username" autocomplete="username" required></label> '
+            '<label>Password <input name="password" id="password" type="password" '
+            'autocomplete="current-password" required></label> <button id="sign-in">Sign in</button></form>')
+    return page("Sign in", body)
+
+
+def live(stream: str, fragment: str) -> str:
+    """The container the script keeps current from `stream`."""
+    return f'<div id="live" data-stream="{escape(stream)}">{fragment}</div>'
+
+
+def runs_fragment(views: list[dict[str, Any]]) -> str:
+    if not views:
+        return '<p id="no-runs" class="muted">No runs yet.</p>'
+    rows = "".join(
+        f'<tr data-run="{escape(v["runId"])}"><td><a href="/runs/{escape(v["runId"])}">{escape(v["runId"])}</a></td>'
+        f'<td>{escape(v["status"])}</td><td>{"approval needed" if v["approvalBanner"] else ""}</td></tr>'
+        for v in views)
+    return f'<table id="runs"><tr><th>run</th><th>status</th><th></th></tr>{rows}</table>'
+
+
+def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
+    """One run as the viewer may see it: status, approval banner, actions, tool calls."""
+    if view is None:
+        return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
+    run = escape(view["runId"])
+    goal = f'<p id="goal">{escape(view["goalSummary"])}</p>' if view["goalSummary"] else ""
+    calls = "".join(f'<tr><td>{escape(c["toolCallId"])}</td><td>{escape(c["action"])}</td>'
+                    f'<td>{escape(c["execution"])}</td><td>{escape(c["verification"])}</td></tr>'
+                    for c in view["toolCalls"])
+    return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{goal}'
+            f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
+            f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf)}{_actions(view, csrf)}'
+            f'<table id="tool-calls"><tr><th>tool call</th><th>action</th><th>execution</th>'
+            f'<th>verification</th></tr>{calls}</table></section>')
+
+
+def _banner(view: dict[str, Any], csrf: str) -> str:
+    banner = view["approvalBanner"]
+    if banner is None:
+        return ""
+    what = escape(banner["summary"]) if banner["summary"] else '<span class="muted">details hidden for your role</span>'
+    buttons = ""
+    if banner["canDecide"]:
+        action = f'/runs/{escape(view["runId"])}/approvals/{escape(banner["approvalId"])}'
+        buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}'
+                   '<button id="approve" name="decision" value="approve">Approve</button> '
+                   '<button id="reject" name="decision" value="reject">Reject</button></form>')
+    return (f'<div id="approval-banner" class="banner" data-approval="{escape(banner["approvalId"])}">'
+            f'<strong>Approval needed</strong> ({escape(banner["risk"])} risk, role '
+            f'{escape(banner["requiredRole"])}, expires {escape(banner["expiresAt"])}): {what}{buttons}</div>')
+
+
+def _actions(view: dict[str, Any], csrf: str) -> str:
+    run = escape(view["runId"])
+    forms = []
+    if view["canStop"]:
+        forms.append(f'<form class="command" method="post" action="/runs/{run}/stop">{_csrf(csrf)}'
+                     '<button id="stop">Stop</button></form>')
+    if view["canCancel"]:
+        forms.append(f'<form class="command" method="post" action="/runs/{run}/cancel">{_csrf(csrf)}'
+                     '<button id="cancel">Cancel</button></form>')
+    for call in view["canRetry"]:
+        forms.append(f'<form class="command" method="post" action="/runs/{run}/retry/{escape(call)}">'
+                     f'{_csrf(csrf)}<button>Retry {escape(call)}</button></form>')
+    return f'<div id="actions">{"".join(forms)}</div>' if forms else ""
+
+
+def sse(event: str, data: str) -> str:
+    """One server-sent event (multi-line data split into data: lines)."""
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return f"event: {event}\n{lines}\n"

@@ -1,0 +1,74 @@
+"""A dashboard served by uvicorn in a thread, and the system Chromium through Playwright."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from ops_support import Deployment
+
+from runfacts.dashboard import Dashboard, create_app
+from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.identity import load_users
+from runfacts.runlog import CommandClient, ReaderSettings
+from runfacts.web_session import SessionSigner
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0) -> Iterator[str]:
+    """The dashboard over `dep`'s topics on a free port; yields its base URL."""
+    feed = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
+    client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
+    dashboard = Dashboard(feed, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
+                                           log_level="warning", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not (server.started and feed.ready.is_set()):
+        if time.monotonic() > deadline or feed.error is not None:
+            raise RuntimeError(f"dashboard did not start (feed error: {feed.error})")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page in headless Debian Chromium (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
+def login(page: Any, base: str, user: str, password: str) -> None:
+    page.goto(f"{base}/login")
+    page.fill("#username", user)
+    page.fill("#password", password)
+    page.click("#sign-in")
+    page.wait_for_url(f"{base}/")

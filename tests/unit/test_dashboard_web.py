@@ -1,0 +1,135 @@
+"""The dashboard's HTTP surface without a broker: login, sessions, CSRF, role-trimmed pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from decider_support import Scenario, create, propose_refund
+from ops_support import PASSWORDS, write_users
+from starlette.testclient import TestClient
+
+from runfacts.dashboard import Dashboard, create_app
+from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.dashboard_html import run_fragment, sse
+from runfacts.identity import Identity, load_users
+from runfacts.processors.policy import load_policy
+from runfacts.run_views import Viewer, user_view
+from runfacts.runlog import CommandClient
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames
+from runfacts.web_session import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SessionSigner
+
+RUN = "run-20260727001"
+SECRET = b"s" * 32
+
+
+@pytest.fixture
+def client(tmp_path: Path):
+    kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never reached by these tests
+    names = TopicNames("dash-unit")
+    feed = ViewFeed(kafka, FeedSettings(names.state))
+    state = Scenario().given(create(), propose_refund()).s
+    feed.apply(RUN.encode(), state.model_dump_json().encode())
+    dashboard = Dashboard(feed, load_users(write_users(tmp_path / "users.toml")), SessionSigner(SECRET),
+                          CommandClient(kafka, names), policy=load_policy())
+    with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
+        yield c
+
+
+def _login(client: TestClient, user: str, password: str | None = None):
+    form = client.get("/login")
+    token = form.cookies[LOGIN_CSRF_COOKIE]
+    return client.post("/login", data={"username": user, "password": password or PASSWORDS[user], "csrf": token},
+                       follow_redirects=False)
+
+
+def test_pages_redirect_to_login_when_no_session(client: TestClient):
+    response = client.get(f"/runs/{RUN}", follow_redirects=False)
+
+    assert response.status_code == 303 and response.headers["location"] == "/login"
+
+
+def test_login_sets_strict_httponly_cookie_when_password_is_right(client: TestClient):
+    response = _login(client, "alice")
+
+    assert response.status_code == 303
+    set_cookie = response.headers["set-cookie"].lower()
+    assert f"{SESSION_COOKIE}=" in set_cookie and "httponly" in set_cookie and "samesite=strict" in set_cookie
+
+
+def test_login_fails_when_password_is_wrong_or_csrf_missing(client: TestClient):
+    assert _login(client, "alice", "nope").status_code == 401
+    forged = client.post("/login", data={"username": "alice", "password": PASSWORDS["alice"], "csrf": "x"})
+    assert forged.status_code == 403
+
+
+def test_run_page_shows_banner_with_buttons_when_viewer_may_approve(client: TestClient):
+    _login(client, "alice")
+
+    page = client.get(f"/runs/{RUN}")
+
+    assert page.status_code == 200
+    assert 'id="approval-banner"' in page.text and 'id="approve"' in page.text
+    assert "Refund 42.00 EUR for order-001" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_run_page_trims_banner_when_viewer_is_operator(client: TestClient):
+    _login(client, "olga")
+
+    page = client.get(f"/runs/{RUN}")
+
+    assert 'id="approval-banner"' in page.text
+    assert 'id="approve"' not in page.text and "Refund 42.00 EUR" not in page.text
+    assert "refund order-001" not in page.text
+
+
+def test_end_user_sees_no_run_when_it_is_not_theirs(client: TestClient):
+    _login(client, "eve")
+
+    assert 'id="run-missing"' in client.get(f"/runs/{RUN}").text
+    assert RUN not in client.get("/").text
+
+
+def test_approve_is_refused_when_csrf_token_is_missing_or_origin_is_foreign(client: TestClient):
+    _login(client, "alice")
+    url = f"/runs/{RUN}/approvals/approval-tool-call-031"
+    csrf = client.get(f"/runs/{RUN}").text.split('name="csrf" value="')[1].split('"')[0]
+
+    missing = client.post(url, data={"decision": "approve"}, headers={"accept": "application/json"})
+    foreign = client.post(url, data={"decision": "approve", "csrf": csrf},
+                          headers={"accept": "application/json", "origin": "http://evil.test"})
+
+    assert missing.status_code == 403 and foreign.status_code == 403
+    assert "CSRF" in missing.json()["message"]
+
+
+def test_forged_session_cookie_is_ignored_when_signature_is_wrong(client: TestClient):
+    _session, value = SessionSigner(b"x" * 32).issue(Identity("mallory", ("supervisor",)), 2_000_000_000)
+    client.cookies.set(SESSION_COOKIE, value)
+
+    assert client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_session_expires_when_ttl_has_passed():
+    signer = SessionSigner(SECRET, ttl_s=60)
+    session, value = signer.issue(Identity("alice", ("support_agent",)), 1000)
+
+    assert signer.read(value, 1059) == session
+    assert signer.read(value, 1060) is None
+    assert signer.read(value[:-2] + "xx", 1001) is None
+
+
+def test_run_fragment_escapes_markup_when_summary_holds_html():
+    state = Scenario().given(create(), propose_refund()).s
+    approval = state.approvals["approval-tool-call-031"].model_copy(update={"summary": "<script>alert(1)</script>"})
+    state = state.model_copy(update={"approvals": {approval.approvalId: approval}})
+
+    fragment = run_fragment(user_view(state, Viewer("alice", ("support_agent",))), "tok")
+
+    assert "<script>" not in fragment and "&lt;script&gt;" in fragment
+
+
+def test_sse_prefixes_every_line_when_data_spans_lines():
+    assert sse("view", "a\nb") == "event: view\ndata: a\ndata: b\n\n"
