@@ -100,7 +100,7 @@ def redrive(kafka: KafkaSettings, dlq_topic: str, plan: list[DeadLetter]) -> int
         target, partition = letter.reasons["topic"], letter.reasons["partition"]
         producer.produce(target, letter.record.value, letter.record.key,  # back to its own partition
                          partition=int(partition) if partition.isdigit() else -1,
-                         headers=letter.original_headers + [(FROM, letter.position.encode())])
+                         headers=[*letter.original_headers, (FROM, letter.position.encode())])  # type: ignore[list-item]
         producer.produce(dlq_topic, None, letter.record.key,
                          headers=[(MARK, letter.position.encode()), (MARK_TO, target.encode()), (MARK_AT, at)])
     try:

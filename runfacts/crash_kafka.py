@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 
 from runfacts.crash_workload import Input
 from runfacts.devenv import REPO
+from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
@@ -28,7 +29,8 @@ def provision(bootstrap: str, names: TopicNames, partitions: int) -> None:
 
 def produce(bootstrap: str, topic: str, inputs: Iterable[Input]) -> int:
     """Produce inputs in order (idempotent producer: no duplicates from retries); returns the count."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                         **PRODUCER_PARTITIONING})  # murmur2, as every runfacts producer
     count = 0
     for item in inputs:
         producer.produce(topic, item.value, item.key, headers=list(item.headers) or None)

@@ -8,7 +8,8 @@ decide nothing. `verdict` compares that with what the topics hold:
 - the events topic has exactly the expected events per run, in order, with the same
   eventIds and contents — no duplicate, no gap. At-least-once may repeat an event
   (byte-identical, same eventId); it is counted, and the first copies must equal the oracle;
-- the last run.state record of every run equals the oracle state;
+- the last run.state record of every run equals the oracle state, and its last user view
+  equals the view of that state (when the worker publishes views);
 - one dead letter per expected one (at-least-once: per distinct input position);
 - counts balance: records in = processed + rejected + dead-lettered + deduplicated, where
   processed and rejected are counted from the events topic.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,8 @@ from runfacts.processors.run_state import RunState
 from runfacts.schemas import codec
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.errors import InvalidInput
+
+Publish = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 
 
 @dataclass
@@ -98,7 +101,8 @@ class Verdict:
 
 
 def verdict(expected: Expected, events: list[LogRecord], states: list[LogRecord], dead: list[LogRecord],
-            commands_topic: str, *, allow_duplicates: bool = False) -> Verdict:
+            commands_topic: str, *, allow_duplicates: bool = False, views: list[LogRecord] | None = None,
+            publish: Publish | None = None) -> Verdict:
     """Compare the topics' contents with the oracle (see the module docstring)."""
     problems: list[str] = []
     firsts, duplicates = _first_copies(events, problems)
@@ -106,6 +110,8 @@ def verdict(expected: Expected, events: list[LogRecord], states: list[LogRecord]
         problems.append(f"{duplicates} duplicate event(s) under exactly-once")
     problems += _event_problems(expected, firsts)
     problems += _state_problems(expected, states)
+    if views is not None and publish is not None:
+        problems += view_problems(expected, views, publish)
     letters = {(_header(r, "dlq.partition"), _header(r, "dlq.offset")): r for r in dead
                if _header(r, "dlq.topic") == commands_topic}
     if len(letters) != expected.counts["dead_lettered"] or (len(dead) != len(letters) and not allow_duplicates):
@@ -164,6 +170,21 @@ def _state_problems(expected: Expected, states: list[LogRecord]) -> list[str]:
             got = last.get(run, {}).get("version")
             problems.append(f"{run}: last run.state (version {got}) differs from the oracle "
                             f"(version {None if want is None else want.version})")
+    return problems
+
+
+def view_problems(expected: Expected, views: list[LogRecord], publish: Publish) -> list[str]:
+    """The last view record of every run is the view of the oracle state, byte for byte."""
+    last = {r.key: r.value for r in views}
+    problems = []
+    for run, state in sorted(expected.states.items()):
+        want = {key: value for _, key, value in publish(state)}
+        for key, value in want.items():
+            if last.get(key, b"<missing>") != value:
+                problems.append(f"{run}: last user view differs from the view of the oracle state")
+    strays = set(last) - {k for s in expected.states.values() for _, k, _ in publish(s)}
+    if strays:
+        problems.append(f"user views for runs the oracle does not know: {sorted(map(str, strays))[:3]}")
     return problems
 
 

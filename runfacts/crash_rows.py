@@ -115,11 +115,11 @@ def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -
         if code not in (0, None, -9):
             extra = [*(extra or []), f"{worker.name} exited {code} on SIGTERM; see {worker.log()}"]
     final = stage.check(allow_duplicates=row.guarantee == ALO)
-    problems = final.problems + (extra or [])
+    problems = final.problems + (extra or []) + stage.audit()
     dups = final.numbers.get("duplicate_events", 0)
     tail = (f"{dups} duplicated event(s), same eventId + bytes, none lost" if row.guarantee == ALO
-            else "no duplicate, no gap, state = oracle")
-    return Finished(f"{what}; {tail}; {final.summary()}", problems, final.numbers)
+            else "no duplicate, no gap, state + view = oracle")
+    return Finished(f"{what}; {tail}; audit chain verifies; {final.summary()}", problems, final.numbers)
 
 
 def _killed(row: Row, marker: str) -> str:
@@ -145,8 +145,8 @@ def between_scenario(row: Row, stage: Stage) -> Finished:
 
     inputs = workload(stage.prefix, stage.lab.runs)
     stage.provision().send(inputs[:20])
-    decider = stage.worker("decider", guarantee=row.guarantee, RUNFACTS_COMMIT_INTERVAL_MS="5000",
-                           RUNFACTS_COMMIT_EVERY="1000")
+    decider = stage.worker("decider", guarantee=row.guarantee,
+                           env={"RUNFACTS_COMMIT_INTERVAL_MS": "5000", "RUNFACTS_COMMIT_EVERY": "1000"})
     decider.start()
     produced = lambda: snapshot(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
     wait_until(lambda: len(produced()) > 0, 60, "the first uncommitted outputs", 0.1)
@@ -162,7 +162,7 @@ def restore_scenario(row: Row, stage: Stage) -> Finished:
     inputs = workload(stage.prefix, stage.lab.runs)
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
-    decider = stage.worker("decider", RUNFACTS_RESTORE_BATCH="5")
+    decider = stage.worker("decider", env={"RUNFACTS_RESTORE_BATCH": "5"})
     decider.start()
     stage.settle()
     decider.stop()
@@ -187,7 +187,7 @@ def relay_scenario(row: Row, stage: Stage) -> Finished:
         harness.send(*_relay_commands(stage))
     finally:
         harness.close()
-    stage.worker("decider", **FAST_COMMITS).start()
+    stage.worker("decider", env=FAST_COMMITS).start()
     first = stage.relay(stage.dir / "harness.db", table, row.point, row.after)
     code = first.wait(60)
     second = stage.relay(stage.dir / "harness.db", table)
@@ -220,10 +220,11 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     args = ArgsStore.open(stage.dir / "args.db")
     stage.send(_refund_inputs(stage, args))
     args.close()
-    stage.worker("decider", **FAST_COMMITS).start()
+    stage.worker("decider", env=FAST_COMMITS).start()
     dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
-        "provider_url": url, "args_store": str(stage.dir / "args.db")}, RUNFACTS_CONSUME_BATCH="1",
-        RUNFACTS_TRANSACTION_TIMEOUT_MS="30000", RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **FAST_COMMITS)
+        "provider_url": url, "args_store": str(stage.dir / "args.db")}, env={
+        "RUNFACTS_CONSUME_BATCH": "1", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "30000",
+        "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000", **FAST_COMMITS})
     marker = dispatcher.start(row.point, row.after).wait_killed()
     executed_at_crash = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
     dispatcher.start()
@@ -290,8 +291,8 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
     group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
-    a = stage.worker("a", static=False, RUNFACTS_CONSUMER=group)
-    b = stage.worker("b", static=False, RUNFACTS_CONSUMER=group)
+    a = stage.worker("a", static=False, env={"RUNFACTS_CONSUMER": group})
+    b = stage.worker("b", static=False, env={"RUNFACTS_CONSUMER": group})
     a.start(row.point, row.after)
     stage.settle(timeout_s=60)
     b.start()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import DEVNULL, Popen
@@ -23,6 +23,8 @@ from runfacts.crash_workload import Input
 from runfacts.crashpoints import arm
 from runfacts.logread import snapshot
 from runfacts.processors.decider_app import DeciderShell, decide_context
+from runfacts.projections.user_view import publisher
+from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
 DECIDER_APP = "runfacts.processors.decider_app:decider_app"
@@ -72,9 +74,11 @@ class Stage:
         return produce(self.bootstrap, self.names.commands, inputs)
 
     def worker(self, name: str, app: str = DECIDER_APP, guarantee: str = "exactly_once",
-               params: dict[str, str] | None = None, static: bool = True, **env: str) -> Worker:
+               params: Mapping[str, str] | None = None, static: bool = True,
+               env: Mapping[str, str] | None = None) -> Worker:
+        """A worker of this stage (not started); `env` adds to the engine settings of the matrix."""
         worker = Worker(name, app, {"prefix": self.prefix, **(params or {})}, self.bootstrap, self.dir,
-                        guarantee, {**ENGINE_ENV, **env}, static)
+                        guarantee, {**ENGINE_ENV, **(env or {})}, static)
         self.workers.append(worker)
         return worker
 
@@ -96,11 +100,26 @@ class Stage:
     def check(self, *, allow_duplicates: bool = False) -> Verdict:
         """Snapshot commands, events, state and dead letters; the oracle's verdict on them."""
         n = self.names
-        logs = snapshot(self.bootstrap, [n.commands, n.events, n.state, n.dlq])
+        logs = snapshot(self.bootstrap, [n.commands, n.events, n.state, n.dlq, n.user_view])
         self.expected = expect(logs[n.commands], self.shell)
         self.last = verdict(self.expected, logs[n.events], logs[n.state], logs[n.dlq], n.commands,
-                            allow_duplicates=allow_duplicates)
+                            allow_duplicates=allow_duplicates, views=logs[n.user_view],
+                            publish=publisher(n.user_view))
         return self.last
+
+    def audit(self) -> list[str]:
+        """Build the audit chain from the events log (the audit replay into `<prefix>.audit`),
+        then verify it with `runfacts audit verify`'s check; its findings, if any."""
+        from runfacts.projections.audit_verify import VerifySettings, verify
+        from runfacts.projections.replay import ReplaySettings, replay
+
+        kafka = KafkaSettings(bootstrap_servers=self.bootstrap, topic_prefix=self.prefix)
+        replay(kafka, ReplaySettings("audit", self.names.audit, self.names.events))
+        report = verify(kafka, VerifySettings(events_topic=self.names.events, audit_topic=self.names.audit))
+        found = [f"audit: {f}" for f in report.findings]
+        if report.runs_verified != len(self.expected.events):
+            found.append(f"audit: {report.runs_verified} chains verified, oracle has {len(self.expected.events)} runs")
+        return found
 
     def settle(self, *, allow_duplicates: bool = False, ready: Ready | None = None,
                timeout_s: float | None = None, supervise: tuple[Worker, ...] = ()) -> Verdict:

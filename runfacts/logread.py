@@ -64,7 +64,13 @@ def _drain(consumer: Consumer, open_parts: set[tuple[str, int]], found: dict[str
             if msg.error() is not None:
                 open_parts.discard((msg.topic(), msg.partition()))
                 continue
-            found[msg.topic()].append(LogRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(),
-                                                msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1]))
+            record = _record(msg)
+            found[record.topic].append(record)
+
+
+def _record(msg: Any) -> LogRecord:
+    headers = tuple((str(k), v if isinstance(v, bytes) else b"") for k, v in msg.headers() or ())
+    return LogRecord(str(msg.topic()), int(msg.partition()), int(msg.offset()), msg.key(), msg.value(), headers,
+                     int(msg.timestamp()[1]))
 
 

@@ -9,28 +9,33 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from fuzz_support import APP, NAMES, SHELL, T0, T0_MS
+from fuzz_support import NAMES, SHELL, T0, T0_MS
 
 from runfacts.crash_oracle import Expected, expect, ledger_problems, verdict
 from runfacts.crash_workload import ticking, workload
 from runfacts.logread import LogRecord
+from runfacts.processors.decider_app import DeciderShell
 from runfacts.processors.testdriver import TestDriver
+from runfacts.projections.user_view import publisher
+
+VIEWS = DeciderShell(NAMES, SHELL.ctx, views=(publisher(NAMES.user_view),)).application()
 
 
 def _played(runs: int = 3) -> tuple[list[LogRecord], dict[str, list[LogRecord]]]:
-    """The workload as a commands log, and what the shell made of it (events, state, dlq)."""
-    driver = TestDriver(APP, start_ms=T0_MS)
+    """The workload as a commands log, and what the shell made of it (events, state, views, dlq)."""
+    driver = TestDriver(VIEWS, start_ms=T0_MS)
     log = []
     for offset, item in enumerate(workload("or", runs, ticking(T0))):
         driver.pipe(NAMES.commands, item.value, item.key, headers=list(item.headers) or None)
         log.append(LogRecord(NAMES.commands, 0, offset, item.key, item.value, item.headers, T0_MS))
     out = {t: [LogRecord(t, 0, r.offset, r.key, r.value, tuple(r.headers or ()), T0_MS)
-               for r in driver.outputs(t)] for t in (NAMES.events, NAMES.state, NAMES.dlq)}
+               for r in driver.outputs(t)] for t in (NAMES.events, NAMES.state, NAMES.dlq, NAMES.user_view)}
     return log, out
 
 
 def _judge(log: list[LogRecord], out: dict[str, list[LogRecord]], **kw: bool):
-    return verdict(expect(log, SHELL), out[NAMES.events], out[NAMES.state], out[NAMES.dlq], NAMES.commands, **kw)
+    return verdict(expect(log, SHELL), out[NAMES.events], out[NAMES.state], out[NAMES.dlq], NAMES.commands,
+                   views=out[NAMES.user_view], publish=publisher(NAMES.user_view), **kw)
 
 
 def test_verdict_passes_when_topics_hold_what_the_shell_produced() -> None:
@@ -75,6 +80,13 @@ def test_verdict_names_the_run_when_its_last_state_is_stale() -> None:
     stale = out[NAMES.state].pop()
     problems = _judge(log, out).problems
     assert any(p.startswith(f"{stale.key.decode()}: last run.state") for p in problems), problems  # type: ignore[union-attr]
+
+
+def test_verdict_names_the_run_when_its_last_user_view_is_stale() -> None:
+    log, out = _played()
+    stale = out[NAMES.user_view].pop()
+    problems = _judge(log, out).problems
+    assert problems == [f"{stale.key.decode()}: last user view differs from the view of the oracle state"]  # type: ignore[union-attr]
 
 
 def test_counts_do_not_balance_when_a_dead_letter_is_lost() -> None:
