@@ -9,9 +9,10 @@ dead-lettered + deduplicated. 10^4 cases here (RUNFACTS_FUZZ_SCALE=10 for 10^5: 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 
-from fuzz_support import T0, Probe, fuzz_settings, mutated_command, text
+from fuzz_support import T0, Outcome, Probe, fuzz_settings, mutated_command, text
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -101,55 +102,77 @@ def test_record_ends_dead_lettered_with_readable_reason_when_bytes_are_bad(case:
     probe.balanced()
 
 
-TROUBLES = ["unknown_approval", "double_resume", "stale_version", "approval_after_cancel",
-            "retry_result_unknown", "redelivery", "forged_timer", "mutated"]
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
+CALL = f"call-{RUN}"
+DECISIONS = st.sampled_from(["approve", "reject"])
+Trouble = Callable[[Probe, list, st.DataObject], tuple[str, Outcome]]  # -> (expected reason, outcome)
+
+
+def _unknown_approval(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    approval = data.draw(text(min_size=1).filter(lambda a: a != f"approval-{CALL}"))
+    probe.given(*story[:3])
+    return "unknown_approval", probe.feed(probe.commands.resume(RUN, CALL, approval=approval))
+
+
+def _double_resume(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    probe.given(*story[:4])
+    return "approval_already_decided", probe.feed(probe.commands.resume(RUN, CALL, data.draw(DECISIONS)))
+
+
+def _stale_version(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    probe.given(*story[:data.draw(st.integers(1, 6))])
+    version = json.loads(probe.driver.read_store("runs")[RUN.encode()])["version"]
+    expected = data.draw(st.integers(-1, 40).filter(lambda v: v != version))
+    return "stale_version", probe.feed(probe.commands.make(cmd.CancelRun, RUN, USER, expected=expected, reason="x"))
+
+
+def _approval_after_cancel(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    probe.given(*story[:3], probe.commands.cancel(RUN))
+    return "run_cancelled", probe.feed(probe.commands.resume(RUN, CALL, data.draw(DECISIONS)))
+
+
+def _retry_result_unknown(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    probe.given(*story[:6])
+    return "result_unknown_needs_reconciliation", probe.feed(probe.commands.retry(RUN, CALL))
+
+
+def _redelivery(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    upto = data.draw(st.integers(1, len(story)))
+    probe.given(*story[:upto])
+    outcome = probe.feed(story[upto - 1])
+    assert outcome.kind == "deduplicated", outcome
+    return "", outcome
+
+
+def _forged_timer(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    probe.given(*story[:data.draw(st.integers(1, 8))])
+    kind = data.draw(st.sampled_from(["approval_expiry", "reconciliation_deadline", "wall_budget"]))
+    target = data.draw(st.sampled_from([f"approval-{CALL}", CALL, RUN]))
+    due = T0 + timedelta(days=data.draw(st.integers(0, 400)))
+    outcome = probe.feed(probe.commands.make(cmd.FireTimer, RUN, TIMER_ACTOR, timerId=f"{kind}:{target}", kind=kind,
+                                             targetId=target, dueAt=due))
+    assert outcome.kind == "dead_lettered" and "timer.fire is internal" in outcome.reason, outcome
+    return "", outcome
+
+
+def _mutated(probe: Probe, story: list, data: st.DataObject) -> tuple[str, Outcome]:
+    upto = data.draw(st.integers(1, len(story) - 1))
+    probe.given(*story[:upto])
+    return "", probe.feed(data.draw(mutated_command(data.draw(st.sampled_from(story[upto:])))))
+
+
+TROUBLES: dict[str, Trouble] = {
+    "unknown_approval": _unknown_approval, "double_resume": _double_resume, "stale_version": _stale_version,
+    "approval_after_cancel": _approval_after_cancel, "retry_result_unknown": _retry_result_unknown,
+    "redelivery": _redelivery, "forged_timer": _forged_timer, "mutated": _mutated,
+}
 
 
 @fuzz_settings(4_000)
-@given(st.sampled_from(TROUBLES), st.data())
+@given(st.sampled_from(sorted(TROUBLES)), st.data())
 def test_invalid_command_ends_rejected_with_reason_when_state_forbids_it(trouble: str, data: st.DataObject) -> None:
     probe = Probe()
-    c, call = probe.commands, f"call-{RUN}"
-    story = refund_story(c, RUN)
-    if trouble == "unknown_approval":
-        approval = data.draw(text(min_size=1).filter(lambda a: a != f"approval-{call}"))
-        probe.given(*story[:3])
-        expect = ("unknown_approval", probe.feed(c.resume(RUN, call, approval=approval)))
-    elif trouble == "double_resume":
-        probe.given(*story[:4])
-        decision = data.draw(st.sampled_from(["approve", "reject"]))
-        expect = ("approval_already_decided", probe.feed(c.resume(RUN, call, decision)))
-    elif trouble == "stale_version":
-        probe.given(*story[:data.draw(st.integers(1, 6))])
-        version = json.loads(probe.driver.read_store("runs")[RUN.encode()])["version"]
-        expected = data.draw(st.integers(-1, 40).filter(lambda v: v != version))
-        expect = ("stale_version", probe.feed(c.make(cmd.CancelRun, RUN, USER, expected=expected, reason="x")))
-    elif trouble == "approval_after_cancel":
-        probe.given(*story[:3], c.cancel(RUN))
-        expect = ("run_cancelled", probe.feed(c.resume(RUN, call, data.draw(st.sampled_from(["approve", "reject"])))))
-    elif trouble == "retry_result_unknown":
-        probe.given(*story[:6])
-        expect = ("result_unknown_needs_reconciliation", probe.feed(c.retry(RUN, call)))
-    elif trouble == "redelivery":
-        upto = data.draw(st.integers(1, len(story)))
-        probe.given(*story[:upto])
-        expect = ("", probe.feed(story[upto - 1]))
-        assert expect[1].kind == "deduplicated", expect
-    elif trouble == "forged_timer":
-        probe.given(*story[:data.draw(st.integers(1, 8))])
-        kind = data.draw(st.sampled_from(["approval_expiry", "reconciliation_deadline", "wall_budget"]))
-        target = data.draw(st.sampled_from([f"approval-{call}", call, RUN]))
-        outcome = probe.feed(c.make(cmd.FireTimer, RUN, TIMER_ACTOR, timerId=f"{kind}:{target}", kind=kind,
-                                    targetId=target, dueAt=T0 + timedelta(days=data.draw(st.integers(0, 400)))))
-        assert outcome.kind == "dead_lettered" and "timer.fire is internal" in outcome.reason, outcome
-        expect = ("", outcome)
-    else:
-        upto = data.draw(st.integers(1, len(story) - 1))
-        probe.given(*story[:upto])
-        victim = data.draw(mutated_command(data.draw(st.sampled_from(story[upto:]))))
-        expect = ("", probe.feed(victim))
-    reason, outcome = expect
+    reason, outcome = TROUBLES[trouble](probe, refund_story(probe.commands, RUN), data)
     if reason:
         assert (outcome.kind, outcome.reason) == ("rejected", reason), (trouble, outcome)
     probe.still_running()
