@@ -158,21 +158,22 @@ def between_scenario(row: Row, stage: Stage) -> Finished:
 
 
 def restore_scenario(row: Row, stage: Stage) -> Finished:
-    """Half the inputs, clean stop, local store lost; the restore is killed midway, then resumes."""
+    """Half the inputs, kill -9, local store lost; the restarted worker is killed again mid-restore,
+    and the next start resumes the restore."""
     inputs = workload(stage.prefix, stage.lab.runs)
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
     decider = stage.worker("decider", env={"RUNFACTS_RESTORE_BATCH": "5"})
     decider.start()
     stage.settle()
-    decider.stop()
+    decider.kill()
     shutil.rmtree(decider.state_dir)  # a new host: everything comes back from the changelogs
     stage.send(inputs[half:])
     marker = decider.start(row.point, row.after).wait_killed()
     decider.start()
     stage.settle()
     extra = [] if decider.recovered(row.recovery) else [f"second restore did not log {row.recovery!r}"]
-    return _finish(row, stage, f"store deleted; {_killed(row, marker)} during restore; "
+    return _finish(row, stage, f"killed -9, store deleted; restart {_killed(row, marker)} during restore; "
                                "restore resumed", extra)
 
 
