@@ -17,7 +17,10 @@ app = typer.Typer(help="The simulated payment provider (refunds, faults, ledger)
 
 @app.command("serve")
 def serve_command(
-    port: Annotated[int, typer.Option(help="TCP port on 127.0.0.1 (0 picks a free one).")] = 8480,
+    port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 8480,
+    host: Annotated[str, typer.Option(help="Interface; the test-control API (/_faults, /_ledger, "
+                                           "/_settle) has no key, so expose it only on a private "
+                                           "network (e.g. compose's).")] = "127.0.0.1",
     ledger: Annotated[Path | None, typer.Option(help="JSON-lines ledger file.")] = None,
     api_key_file: Annotated[
         Path | None, typer.Option(help="API key file (default: $RUNFACTS_PAYMENT_API_KEY).")
@@ -29,5 +32,5 @@ def serve_command(
         key = api_key_from(dict(os.environ), api_key_file)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    serve(SimSettings(api_key=key, port=port, ledger_path=ledger,
+    serve(SimSettings(api_key=key, host=host, port=port, ledger_path=ledger,
                       max_amount_minor=max_amount_minor))

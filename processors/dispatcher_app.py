@@ -12,6 +12,9 @@ Per event record (all in the engine's transaction for the batch):
    events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
    timers, so no call ever sleeps inside a transaction.
 The engine commits commands, the `runs`/`progress` stores and the input offset atomically.
+Telemetry (only when enabled): one span per event the dispatcher acts on, child of the trace
+context in the event's headers (the run decider's span); its `traceparent` goes on every
+command it sends for that event, so command -> event -> dispatch -> command is one trace.
 Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing recorded)
 and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
 the `dispatching` event is read again by the next incarnation, whose epochs differ:
@@ -31,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from runfacts import telemetry as telemetry_hooks
 from runfacts.connectors.adapters import ToolAdapter, ToolOutcome, ToolRequest
 from runfacts.connectors.args_store import ArgsMissing, ArgsTampered
 from runfacts.crashpoints import crash_point
@@ -80,8 +84,10 @@ class DispatcherShell:
 
     def __init__(self, settings: DispatcherSettings, adapters: Mapping[str, ToolAdapter],
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
-                 crash: Callable[[str], None] = crash_point) -> None:
+                 crash: Callable[[str], None] = crash_point,
+                 telemetry: telemetry_hooks.Telemetry | None = None) -> None:
         self.settings = settings
+        self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
         self.args = args
         self.clock = clock
@@ -91,6 +97,7 @@ class DispatcherShell:
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
         self._sent = 0
         self._cause: str | None = None
+        self._trace: list[tuple[str, bytes]] = []
 
     # --- engine hooks -----------------------------------------------------------------
 
@@ -112,9 +119,18 @@ class DispatcherShell:
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())
-        self._sent, self._cause = 0, event.eventId
-        for work in core.work_for(event, run, self.settings.incarnation):
-            self._do(work, run, ctx, event.correlationId)
+        self._sent, self._cause, self._trace = 0, event.eventId, []
+        works = core.work_for(event, run, self.settings.incarnation)
+        tel = self.telemetry
+        if not works or not tel.enabled:
+            for work in works:
+                self._do(work, run, ctx, event.correlationId)
+            return
+        with tel.span(f"dispatcher handle {event.eventType}", parent=record.headers,
+                      attributes=_span_attributes(event, works)) as span:
+            self._trace = span.headers()
+            for work in works:
+                self._do(work, run, ctx, event.correlationId)
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
         """A retry, reconciliation lookup or verification poll fell due."""
@@ -124,7 +140,7 @@ class DispatcherShell:
         call = run.toolCalls.get(call_id) if run is not None else None
         if run is None or call is None:
             return
-        self._sent, self._cause = 0, None
+        self._sent, self._cause, self._trace = 0, None, []
         progress = self._progress(ctx, run.runId, call, run.runId)
         if kind == "retry" and self._retry_due(call, progress):
             self._retry(call, progress, run, ctx)
@@ -285,7 +301,7 @@ class DispatcherShell:
                                 causationId=self._cause, payload=d.payload)
             self._sent += 1
             ctx.emit(self.settings.names.commands, run_id.encode(), self.codec.encode(command),
-                     self.codec.headers(command))
+                     self.codec.headers(command) + self._trace)
             log.info("sent %s for %s/%s", command.commandType, run_id,
                      getattr(d.payload, "toolCallId", "?"))
 
@@ -298,6 +314,14 @@ class DispatcherShell:
             process=self.process, on_timer=self.on_timer, stores=("runs", "progress"),
             dead_letter_topic=names.dlq,
         )
+
+
+def _span_attributes(event: EventBase, works: list[core.Work]) -> dict[str, str]:
+    return {"runfacts.run_id": event.runId, "runfacts.event_id": event.eventId,
+            "runfacts.event_type": event.eventType, "runfacts.correlation_id": event.correlationId,
+            "runfacts.causation_id": event.causationId or "",
+            "runfacts.work": ",".join(type(w).__name__ for w in works),
+            "runfacts.tool_call_ids": ",".join(sorted({w.call.toolCallId for w in works}))}
 
 
 def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
@@ -315,6 +339,7 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
         raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
     engine = load_settings()
     name = app_name(prefix)
+    telemetry_hooks.configure_from_env(name)
     incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
     adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,

@@ -1,36 +1,16 @@
-"""`runfacts dispatcher ...`: run the tool dispatcher worker; store a call's arguments."""
+"""`runfacts dispatcher put-args`: store a call's arguments (run the worker: `runfacts worker dispatcher`)."""
 
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from typing import Annotated
 
 import typer
 
-from runfacts.processors.worker import run
-
-app = typer.Typer(help="The tool dispatcher: executes authorized tool calls, reconciles unknown outcomes.",
+app = typer.Typer(help="The tool dispatcher's argument store (the worker: `runfacts worker dispatcher`).",
                   no_args_is_help=True)
 
 Store = Annotated[str, typer.Option(help="SQLite file of the argument store (the harness's database)")]
-
-
-@app.command("run")
-def run_command(
-    args_store: Store,
-    prefix: Annotated[str, typer.Option(help="topic prefix")] = "runfacts",
-    provider_url: Annotated[str, typer.Option(help="payment provider (default $RUNFACTS_PAYMENT_URL)")] = "",
-    capabilities: Annotated[str, typer.Option(help="capability manifest TOML (default: packaged)")] = "",
-    instance: Annotated[str, typer.Option(help="actor subjectId (default $RUNFACTS_INSTANCE_ID)")] = "",
-) -> None:
-    """Run the dispatcher until SIGTERM (engine settings from RUNFACTS_* variables)."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    params = [f"prefix={prefix}", f"args_store={args_store}", f"provider_url={provider_url}",
-              f"capabilities={capabilities}", f"instance={instance}"]
-    raise typer.Exit(run("runfacts.processors.dispatcher_app:dispatcher_app", params))
 
 
 @app.command("put-args")

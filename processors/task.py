@@ -78,18 +78,20 @@ class Context:
         return TypedStore(self.store(name), key, value)
 
     def emit(self, topic: str, key: Any, value: Any,
-             headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Send an output record in the current transaction (serialized by the topic's Sink)."""
+             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
+        """Send an output record in the current transaction (serialized by the topic's Sink);
+        `partition` pins it (default: the producer's murmur2 of the key)."""
         sink = self._sinks.get(topic)
         if sink is not None:
             key, value = sink.key_serializer(key), sink.value_serializer(value)
+        pinned = {} if partition is None else {"partition": partition}
         try:
             if headers is None:
-                self._produce(topic, value, key)
+                self._produce(topic, value, key, **pinned)
             else:
-                self._produce(topic, value, key, headers=headers)
+                self._produce(topic, value, key, headers=headers, **pinned)
         except BufferError:
-            send(self._out, topic, value, key, headers=headers)
+            send(self._out, topic, value, key, headers=headers, **pinned)
 
     def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
         """Fire `on_timer` for (key, timer_id) at wall-clock due_ms (replaces an earlier one)."""

@@ -165,6 +165,41 @@ def encode(view: State) -> bytes:
     return schema().write_attrs(trajectory_of(view))
 
 
+def decode(body: bytes) -> State:
+    """The state an `encode`d (unframed) body came from: the live projector stores these."""
+    return state_of(schema().read(body, 0))
+
+
+def state_of(values: dict[str, Any]) -> State:
+    """The State of a decoded Trajectory record (the record holds every field of the state)."""
+    run = RunPart(values["status"], values["goalRef"], values["createdAt"], values["endedAt"],
+                  values["outcome"], _feedback(values["feedback"]),
+                  tuple(Turn(**t) for t in values["turns"]))
+    return State(values["runId"], run, tuple(_step(s) for s in values["steps"]),
+                 Budget(**values["budgetUsed"]), values["eventCount"], values["lastEventId"],
+                 values["lastOccurredAt"])
+
+
+def _step(v: dict[str, Any]) -> Step:
+    reasoning, approval = v["reasoning"], v["approval"]
+    return Step(
+        v["index"], v["turnId"], v["turnNumber"],
+        None if reasoning is None else Reasoning(**{**reasoning, "evidenceRefs": tuple(reasoning["evidenceRefs"])}),
+        _maybe(Action, v["action"]),
+        None if approval is None else Approval(**{**approval,
+                                                  "decidedByRoles": tuple(approval["decidedByRoles"])}),
+        _maybe(Execution, v["execution"]), _maybe(Verification, v["verification"]),
+        _feedback(v["feedback"]), Budget(**v["budgetUsed"]))
+
+
+def _maybe(cls: Any, value: dict[str, Any] | None) -> Any:
+    return None if value is None else cls(**value)
+
+
+def _feedback(values: list[dict[str, Any]]) -> tuple[Feedback, ...]:
+    return tuple(Feedback(**f) for f in values)
+
+
 def as_json(view: State) -> dict[str, Any]:
     """The trajectory as the JSON object of the export format (field names as in the schema)."""
     return _plain(trajectory_of(view))

@@ -8,7 +8,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `runfacts-outbox-*`   |
-| dashboard    | view.user                  | commands                       | group `<prefix>-dashboard*`  |
+| dashboard    | view.user, state, events   | commands                       | group `<prefix>-dashboard*`  |
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 
@@ -84,7 +84,9 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),
         engine("dispatcher", (n.events,), (n.commands, n.dlq)),
         relay,
-        client("dashboard", (n.user_view,), (n.commands,)),
+        # the user role's views; operators'/auditors' views, run owners and the State commands are
+        # built from; the decider's answers (events whose causationId is the command)
+        client("dashboard", (n.user_view, n.state, n.events), (n.commands,)),
         client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
         client("auditor", (n.audit, n.trajectory, n.events), ()),
     ]

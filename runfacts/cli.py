@@ -24,6 +24,7 @@ from runfacts.projections import cli as projections_cli
 from runfacts.schemas.cli import app as schemas_app
 from runfacts.schemas.errors import RunfactsError
 from runfacts.security_cli import app as security_app
+from runfacts.worker_cli import app as worker_app
 
 app = typer.Typer(
     name="runfacts",
@@ -40,6 +41,7 @@ app.add_typer(provider_app, name="provider")
 app.add_typer(engine_app, name="engine")
 app.add_typer(security_app, name="security")
 app.add_typer(dispatcher_app, name="dispatcher")
+app.add_typer(worker_app, name="worker")
 app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
 app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
@@ -69,11 +71,10 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        from click import ClickException
-
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        # typer bundles its own click (typer._click), so match click's exception by shape
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
 
 

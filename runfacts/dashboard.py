@@ -6,11 +6,15 @@ Routes:
 - GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
   `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
 - POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
-  required; a command is built from the State the page shows (expectedVersion, argsHash),
-  signed approval token when keys are configured, actor = the session's user with
-  authSource "dashboard"; the answer is the decider's outcome (JSON for the page's script).
-Nothing here changes a view: the banner goes away only when the feed delivers a State
-without it.
+  required; a command is built from the run's State (argsHash) at the version of the view the
+  page shows (expectedVersion), signed approval token when keys are configured, actor = the
+  session's user with authSource "dashboard"; the answer is the decider's outcome (JSON for
+  the page's script).
+What a page shows is the projections' user view: for the user role exactly the record the
+run decider published to the user-view topic (the `views` feed), for operators and auditors
+`user_view(state, role)` over the run-state topic (the `states` feed, which also says whose
+run it is). Nothing here changes a view: the banner goes away only when the feed delivers a
+view without it.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from runfacts.dashboard_feed import ViewFeed
 from runfacts.identity import AuthenticationFailed, UserDirectory
 from runfacts.processors.policy import Policy, allowed_command_types
 from runfacts.processors.run_state import RunState
-from runfacts.run_views import Viewer, user_view
+from runfacts.run_views import Viewer, page_view, view_of
 from runfacts.runlog import CommandClient
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import InfrastructureError
@@ -66,9 +70,11 @@ Build = Callable[[RunState, Session, Any], CommandBase]
 
 @dataclass
 class Dashboard:
-    """What the app needs: the feed of State, the users, the session signer, the command client."""
+    """What the app needs: the user-view and run-state feeds, the users, the session signer, the
+    command client."""
 
-    feed: ViewFeed
+    views: ViewFeed  # the user-view topic (decode_view): what the user role sees
+    states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
     users: UserDirectory
     signer: SessionSigner
     commands: CommandClient
@@ -131,13 +137,12 @@ class _Pages:
 
     def visible(self, session: Session) -> list[dict[str, Any]]:
         viewer = _viewer(session, self.d.policy)
-        views = (user_view(s, viewer) for s in list(self.d.feed.states.values()))
+        runs = list(_feed(self.d, viewer).states)
+        views = (shown(self.d, viewer, run_id) for run_id in runs)
         return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
 
     def run_html(self, session: Session, run_id: str) -> str:
-        state = self.d.feed.get(run_id)
-        view = None if state is None else user_view(state, _viewer(session, self.d.policy))
-        return html.run_fragment(view, session.csrf)
+        return html.run_fragment(shown(self.d, _viewer(session, self.d.policy), run_id), session.csrf)
 
     async def index(self, request: Request) -> Response:
         session = self.session_of(request)
@@ -160,9 +165,10 @@ class _Pages:
         if session is None:
             return Response("sign in first", 401)
         run_id = request.path_params.get("run_id")
+        feed = _feed(self.d, _viewer(session, self.d.policy))
         if run_id is None:
-            return _sse(self.d, None, lambda: html.runs_fragment(self.visible(session)))
-        return _sse(self.d, run_id, lambda: self.run_html(session, run_id))
+            return _sse(feed, self.d.keepalive_s, None, lambda: html.runs_fragment(self.visible(session)))
+        return _sse(feed, self.d.keepalive_s, run_id, lambda: self.run_html(session, run_id))
 
     def command(self, build: Build) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
@@ -170,19 +176,36 @@ class _Pages:
         return handle
 
 
+def shown(d: Dashboard, viewer: Viewer, run_id: str) -> dict[str, Any] | None:
+    """The run as this viewer may see it (None: unknown, archived, or not theirs)."""
+    state = d.states.get(run_id)
+    if not viewer.may_see(None if state is None else state.userId):
+        return None
+    if viewer.role == "user":
+        return page_view(d.views.get(run_id), viewer)
+    return page_view(view_of(state, viewer.role), viewer)
+
+
+def _feed(d: Dashboard, viewer: Viewer) -> ViewFeed:
+    """The feed whose changes change what this viewer sees."""
+    return d.views if viewer.role == "user" else d.states
+
+
 def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
-    """The Starlette app; with manage_feed it starts and stops the feed with the server."""
+    """The Starlette app; with manage_feed it starts and stops the feeds with the server."""
     p = _Pages(d)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if manage_feed:
-            d.feed.start()
+            d.views.start()
+            d.states.start()
         try:
             yield
         finally:
             if manage_feed:
-                d.feed.stop()
+                d.views.stop()
+                d.states.stop()
             d.commands.close()
 
     routes = [
@@ -218,22 +241,23 @@ class SecurityHeaders:
 
 
 def _health(d: Dashboard) -> Response:
-    if d.feed.error is not None:
-        return JSONResponse({"ok": False, "error": str(d.feed.error)}, 503)
-    return JSONResponse({"ok": d.feed.ready.is_set(), "runs": len(d.feed.states)},
-                        200 if d.feed.ready.is_set() else 503)
+    failed = next((f.error for f in (d.views, d.states) if f.error is not None), None)
+    if failed is not None:
+        return JSONResponse({"ok": False, "error": str(failed)}, 503)
+    ready = d.views.ready.is_set() and d.states.ready.is_set()
+    return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
 
 
-def _sse(d: Dashboard, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
+def _sse(feed: ViewFeed, keepalive_s: float, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
     """Send the fragment now and after every change of the run (or any run)."""
-    queue = d.feed.subscribe(run_id)
+    queue = feed.subscribe(run_id)
 
     async def events() -> AsyncIterator[str]:
         try:
             yield html.sse("view", render())
             while True:
                 try:
-                    await asyncio.wait_for(queue.get(), timeout=d.keepalive_s)
+                    await asyncio.wait_for(queue.get(), timeout=keepalive_s)
                 except TimeoutError:
                     yield ": keep-alive\n\n"
                     continue
@@ -241,7 +265,7 @@ def _sse(d: Dashboard, run_id: str | None, render: Callable[[], str]) -> Streami
                     queue.get_nowait()
                 yield html.sse("view", render())
         finally:
-            d.feed.unsubscribe(queue)
+            feed.unsubscribe(queue)
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -255,18 +279,20 @@ def _csrf_passed(request: Request, session: Session, form: Any) -> bool:
 
 
 async def _command(d: Dashboard, request: Request, session: Session | None, build: Build) -> Response:
-    """Steps: session, CSRF, the State the viewer sees, build, send, answer with the outcome."""
+    """Steps: session, CSRF, the view the viewer sees, build from State at that view's version,
+    send, answer with the outcome."""
     if session is None:
         return JSONResponse({"accepted": False, "message": "sign in first"}, 401)
     form = await request.form()
     if not _csrf_passed(request, session, form):
         return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
     run_id = request.path_params["run_id"]
-    state = d.feed.get(run_id)
-    if state is None or user_view(state, _viewer(session)) is None:
+    state, view = d.states.get(run_id), shown(d, _viewer(session), run_id)
+    if state is None or view is None:
         return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
     try:
         command = build(state, session, {**form, **request.path_params})
+        command = command.model_copy(update={"expectedVersion": view["version"]})
     except (ControlError, ValueError) as exc:
         return JSONResponse({"accepted": False, "message": str(exc)}, 409)
     tel = telemetry.current()

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runfacts import telemetry
 from runfacts.dashboard import Dashboard, create_app
-from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.identity import load_users, users_file
 from runfacts.processors.policy import load_policy
 from runfacts.runlog import CommandClient, ReaderSettings
@@ -38,11 +38,14 @@ class DashboardSettings(BaseSettings):
 
 
 def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashboard:
-    """The dashboard's parts from settings: feed over the run-state topic, users, signer, client."""
+    """The dashboard's parts from settings: feeds over the user-view and run-state topics, users,
+    signer, client."""
     names = TopicNames(kafka.topic_prefix)
     secret = settings.session_secret.encode() or secrets.token_bytes(32)
-    feed = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s)))
-    return Dashboard(feed=feed, users=load_users(), signer=SessionSigner(secret, settings.session_ttl_s),
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s)))
+    return Dashboard(views=views, states=states, users=load_users(),
+                     signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s)),
                      cookie_secure=settings.cookie_secure, policy=load_policy(settings.policy_file))

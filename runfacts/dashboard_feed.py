@@ -1,11 +1,12 @@
-"""The dashboard's live copy of run State: a consumer thread over the compacted run-state topic.
+"""The dashboard's live copy of a compacted topic: a consumer thread keeping the latest value per run.
 
-The feed reads every partition from the beginning (each dashboard instance shows all runs),
-keeps the latest State per run and tells subscribers (asyncio queues of the SSE streams) which
-run changed. Views are computed from this State per viewer (`run_views.user_view`), so the
-page shows only what the log says: a banner disappears when a new State without it arrives,
-never because a button was clicked. When the projections' user-view topic lands, a feed
-over that topic can replace this one (`FeedSettings.topic` + `decode`).
+A feed reads every partition from the beginning (each dashboard instance shows all runs),
+keeps the latest decoded value per run and tells subscribers (asyncio queues of the SSE
+streams) which run changed. The dashboard runs two: over the user-view topic (`decode_view`:
+what the user role sees, exactly as the decider published it) and over the run-state topic
+(`decode_state`: operators' and auditors' views through the same `user_view` function, run
+ownership, and the State commands are built from). The page shows only what the log says: a
+banner disappears when a new value without it arrives, never because a button was clicked.
 
 Each record applied opens a `dashboard view update` span whose parent is the trace context
 the run decider put on the record, so command -> event -> view update is one trace.
@@ -21,11 +22,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from runfacts import telemetry
 from runfacts.processors.run_state import RunState
+from runfacts.projections import user_view
 from runfacts.run_views import stuck_for
 from runfacts.runlog import partition_count
 from runfacts.settings import KafkaSettings
@@ -34,15 +37,21 @@ log = logging.getLogger("runfacts.dashboard")
 
 
 def decode_state(value: bytes) -> RunState:
+    """A run-state record (JSON)."""
     return RunState.model_validate_json(value)
+
+
+def decode_view(value: bytes) -> dict[str, Any]:
+    """A user-view record (framed Avro, `runfacts.projections.user_view`'s schema) as a dict."""
+    return user_view.schema().decode(value)
 
 
 @dataclass(frozen=True)
 class FeedSettings:
-    """Which topic to follow and how to decode it."""
+    """Which topic to follow and how to decode it (`decode_state` or `decode_view`)."""
 
     topic: str
-    decode: Callable[[bytes], RunState] = decode_state
+    decode: Callable[[bytes], Any] = decode_state
     stuck_after: timedelta = timedelta(minutes=10)
     poll_s: float = 0.1
 
@@ -56,11 +65,11 @@ class _Subscriber:
 
 @dataclass
 class ViewFeed:
-    """Latest State per run, kept current by a background consumer."""
+    """Latest decoded value per run (a RunState or a user-view dict), kept current by a background consumer."""
 
     kafka: KafkaSettings
     settings: FeedSettings
-    states: dict[str, RunState] = field(default_factory=dict)
+    states: dict[str, Any] = field(default_factory=dict)
     ready: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -79,7 +88,8 @@ class ViewFeed:
         self._stopping.set()
         self._thread.join(timeout)
 
-    def get(self, run_id: str) -> RunState | None:
+    def get(self, run_id: str) -> Any:
+        """The run's latest value (None: no such run, or archived)."""
         return self.states.get(run_id)
 
     def subscribe(self, run_id: str | None = None) -> asyncio.Queue[str]:
@@ -102,8 +112,7 @@ class ViewFeed:
             return
         with tel.span("dashboard view update", parent=headers, attributes={"runfacts.run_id": run_id}) as span:
             self._apply(run_id, value)
-            state = self.states.get(run_id)
-            span.set("runfacts.version", -1 if state is None else state.version)
+            span.set("runfacts.version", _version(self.states.get(run_id)))
         if time.monotonic() >= self._gauge_at:  # O(runs): at most every few seconds
             tel.gauge(telemetry.STUCK_RUNS, self.stuck_count(datetime.now(UTC)))
             self._gauge_at = time.monotonic() + 5.0
@@ -122,7 +131,8 @@ class ViewFeed:
     def stuck_count(self, now: datetime) -> int:
         """Runs that have not ended and sat in their status longer than `stuck_after`."""
         limit = self.settings.stuck_after
-        return sum(1 for s in list(self.states.values()) if (stuck_for(s, now) or timedelta(0)) > limit)
+        return sum(1 for s in list(self.states.values())
+                   if isinstance(s, RunState) and (stuck_for(s, now) or timedelta(0)) > limit)
 
     def _run(self) -> None:
         try:
@@ -160,6 +170,12 @@ class ViewFeed:
             if self.error is not None or time.monotonic() > deadline:
                 return False
         return True
+
+
+def _version(value: Any) -> int:
+    if value is None:
+        return -1
+    return int(value["version"] if isinstance(value, dict) else value.version)
 
 
 def _offer(queue: asyncio.Queue[str], run_id: str) -> None:

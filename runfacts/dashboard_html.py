@@ -9,6 +9,7 @@ script too (plain POST, redirect back).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
@@ -85,35 +86,60 @@ def runs_fragment(views: list[dict[str, Any]]) -> str:
 
 
 def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
-    """One run as the viewer may see it: status, approval banner, actions, tool calls."""
+    """One run as the viewer may see it (a user view plus buttons): status, approval banner,
+    actions, progress, and operations detail for operators and auditors."""
     if view is None:
         return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
     run = escape(view["runId"])
-    goal = f'<p id="goal">{escape(view["goalSummary"])}</p>' if view["goalSummary"] else ""
-    calls = "".join(f'<tr><td>{escape(c["toolCallId"])}</td><td>{escape(c["action"])}</td>'
-                    f'<td>{escape(c["execution"])}</td><td>{escape(c["verification"])}</td></tr>'
-                    for c in view["toolCalls"])
+    auditor = view.get("auditor")
+    goal = f'<p id="goal">{escape(auditor["goalSummary"])}</p>' if auditor else ""
     return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{goal}'
+            f'<p id="status-line">{escape(view["statusLine"])}</p>'
             f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
             f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf)}{_actions(view, csrf)}'
-            f'<table id="tool-calls"><tr><th>tool call</th><th>action</th><th>execution</th>'
-            f'<th>verification</th></tr>{calls}</table></section>')
+            f'{_progress(view["progress"])}{_operator(view.get("operator"))}</section>')
+
+
+def when(epoch_ms: int) -> str:
+    """An epoch-ms timestamp as ISO-8601 UTC (seconds)."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def _banner(view: dict[str, Any], csrf: str) -> str:
     banner = view["approvalBanner"]
     if banner is None:
         return ""
-    what = escape(banner["summary"]) if banner["summary"] else '<span class="muted">details hidden for your role</span>'
+    summary = f' <span id="approval-summary">{escape(banner["summary"])}</span>' if banner["summary"] else ""
     buttons = ""
-    if banner["canDecide"]:
+    if view["canDecide"]:
         action = f'/runs/{escape(view["runId"])}/approvals/{escape(banner["approvalId"])}'
         buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}'
                    '<button id="approve" name="decision" value="approve">Approve</button> '
                    '<button id="reject" name="decision" value="reject">Reject</button></form>')
     return (f'<div id="approval-banner" class="banner" data-approval="{escape(banner["approvalId"])}">'
-            f'<strong>Approval needed</strong> ({escape(banner["risk"])} risk, role '
-            f'{escape(banner["requiredRole"])}, expires {escape(banner["expiresAt"])}): {what}{buttons}</div>')
+            f'<strong>Approval needed</strong>: <span id="approval-asks">{escape(banner["asks"])}</span> '
+            f'(role {escape(banner["requiredRole"])}, expires {escape(when(banner["expiresAt"]))}){summary}'
+            f'{buttons}</div>')
+
+
+def _progress(progress: dict[str, Any]) -> str:
+    items = "".join(f"<li>{escape(i)} (verified)</li>" for i in progress["verified"]) + "".join(
+        f"<li>{escape(i)}</li>" for i in progress["open"])
+    nxt = f'<p>next safe action: {escape(progress["nextSafeAction"])}</p>' if progress["nextSafeAction"] else ""
+    return f'<div id="progress"><ul>{items}</ul>{nxt}</div>' if items or nxt else ""
+
+
+def _operator(detail: dict[str, Any] | None) -> str:
+    """Operations detail (operator and auditor views): no personal data."""
+    if detail is None:
+        return ""
+    failed = "".join(f'<tr><td>{escape(c["toolCallId"])}</td><td>{escape(str(c["errorClass"]))}</td>'
+                     f'<td>{c["retryable"]}</td><td>{c["attempts"]}</td></tr>' for c in detail["failedCalls"])
+    return (f'<div id="operator"><p>since {escape(when(detail["statusSince"]))} · node '
+            f'{escape(str(detail["checkpointNode"]))} · turns {detail["turnCount"]} · open approvals '
+            f'{detail["openApprovals"]} · in flight: {escape(", ".join(detail["inFlight"]) or "none")}</p>'
+            f'<table id="failed-calls"><tr><th>failed call</th><th>error class</th><th>retryable</th>'
+            f'<th>attempts</th></tr>{failed}</table></div>')
 
 
 def _actions(view: dict[str, Any], csrf: str) -> str:

@@ -1,10 +1,11 @@
-"""`runfacts demo`: the refund story end to end — broker, decider, dispatcher, provider.
+"""`runfacts demo`: the refund story end to end — broker, decider, dispatcher, projector, provider.
 
 Starts what is missing (the local broker), provisions topics under a fresh prefix, runs the
-payment simulator, the run decider and the dispatcher as subprocesses and the harness's
-outbox relay in-process, plays the two stories of `runfacts.demo_story`, prints a timeline,
-the final user view and an audit summary per run, and exits non-zero unless every check
-holds (above all: exactly one refund in the provider's ledger).
+payment simulator and the run decider, dispatcher and projector workers as subprocesses and
+the harness's outbox relay in-process, plays the two stories of `runfacts.demo_story`,
+prints a timeline, the final user view (from the view topic) and an audit summary per run
+(from the audit topic), verifies the audit trail against the events log, and exits
+non-zero unless every check holds (above all: exactly one refund in the provider's ledger).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from runfacts.demo_stack import DISPATCH_CRASH_POINT, DemoOptions, DemoStack
 from runfacts.demo_story import RunStory, Story, expiry_story, killed, refund_story
 from runfacts.demo_view import (
     Check,
-    audit_counts,
+    audit_summary,
     render_audit,
     render_banner,
     render_checks,
@@ -31,9 +32,13 @@ from runfacts.demo_view import (
     timeline,
 )
 from runfacts.devenv import LocalKafka
+from runfacts.projections.audit_summary import AuditConfig
+from runfacts.projections.audit_verify import VerifyReport, VerifySettings, findings_lines, verify
+from runfacts.projections.kafkalog import ReadOptions
 from runfacts.settings import KafkaSettings
 
 __all__ = ["DemoOptions", "DemoResult", "demo", "run_demo"]
+QUICK_READ = ReadOptions(poll_timeout_s=0.1, client={"fetch.wait.max.ms": 20})  # small topics: answer fast
 
 
 @dataclass
@@ -44,6 +49,7 @@ class DemoResult:
     refund: RunStory
     expiry: RunStory
     ledger: list[dict[str, Any]]
+    audit: VerifyReport
     workdir: Path
     elapsed_s: float
 
@@ -77,7 +83,10 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         console.rule("2 · refund: the approval expires before the user answers")
         expiry = expiry_story(story, f"run-{suffix}-expiry", options.approval_ttl_ms)
         ledger = stack.ledger()
-        result = DemoResult(checks(refund, expiry, ledger, log), refund, expiry, ledger,
+        report = verify(options.kafka, VerifySettings(events_topic=stack.names.events, audit_topic=stack.names.audit,
+                                                      config=AuditConfig(options.audit_pii_key.encode()),
+                                                      read=QUICK_READ))
+        result = DemoResult(checks(refund, expiry, ledger, log, report), refund, expiry, ledger, report,
                             stack.dir, time.time() - t0)
         _report(console, result, log, t0)
         return result
@@ -85,13 +94,15 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         if log is not None:
             log.close()
         stack.stop()
-        console.print(f"logs: {stack.dir} (decider.log, dispatcher-1.log, dispatcher-2.log, payment-sim.log, "
-                      f"relay.log, ledger.jsonl)")
+        console.print(f"logs: {stack.dir} (decider.log, dispatcher-1.log, dispatcher-2.log, projector.log, "
+                      f"payment-sim.log, relay.log, ledger.jsonl)")
 
 
-def checks(refund: RunStory, expiry: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
-    """The demo's assertions about the provider's ledger, the log and the final states."""
-    return [*_refund_checks(refund, ledger, log), *_expiry_checks(expiry, ledger, log)]
+def checks(refund: RunStory, expiry: RunStory, ledger: list[dict[str, Any]], log: EventLog,
+           audit: VerifyReport) -> list[Check]:
+    """The demo's assertions about the provider's ledger, the log, the views and the audit."""
+    return [*_refund_checks(refund, ledger, log), *_expiry_checks(expiry, ledger, log),
+            *_audit_checks((refund, expiry), log, audit)]
 
 
 def _refund_checks(refund: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
@@ -117,9 +128,13 @@ def _refund_checks(refund: RunStory, ledger: list[dict[str, Any]], log: EventLog
         Check("lost outcome → result_unknown → found_completed; dispatched once, never called blindly",
               len(dispatching) == 1 and types.count("tool.call.result_unknown") == 1
               and outcomes == ["found_completed"], f"dispatching {len(dispatching)}, reconciled {outcomes}"),
-        Check("approval banner shown, and the same after a page refresh",
+        Check("approval banner shown in the user view topic, and the same after a page refresh",
               len(banners) == 2 and banners[0] is not None and banners[0] == banners[1],
               str(banners[0]["approvalId"] if banners and banners[0] else None)),
+        Check("final user view: completed, no banner, nothing to retry",
+              refund.view is not None and (refund.view["status"], refund.view["approvalBanner"],
+                                           refund.view["canRetry"]) == ("completed", None, []),
+              str(refund.view["statusLine"] if refund.view else None)),
         Check("final: run completed, refund completed + confirmed_success",
               (state.get("status"), call.get("execution"), call.get("verification"))
               == ("completed", "completed", "confirmed_success"),
@@ -141,6 +156,17 @@ def _expiry_checks(expiry: RunStory, ledger: list[dict[str, Any]], log: EventLog
     ]
 
 
+def _audit_checks(stories: tuple[RunStory, ...], log: EventLog, report: VerifyReport) -> list[Check]:
+    per_run = [(len(s.audit), len(log.of(s.run_id)), audit_summary(s.audit).sequences_ok) for s in stories]
+    return [
+        Check("audit topic: one chained record per event, written live by the projector",
+              all(records == events and linked for records, events, linked in per_run),
+              ", ".join(f"{r}/{e} records" for r, e, _ in per_run)),
+        Check("runfacts audit verify: every chain recomputes from the events log", report.ok,
+              list(findings_lines(report))[-1]),
+    ]
+
+
 def _report(console: Console, result: DemoResult, log: EventLog, t0: float) -> None:
     for story in (result.refund, result.expiry):
         events = log.of(story.run_id)
@@ -149,8 +175,10 @@ def _report(console: Console, result: DemoResult, log: EventLog, t0: float) -> N
         console.print(render_banner(story.banners[0] if story.banners else None, "approval banner as first shown"))
         if story.view is not None:
             console.print(render_view(story.view))
-        duplicates = len(events) - len({e.eventId for e in events})
-        console.print(render_audit(f"audit summary of {story.run_id}", audit_counts(events), duplicates))
+        console.print(render_audit(f"audit summary of {story.run_id} (from the audit topic)",
+                                   audit_summary(story.audit), len(events)))
+    for line in findings_lines(result.audit):
+        console.print(f"audit verify: {line}")
     console.print(render_checks(result.checks))
     verdict = "[green]all checks hold[/]" if result.ok else "[red]some checks FAILED[/]"
     console.print(f"{verdict} · {len(result.ledger)} refund(s) in the ledger · {result.elapsed_s:.1f}s")

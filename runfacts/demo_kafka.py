@@ -1,5 +1,6 @@
-"""The demo's readers: the events log (followed as it grows) and the run-state topic
-(read from the beginning by a NEW read_committed consumer each time: a page refresh)."""
+"""The demo's readers: the events log (followed as it grows), and the run-state, user-view
+and audit topics (read from the beginning by a NEW read_committed consumer each time: a
+page refresh)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from runfacts.projections import audit, user_view
 from runfacts.schemas import codec
 from runfacts.schemas.common import EventBase
-from runfacts.schemas.errors import RunfactsError
+from runfacts.schemas.errors import InvalidInput, RunfactsError
 from runfacts.settings import KafkaSettings
 
 Predicate = Callable[[list[EventBase]], bool]
@@ -73,21 +75,51 @@ def has(event_type: str, **fields: Any) -> Predicate:
     return done
 
 
-def read_state(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
-    """The run's latest committed state, read by a fresh consumer from the topic's start."""
+def read_latest(kafka: KafkaSettings, topic: str, key: bytes, timeout: float = 15.0) -> bytes | None:
+    """The key's latest committed value (None: none, or a tombstone), read by a fresh
+    read_committed consumer from the topic's start: what a page refresh sees."""
+    values = read_all(kafka, topic, key, timeout)
+    return values[-1] if values else None
+
+
+def read_all(kafka: KafkaSettings, topic: str, key: bytes | None = None,
+             timeout: float = 15.0) -> list[bytes | None]:
+    """Every committed value of `key` (every record with None), by a fresh consumer."""
     consumer = _consumer(kafka, topic)
     try:
         parts = len(consumer.assignment())
         eof: set[int] = set()
-        latest: dict[str, Any] | None = None
+        found: list[bytes | None] = []
         deadline = time.monotonic() + timeout
         while len(eof) < parts and time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.1):
-                value = msg.value()
                 if msg.error() is not None:
                     eof.add(msg.partition() or 0)
-                elif msg.key() == run_id.encode() and value is not None:
-                    latest = json.loads(value)
-        return latest
+                elif key is None or msg.key() == key:
+                    found.append(msg.value())
+        return found
     finally:
         consumer.close()
+
+
+def read_state(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
+    """The run's latest committed state (JSON) from the run-state topic."""
+    value = read_latest(kafka, topic, run_id.encode(), timeout)
+    return None if value is None else json.loads(value)
+
+
+def read_view(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
+    """The run's latest committed user view from the view topic, decoded with its schema."""
+    value = read_latest(kafka, topic, run_id.encode(), timeout)
+    return None if value is None else user_view.schema().decode(value)
+
+
+def read_audit(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 15.0) -> list[audit.AuditRecord]:
+    """The run's audit records, in the audit topic's order."""
+    prefix = audit.schema().prefix()
+    records = []
+    for value in read_all(kafka, topic, run_id.encode(), timeout):
+        if value is None or value[:10] != prefix:
+            raise InvalidInput(f"not an AuditRecord v1 in {topic} for {run_id}", schema=audit.SCHEMA)
+        records.append(audit.decode(value[10:]))
+    return records

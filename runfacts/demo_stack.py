@@ -1,5 +1,11 @@
-"""What the refund demo runs: topics under its own prefix, the payment simulator, the run
-decider and the dispatcher as worker subprocesses, and the harness's outbox relay.
+"""What the refund demo runs: topics under its own prefix, the payment simulator, and the
+run decider, the dispatcher and the projector as `runfacts worker ...` subprocesses, and
+the harness's outbox relay.
+
+Secrets are configured the way a deployment would: the payment API key and the dashboard
+session secret in every process's environment, the approval signing keyring in the decider's
+(the story signs its approvals with it, as the dashboard would), the audit's digest key in
+the projector's. None may reach a topic.
 
 Every process logs to its own file under the demo's work directory; `stop()` ends what
 `start()` started (SIGTERM, then SIGKILL after a grace period) and is safe to call twice.
@@ -23,8 +29,10 @@ from typing import Any
 
 from runfacts.connectors.command_outbox import CommandOutbox
 from runfacts.connectors.relay import Relay, RelaySettings
+from runfacts.processors.approval_keys import ENV_KEYS, new_secret
 from runfacts.processors.decider_app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher_app import app_name as dispatcher_app_name
+from runfacts.projections.projector_app import app_name as projector_app_name
 from runfacts.schemas.errors import RunfactsError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, changelog_spec, delete_topics, runfacts_topics
@@ -62,10 +70,26 @@ class DemoOptions:
     workdir: Path | None = None
     keep_topics: bool = False
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    approval_keys: str = field(default="", repr=False)
+    """The decider's approval keyring JSON (default: a fresh random key per demo)."""
+    session_secret: str = field(default="", repr=False)
+    """RUNFACTS_DASHBOARD_SESSION_SECRET of every process (default: fresh)."""
+    audit_pii_key: str = field(default="", repr=False)
+    """The projector's RUNFACTS_AUDIT_PII_KEY (default: fresh): personal values in audit records
+    become HMAC digests, which nobody without the key can match against guessed values."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
         self.workdir = self.workdir or Path(tempfile.gettempdir()) / "runfacts-demo" / self.prefix
+        self.approval_keys = self.approval_keys or json.dumps({"current": "demo-1",
+                                                               "keys": {"demo-1": new_secret()}})
+        self.session_secret = self.session_secret or new_secret()
+        self.audit_pii_key = self.audit_pii_key or new_secret()
+
+    @property
+    def signing_env(self) -> dict[str, str]:
+        """The environment an approving service signs with (`approval_signing.sign_approval`)."""
+        return {ENV_KEYS: self.approval_keys}
 
 
 class DemoStack:
@@ -92,28 +116,32 @@ class DemoStack:
         self.provider_url = self._start_provider()
         self.harness = CommandOutbox.open(self.dir / "harness.db", self.names)
         self._start_relay()
-        self._spawn_worker("decider", "runfacts.processors.decider_app:decider_app",
-                           {"capabilities": str(self.dir / "capabilities.toml")})
+        self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
+                           **self.options.signing_env)
+        self._spawn_worker("projector", [], RUNFACTS_AUDIT_PII_KEY=self.options.audit_pii_key)
         self.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
 
     def _topics(self) -> None:
         p = self.options.partitions
         specs = runfacts_topics(self.names, p)
-        for app in (self._decider_app(), dispatcher_app_name(self.names.prefix)):
-            specs += [changelog_spec(f"{app}-{store}-changelog", p) for store in self._stores(app)]
+        specs += [changelog_spec(name, p) for name in self._changelogs()]
         apply_topics(self.options.kafka, specs)
 
-    def _decider_app(self) -> str:
-        return DECIDER_APP if self.names.prefix == "runfacts" else f"{self.names.prefix}-run-decider"
+    def _apps(self) -> dict[str, tuple[str, ...]]:
+        """Each worker's engine application name and its stores."""
+        prefix = self.names.prefix
+        decider = DECIDER_APP if prefix == "runfacts" else f"{prefix}-run-decider"
+        return {decider: ("runs", "orphans", "__timers"),
+                dispatcher_app_name(prefix): ("runs", "progress", "__timers"),
+                projector_app_name(prefix): ("heads", "trajectories", "__timers")}
 
-    def _stores(self, app: str) -> tuple[str, ...]:
-        own = ("runs", "orphans") if app == self._decider_app() else ("runs", "progress")
-        return (*own, "__timers")
+    def _changelogs(self) -> list[str]:
+        return [f"{app}-{store}-changelog" for app, stores in self._apps().items() for store in stores]
 
     def topic_names(self) -> list[str]:
+        """Every topic the demo writes: the runfacts topics and the workers' store changelogs."""
         specs = runfacts_topics(self.names, self.options.partitions)
-        apps = (self._decider_app(), dispatcher_app_name(self.names.prefix))
-        return [s.name for s in specs] + [f"{a}-{s}-changelog" for a in apps for s in self._stores(a)]
+        return [s.name for s in specs] + self._changelogs()
 
     def stop(self) -> None:
         """End every process and thread this stack started; delete its topics unless kept."""
@@ -151,10 +179,11 @@ class DemoStack:
     def _env(self, **extra: str) -> dict[str, str]:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS"))}
+               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY"))}
         env.update({"RUNFACTS_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,
+                    "RUNFACTS_DASHBOARD_SESSION_SECRET": self.options.session_secret,
                     "PYTHONUNBUFFERED": "1"})
         if self.options.kafka.config:
             env["RUNFACTS_KAFKA"] = json.dumps(self.options.kafka.config)
@@ -168,25 +197,22 @@ class DemoStack:
         self.procs[name] = proc
         return proc
 
-    def _spawn_worker(self, name: str, app: str, params: dict[str, str], log: str = "", **env: str) -> None:
-        args = [sys.executable, "-m", "runfacts.processors.worker", "--app", app,
-                "--param", f"prefix={self.names.prefix}"]
-        for key, value in params.items():
-            args += ["--param", f"{key}={value}"]
-        static = {"group.instance.id": f"{self.names.prefix}-{name}"}  # a restart replaces it at once
-        self._spawn(name, args, self._env(RUNFACTS_INSTANCE_ID=name, RUNFACTS_CONSUMER=json.dumps(static),
-                                          **env), log or f"{name}.log")
+    def _spawn_worker(self, kind: str, options: list[str], log: str = "", **env: str) -> None:
+        """`runfacts worker <kind> --prefix <demo prefix> <options>` as a subprocess."""
+        args = [sys.executable, "-m", "runfacts.cli", "worker", kind, "--prefix", self.names.prefix, *options]
+        static = {"group.instance.id": f"{self.names.prefix}-{kind}"}  # a restart replaces it at once
+        self._spawn(kind, args, self._env(RUNFACTS_INSTANCE_ID=kind, RUNFACTS_CONSUMER=json.dumps(static),
+                                          **env), log or f"{kind}.log")
 
     def start_dispatcher(self, crash_at: str = "") -> None:
         """Start (or restart) the dispatcher worker; `crash_at` arms a crash point in it."""
         self.dispatcher_starts += 1
         crash = {"RUNFACTS_CRASH_AT": crash_at, "RUNFACTS_CRASH_MARKER": str(self.dir / "crash.marker")}
-        params = {"provider_url": self.provider_url, "args_store": str(self.dir / "harness.db"),
-                  "capabilities": str(self.dir / "capabilities.toml")}
-        self._spawn_worker("dispatcher", "runfacts.processors.dispatcher_app:dispatcher_app", params,
-                           f"dispatcher-{self.dispatcher_starts}.log", RUNFACTS_CONSUME_BATCH="1",
-                           RUNFACTS_TRANSACTION_TIMEOUT_MS="30000", RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000",
-                           **(crash if crash_at else {}))
+        options = ["--provider-url", self.provider_url, "--args-store", str(self.dir / "harness.db"),
+                   "--capabilities", str(self.dir / "capabilities.toml")]
+        self._spawn_worker("dispatcher", options, f"dispatcher-{self.dispatcher_starts}.log",
+                           RUNFACTS_CONSUME_BATCH="1", RUNFACTS_TRANSACTION_TIMEOUT_MS="30000",
+                           RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **(crash if crash_at else {}))
 
     def wait_exit(self, name: str, timeout: float) -> int | None:
         """The process's exit code once it exits within `timeout` (None: still running)."""

@@ -1,10 +1,12 @@
 """The refund demo's two stories, played against the running stack, and their checks.
 
 1. Refund: run created; reasoning recorded; refund proposed (arguments and proposal in one
-   outbox transaction); policy requires approval; the view shows the banner; a page refresh
-   (a new consumer) shows the same banner; the provider is switched to accept-then-drop;
-   the user approves; the dispatcher calls, the refund executes, the response is lost and
-   the dispatcher is killed (-9) before it records anything; it is restarted; the call is
+   outbox transaction); policy requires approval; the user view (read from the view topic
+   the decider publishes) shows the banner; a page refresh (a new read_committed consumer of
+   the view topic) shows the same banner; the provider is switched to accept-then-drop;
+   the user approves (a ResumeRun signed with the approval keyring); the dispatcher calls,
+   the refund executes, the response is lost and the dispatcher is killed (-9) before it
+   records anything; it is restarted; the call is
    result_unknown, reconciliation finds the refund -> completed; the run completes with
    verification pending; the bank settles -> confirmed_success.
 2. Expiry: the approval expires before the user answers; the run pauses for
@@ -22,10 +24,12 @@ from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 
-from runfacts.demo_kafka import DemoTimeout, EventLog, has, read_state
+from runfacts.approval_signing import ApprovalRequest, sign_approval
+from runfacts.demo_kafka import DemoTimeout, EventLog, has, read_audit, read_state, read_view
 from runfacts.demo_stack import DISPATCH_CRASH_POINT, DemoStack
-from runfacts.demo_view import Entry, user_view
+from runfacts.demo_view import Entry
 from runfacts.processors.decider_app import DEFAULT_VERSIONS
+from runfacts.projections.audit import AuditRecord
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
 
@@ -42,11 +46,11 @@ class RunStory:
     notes: list[Entry] = field(default_factory=list)
     banners: list[dict[str, Any] | None] = field(default_factory=list)
     state: dict[str, Any] | None = None
+    view: dict[str, Any] | None = None
+    """The final user view, as read from the view topic."""
+    audit: list[AuditRecord] = field(default_factory=list)
+    """The run's records in the audit topic (the projector's)."""
     facts: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def view(self) -> dict[str, Any] | None:
-        return None if self.state is None else user_view(self.state)
 
 
 class Story:
@@ -112,13 +116,43 @@ class Story:
         self.note(story, "policy: payments.refund is high risk → approval required, run paused")
         return stored.hash
 
+    def view(self, story: RunStory) -> dict[str, Any]:
+        names = self.stack.names
+        view = read_view(self.stack.options.kafka, names.user_view, story.run_id)
+        if view is None:
+            raise DemoTimeout(f"no user view for {story.run_id} on {names.user_view}")
+        return view
+
     def banner_twice(self, story: RunStory) -> None:
         """The view shows the banner; a page refresh (new consumer) shows the same one."""
         for where in ("view", "page refresh"):
-            state = self.state(story)
-            story.banners.append(user_view(state)["approvalBanner"])
-            self.note(story, f"{where}: a new read_committed consumer read {self.stack.names.state} "
-                             f"(version {state['version']}) → banner {'shown' if story.banners[-1] else 'MISSING'}")
+            view = self.view(story)
+            story.banners.append(view["approvalBanner"])
+            self.note(story, f"{where}: a new read_committed consumer read {self.stack.names.user_view} "
+                             f"(version {view['version']}) → banner {'shown' if story.banners[-1] else 'MISSING'}")
+
+    def approve(self, story: RunStory, approval_id: str, args_hash: str) -> None:
+        """The support agent approves: a ResumeRun carrying a token signed like the dashboard signs."""
+        now = datetime.now(UTC)
+        token = sign_approval(ApprovalRequest(story.run_id, approval_id, args_hash, "approve", SUPPORT.subjectId),
+                              int(now.timestamp() * 1000), environ=self.stack.options.signing_env)
+        self.send(story, self.command(cmd.ResumeRun, story.run_id, SUPPORT, approvalId=approval_id,
+                                      decision="approve", argsHash=args_hash, approvalToken=token))
+
+    def finish(self, story: RunStory) -> None:
+        """The final state and user view, and the audit records once the projector caught up."""
+        story.state = self.state(story)
+        story.view = self.view(story)
+        events = len(self.log.of(story.run_id))
+        deadline = time.monotonic() + 30
+        while len(story.audit) < events:
+            if time.monotonic() > deadline:
+                raise DemoTimeout(f"the audit topic holds {len(story.audit)} records for {story.run_id}, "
+                                  f"the events log {events} events")
+            story.audit = read_audit(self.stack.options.kafka, self.stack.names.audit, story.run_id)
+            if len(story.audit) < events:
+                time.sleep(0.2)
+        self.note(story, f"audit: {len(story.audit)} records in {self.stack.names.audit} for {events} events")
 
 
 def refund_story(story: Story, run_id: str) -> RunStory:
@@ -128,8 +162,7 @@ def refund_story(story: Story, run_id: str) -> RunStory:
     story.banner_twice(s)
     story.stack.provider("POST", "/_faults", {"acceptThenDropNext": 1, "pending": True})
     story.note(s, "provider switched: accept-then-drop-the-response, refunds settle later (pending)")
-    story.send(s, story.command(cmd.ResumeRun, run_id, SUPPORT, approvalId="approval-call-order-001",
-                                decision="approve", argsHash=digest))
+    story.approve(s, "approval-call-order-001", digest)
     _killed_and_restarted(story, s)
     story.wait(s, "reconciliation", has("tool.call.reconciled", outcome="found_completed"))
     story.wait(s, "verification pending", has("verification.updated", status="pending"))
@@ -141,7 +174,7 @@ def refund_story(story: Story, run_id: str) -> RunStory:
     story.note(s, f"the bank settled {refund['refundId']} (simulator /_settle)")
     story.wait(s, "confirmed_success", has("verification.updated", status="confirmed_success"))
     story.note(s, "the dispatcher's verification poll saw it → confirmed_success")
-    s.state = story.state(s)
+    story.finish(s)
     return s
 
 
@@ -167,12 +200,11 @@ def expiry_story(story: Story, run_id: str, ttl_ms: int) -> RunStory:
     story.note(s, f"nobody answers for {ttl_ms / 1000:.0f}s …")
     story.wait(s, "the approval's expiry", has("run.paused", reason="approval_expired"), ttl_ms / 1000 + 30)
     story.note(s, "approval expired → run paused for re-authorization")
-    story.send(s, story.command(cmd.ResumeRun, run_id, SUPPORT, approvalId="approval-call-order-002",
-                                decision="approve", argsHash=digest))
+    story.approve(s, "approval-call-order-002", digest)
     events = story.wait(s, "the late approval's rejection", has("command.rejected", commandType="run.resume"))
     s.facts["late_approval"] = [e.payload.reasonCode for e in events if e.eventType == "command.rejected"]
     story.note(s, f"late approve rejected: {s.facts['late_approval'][-1]}")
-    s.state = story.state(s)
+    story.finish(s)
     return s
 
 

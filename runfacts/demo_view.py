@@ -1,49 +1,21 @@
-"""What the refund demo shows: a user view derived from the run state, a timeline of the
-run's events and the demo's own actions, an audit summary, and the checks.
-
-`user_view` is a small stand-in for the projections package's user view (not on main when
-the demo was written): it reads the authoritative run state only, never the events or
-model text, so a vanished banner can never be mistaken for an approval.
+"""What the refund demo shows: the user view as read from the view topic (the decider
+publishes it with the state, `runfacts.projections.user_view`), a timeline of the run's
+events and the demo's own actions, an audit summary from the audit topic (the projector
+writes it), and the checks.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from rich.panel import Panel
 from rich.table import Table
 
+from runfacts.projections.audit import GENESIS, AuditRecord
 from runfacts.schemas.common import EventBase
-
-BUSY = frozenset({"running", "cancelling"})
-IN_FLIGHT = frozenset({"dispatching", "accepted", "result_unknown"})
-
-
-def approval_banner(state: dict[str, Any]) -> dict[str, Any] | None:
-    """The banner for the oldest open approval, or None."""
-    for approval in state.get("approvals", {}).values():
-        if approval["status"] == "open":
-            return {"approvalId": approval["approvalId"], "summary": approval["summary"],
-                    "risk": approval["risk"], "requiredRole": approval["requiredRole"],
-                    "expiresAt": approval["expiresAt"]}
-    return None
-
-
-def user_view(state: dict[str, Any]) -> dict[str, Any]:
-    """The user's view of a run: derived from State only (SEMANTICS §2)."""
-    calls = state.get("toolCalls", {}).values()
-    return {
-        "runId": state["runId"], "version": state["version"], "status": state["status"],
-        "statusReason": state.get("statusReason"),
-        "isBusy": state["status"] in BUSY or any(c["execution"] in IN_FLIGHT for c in calls),
-        "canStop": state["status"] not in ("completed", "failed", "cancelled"),
-        "approvalBanner": approval_banner(state),
-        "toolCalls": [{"toolCallId": c["toolCallId"], "summary": c["summary"], "execution": c["execution"],
-                       "verification": c["verification"], "attempts": c["attempts"]} for c in calls],
-    }
 
 
 def describe(event: EventBase) -> str:
@@ -89,40 +61,65 @@ def render_timeline(title: str, entries: list[Entry], t0: float) -> Table:
     return table
 
 
+def _clock(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%H:%M:%S")
+
+
 def render_banner(banner: dict[str, Any] | None, where: str) -> Panel:
+    """A user view's approval banner (plain words built from codes; no personal data)."""
     if banner is None:
         return Panel("(no approval pending)", title=where)
-    expires = datetime.fromisoformat(banner["expiresAt"]).strftime("%H:%M:%S")
-    body = (f"[bold yellow]Approval needed[/]: {banner['summary']}\n"
-            f"risk {banner['risk']} · needs role {banner['requiredRole']} · expires {expires} · "
-            f"{banner['approvalId']}")
+    body = (f"[bold yellow]Approval needed[/]: {banner['asks']}\n"
+            f"risk {banner['risk']} · needs role {banner['requiredRole']} · expires "
+            f"{_clock(banner['expiresAt'])} UTC · {' / '.join(banner['allowedDecisions'])} · {banner['approvalId']}")
     return Panel(body, title=where, border_style="yellow")
 
 
 def render_view(view: dict[str, Any]) -> Panel:
-    lines = [f"run {view['runId']} · status [bold]{view['status']}[/]"
-             + (f" ({view['statusReason']})" if view["statusReason"] else "")
-             + f" · version {view['version']} · busy {view['isBusy']} · can stop {view['canStop']}"]
-    for call in view["toolCalls"]:
-        lines.append(f"  {call['toolCallId']}: {call['summary']} — execution [bold]{call['execution']}[/], "
-                     f"verification [bold]{call['verification']}[/], attempts {call['attempts']}")
+    """The user view as the view topic holds it."""
+    progress = view["progress"]
+    lines = [f"run {view['runId']} · [bold]{view['statusLine']}[/] · status {view['status']} · "
+             f"version {view['version']} · busy {view['isBusy']} · can stop {view['canStop']}"
+             + (f" · can retry {', '.join(view['canRetry'])}" if view["canRetry"] else "")]
     if view["approvalBanner"]:
-        lines.append(f"  banner: {view['approvalBanner']['summary']}")
-    return Panel("\n".join(lines), title="user view (from run state)")
+        lines.append(f"  banner: {view['approvalBanner']['asks']}")
+    lines.append(f"  progress: {len(progress['verified'])} verified, {len(progress['open'])} open"
+                 + (f", next: {progress['nextSafeAction']}" if progress["nextSafeAction"] else ""))
+    return Panel("\n".join(lines), title=f"user view ({view['role']}, from the view topic)")
 
 
-def audit_counts(events: Iterable[EventBase]) -> Counter[str]:
-    return Counter(e.eventType for e in events)
+class AuditSummary(NamedTuple):
+    """What a run's audit records in the audit topic say."""
+
+    records: int
+    counts: Counter[str]
+    sequences_ok: bool
+    """sequence 1..n in order, each prevHash the previous recordHash"""
+    head: str
+    actors: frozenset[str]
+    """subjectRefs (digests) of the actors named"""
 
 
-def render_audit(title: str, counts: Counter[str], duplicates: int) -> Table:
+def audit_summary(records: list[AuditRecord]) -> AuditSummary:
+    """Counts per event type and whether the chain's links follow each other."""
+    prev, ok = GENESIS, True
+    for number, record in enumerate(records, start=1):
+        ok = ok and record.sequence == number and record.prevHash == prev
+        prev = record.recordHash
+    actors = frozenset(r.actor.subjectRef for r in records if r.actor is not None)
+    return AuditSummary(len(records), Counter(r.event.eventType for r in records), ok, prev, actors)
+
+
+def render_audit(title: str, summary: AuditSummary, events: int) -> Table:
     table = Table(title=title)
     table.add_column("event type")
-    table.add_column("count", justify="right")
-    for event_type, count in sorted(counts.items()):
+    table.add_column("records", justify="right")
+    for event_type, count in sorted(summary.counts.items()):
         table.add_row(event_type, str(count))
-    table.add_row("[bold]total[/]", f"[bold]{sum(counts.values())}[/]")
-    table.add_row("duplicate eventIds", str(duplicates))
+    table.add_row("[bold]total[/]", f"[bold]{summary.records}[/] for {events} events")
+    table.add_row("chain", ("linked 1.." + str(summary.records)) if summary.sequences_ok else "[red]BROKEN[/]")
+    table.add_row("chain head", summary.head[:16] + "…")
+    table.add_row("actors (subject digests)", ", ".join(sorted(a[:18] + "…" for a in summary.actors)))
     return table
 
 

@@ -1,6 +1,7 @@
 """Operator commands: inspect runs, list them, and send Control commands as an authenticated person.
 
-Reads come from the compacted run-state topic; nothing here writes State. `approve`,
+Reads come from the compacted run-state topic (and `view` from the user-view topic); nothing
+here writes State. `approve`,
 `reject`, `stop`, `cancel` and `retry` build a command from the run's current State (its
 version as expectedVersion), send it with the CLI user's identity (authSource "cli"), wait
 for the run decider's answer and print it; a rejection exits with code 3.
@@ -21,9 +22,9 @@ from runfacts.approval_signing import ApprovalRequest, sign_approval
 from runfacts.control import ControlError, Issue, Outcome
 from runfacts.dashboard_cli import app as dashboard_app
 from runfacts.identity import Identity, cli_identity, hash_secret, load_users
-from runfacts.ops_render import inspect_panel, print_outcome, progress_bar, runs_table
+from runfacts.ops_render import inspect_panel, print_outcome, progress_bar, runs_table, view_panel
 from runfacts.processors.run_state import RunState
-from runfacts.run_views import RunFilter, list_rows, operator_summary, parse_duration
+from runfacts.run_views import RunFilter, list_rows, operator_summary, parse_duration, view_of
 from runfacts.runlog import CommandClient, ReaderSettings, StateReader
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import RunfactsError
@@ -103,6 +104,29 @@ def _send(command: CommandBase, timeout: float) -> Outcome:
     if outcome.rejection is not None:
         raise typer.Exit(REJECTED_EXIT)
     return outcome
+
+
+@app.command("view")
+def view(run_id: str = typer.Argument(..., help="The run's id."),
+         role: str = typer.Option("user", "--role", help="user: the record the run decider published to the "
+                                  "user-view topic; operator: the operator variant of the same view, from the "
+                                  "run-state topic."),
+         as_json: bool = JSON_OUT) -> None:
+    """Show a run's user view, as a dashboard shows it (no personal data in either role)."""
+    if role not in ("user", "operator"):
+        raise typer.BadParameter("user or operator (auditors see personal data: use the dashboard's login)",
+                                 param_hint="--role")
+    kafka, names, settings = _setup()
+    reader = StateReader(kafka, names, settings)
+    with progress_bar(_err(), f"reading {names.user_view if role == 'user' else names.state}") as update:
+        shown = reader.latest_view(run_id, update) if role == "user" else view_of(reader.latest(run_id, update),
+                                                                                   "operator")
+    if shown is None:
+        raise RunNotFound(f"run {run_id} has no view (unknown, or archived; check RUNFACTS_KAFKA_TOPIC_PREFIX)")
+    if as_json:
+        typer.echo(json.dumps(shown, indent=2))
+    else:
+        Console().print(view_panel(shown, names.user_view if role == "user" else f"user_view(state) of {names.state}"))
 
 
 @app.command("inspect")

@@ -28,6 +28,25 @@ def duration(seconds: float | None) -> str:
     return " ".join(shown) or "0s"
 
 
+def view_panel(view: dict[str, Any], source: str) -> Panel:
+    """A user view (the UserView schema's fields) as a dashboard would show it."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    banner = view["approvalBanner"]
+    progress = view["progress"]
+    rows = [("status", f"{view['status']}: {view['statusLine']}"), ("version", str(view["version"])),
+            ("busy", str(view["isBusy"])), ("can stop", str(view["canStop"])),
+            ("can retry", ", ".join(view["canRetry"]) or "-"),
+            ("approval", "-" if banner is None else f"{banner['approvalId']}: {banner['asks']} "
+                                                    f"(role {banner['requiredRole']})"),
+            ("progress", f"{len(progress['verified'])} verified, {len(progress['open'])} open; next: "
+                         f"{progress['nextSafeAction'] or '-'}")]
+    for label, value in rows:
+        grid.add_row(label, escape(value))
+    return Panel(grid, title=f"run {escape(view['runId'])} · {view['role']} view · {escape(source)}", expand=False)
+
+
 def inspect_panel(summary: dict[str, Any]) -> Group:
     """The inspect screen: header, approvals, tool calls, budget, errors."""
     head = Table.grid(padding=(0, 2))

@@ -1,10 +1,12 @@
-"""Views of a run's State for people, pure: the operator summary and the dashboard's user view.
+"""Views of a run for people, pure: the operator summary (CLI) and the dashboard's pages.
 
-Both are functions of `RunState` (and the clock passed in). The operator summary never
-carries a field the contract marks personal (goalSummary, userId, subject ids, summaries,
-free-text reasons and tool messages): an operator sees node, errors, budget and stuck time
-only (SEMANTICS §12). The user view is trimmed by the viewer's roles: personal fields only for
-roles that serve the person, buttons only where the policy would let the role act.
+The operator summary is a function of `RunState` (and the clock passed in) and never carries
+a field the contract marks personal (goalSummary, userId, subject ids, summaries, free-text
+reasons and tool messages): an operator sees node, errors, budget and stuck time only
+(SEMANTICS §12). The dashboard shows the projections' user view — one view function,
+`runfacts.projections.user_view.user_view(state, role)` — read from the view topic for the
+user role, computed from run state for operators and auditors; a page adds only the buttons
+the policy would let the viewer press.
 """
 
 from __future__ import annotations
@@ -15,13 +17,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runfacts.processors.run_state import TERMINAL, ApprovalState, RunState, ToolCallState
+from runfacts.projections.user_view import Role, as_json, user_view
 
-ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review", "needs_review"})
 REVIEW = frozenset({"needs_review", "waiting_for_review"})
-BUSY = frozenset({"created", "running", "cancelling"})
 # role names as in the default policy (processors/policy.toml); buttons follow the policy itself
 # when the viewer carries `allowed` (policy.allowed_command_types), these sets otherwise
-PERSONAL_ROLES = frozenset({"user", "support_agent", "supervisor", "auditor"})
 STOP_ROLES = frozenset({"user", "support_agent", "supervisor", "operator"})
 CANCEL_ROLES = STOP_ROLES
 RETRY_ROLES = frozenset({"operator"})
@@ -126,7 +126,7 @@ def list_rows(states: list[RunState], flt: RunFilter, now: datetime) -> list[dic
     return sorted(rows, key=lambda r: (-(r["stuckSeconds"] or -1), r["runId"]))
 
 
-# --- dashboard user view (role-trimmed) ---------------------------------------------------
+# --- dashboard pages: the projections' user view plus what this viewer may press ---------------
 
 @dataclass(frozen=True)
 class Viewer:
@@ -136,54 +136,37 @@ class Viewer:
     roles: tuple[str, ...]
     allowed: frozenset[str] | None = None
 
+    @property
+    def role(self) -> Role:
+        """Which trimming of the user view this viewer gets: auditor, operator, else user."""
+        if "auditor" in self.roles:
+            return "auditor"
+        return "operator" if "operator" in self.roles else "user"
+
     def may(self, command_type: str, fallback_roles: frozenset[str]) -> bool:
         if self.allowed is not None:
             return command_type in self.allowed
         return bool(fallback_roles & set(self.roles))
 
-    def may_see(self, state: RunState) -> bool:
-        """Staff see every run; an end user only their own."""
-        return bool(STAFF_ROLES & set(self.roles)) or state.userId == self.subject
-
-    def sees_personal(self) -> bool:
-        return bool(PERSONAL_ROLES & set(self.roles))
+    def may_see(self, owner: str | None) -> bool:
+        """Staff see every run; an end user only their own (`owner`: the run's userId)."""
+        return bool(STAFF_ROLES & set(self.roles)) or (owner is not None and owner == self.subject)
 
 
-def user_view(state: RunState, viewer: Viewer) -> dict[str, Any] | None:
-    """The dashboard's View of a run for this viewer (None: not theirs to see)."""
-    if not viewer.may_see(state):
+def view_of(state: RunState | None, role: Role) -> dict[str, Any] | None:
+    """The `role` user view of a run as the view topic carries it (projections' `user_view`)."""
+    view = user_view(state, role)
+    return None if view is None else as_json(view)
+
+
+def page_view(view: dict[str, Any] | None, viewer: Viewer) -> dict[str, Any] | None:
+    """A user view (the UserView schema's fields, as a dict) plus the buttons this viewer may
+    press; the decider still decides every command."""
+    if view is None:
         return None
-    active = state.status in ACTIVE
-    personal = viewer.sees_personal()
-    return {
-        "runId": state.runId, "version": state.version, "status": state.status,
-        "statusReason": state.statusReason, "statusSince": state.statusSince.isoformat(),
-        "goalSummary": state.goalSummary if personal else None,
-        "isBusy": state.status in BUSY,
-        "canStop": active and viewer.may("run.stop", STOP_ROLES),
-        "canCancel": active and viewer.may("run.cancel", CANCEL_ROLES),
-        "canRetry": [c.toolCallId for c in state.toolCalls.values() if _retryable(state, c)]
-        if viewer.may("tool.call.retry", RETRY_ROLES) else [],
-        "approvalBanner": _banner(state, set(viewer.roles), personal),
-        "toolCalls": [{"toolCallId": c.toolCallId, "action": c.action, "execution": c.execution,
-                       "verification": c.verification} for c in state.toolCalls.values()],
-    }
-
-
-def _banner(state: RunState, roles: set[str], personal: bool) -> dict[str, Any] | None:
-    """The oldest open approval, if the run is waiting for one."""
-    if state.status != "waiting_for_approval":
-        return None
-    pending = state.open_approvals()
-    if not pending:
-        return None
-    a = pending[0]
-    return {"approvalId": a.approvalId, "toolCallId": a.toolCallId, "risk": a.risk,
-            "requiredRole": a.requiredRole, "expiresAt": a.expiresAt.isoformat(),
-            "argsHash": a.argsHash, "summary": a.summary if personal else None,
-            "canDecide": a.requiredRole in roles}
-
-
-def _retryable(state: RunState, c: ToolCallState) -> bool:
-    return (state.status == "running" and c.execution == "failed" and bool(c.retryable)
-            and c.closedReason is None)
+    banner = view["approvalBanner"]
+    return {**view,
+            "canDecide": banner is not None and banner["requiredRole"] in viewer.roles,
+            "canStop": view["canStop"] and viewer.may("run.stop", STOP_ROLES),
+            "canCancel": view["canStop"] and viewer.may("run.cancel", CANCEL_ROLES),
+            "canRetry": list(view["canRetry"]) if viewer.may("tool.call.retry", RETRY_ROLES) else []}

@@ -16,12 +16,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runfacts.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
 from runfacts.processors.run_state import RunState
+from runfacts.projections import user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.errors import InfrastructureError
@@ -79,28 +81,39 @@ class StateReader:
 
     def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
         """The run's current State (None: no such run)."""
+        raw = self._latest(self.names.state, run_id, progress)
+        return None if raw is None else RunState.model_validate_json(raw)
+
+    def latest_view(self, run_id: str, progress: Progress | None = None) -> dict[str, Any] | None:
+        """The run's current user view as the decider published it to the view topic (None: no
+        such run, or archived)."""
+        raw = self._latest(self.names.user_view, run_id, progress)
+        return None if raw is None else user_view.schema().decode(raw)
+
+    def _latest(self, topic: str, run_id: str, progress: Progress | None) -> bytes | None:
+        """The run's latest value in `topic` (only the run's partition is read)."""
         consumer = _consumer(self.kafka)
         try:
-            topic = self.names.state
             count = partition_count(consumer, topic, self.settings.metadata_timeout_s)
             part = partition_for(run_id.encode(), count)
-            found = self._read(consumer, [part], progress, run_id.encode())
+            return self._read(consumer, topic, [part], progress, run_id.encode()).get(run_id.encode())
         finally:
             consumer.close()
-        return found.get(run_id)
 
     def scan(self, progress: Progress | None = None) -> dict[str, RunState]:
         """Every run's current State."""
         consumer = _consumer(self.kafka)
         try:
             count = partition_count(consumer, self.names.state, self.settings.metadata_timeout_s)
-            return self._read(consumer, list(range(count)), progress, None)
+            found = self._read(consumer, self.names.state, list(range(count)), progress, None)
         finally:
             consumer.close()
+        return {k.decode(): RunState.model_validate_json(v) for k, v in found.items() if v is not None}
 
-    def _read(self, consumer: Consumer, parts: list[int], progress: Progress | None,
-              only: bytes | None) -> dict[str, RunState]:
-        topic, timeout = self.names.state, self.settings.metadata_timeout_s
+    def _read(self, consumer: Consumer, topic: str, parts: list[int], progress: Progress | None,
+              only: bytes | None) -> dict[bytes, bytes | None]:
+        """The latest value per key (of `only`) in these partitions, up to their current end."""
+        timeout = self.settings.metadata_timeout_s
         ends = {p: watermarks(consumer, TopicPartition(topic, p), timeout) for p in parts}
         todo = {p for p, (low, high) in ends.items() if high > low}
         total, done = sum(high - low for low, high in ends.values()), 0
@@ -122,7 +135,7 @@ class StateReader:
                     todo.discard(msg.partition())
             if progress is not None:
                 progress(done, total)
-        return {k.decode(): RunState.model_validate_json(v) for k, v in latest.items() if v is not None}
+        return latest
 
 
 def _eof_or_raise(msg: object, todo: set[int], topic: str) -> None:

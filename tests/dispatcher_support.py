@@ -116,14 +116,15 @@ class Loop:
         return self.pipe(*commands).settle()
 
     def step(self) -> bool:
-        """One round: new events to the dispatcher, then its new commands to the decider."""
+        """One round: new events to the dispatcher, then its new commands to the decider (headers
+    travel with them, as in Kafka)."""
         events = self.decider.outputs(NAMES.events)[self.events_seen:]
         for record in events:
-            self.dispatcher.pipe(NAMES.events, record.value, record.key)
+            self.dispatcher.pipe(NAMES.events, record.value, record.key, headers=record.headers)
             self.events_seen += 1
         commands = self.dispatcher.outputs(NAMES.commands)[self.commands_seen:]
         for record in commands:
-            self.decider.pipe(NAMES.commands, record.value, record.key)
+            self.decider.pipe(NAMES.commands, record.value, record.key, headers=record.headers)
             self.commands_seen += 1
         return bool(events or commands)
 

@@ -15,6 +15,7 @@ from decider_support import CTX, create, propose_refund
 from runfacts.identity import hash_secret
 from runfacts.processors.decider_app import DeciderShell
 from runfacts.processors.run_state import RunState
+from runfacts.projections.user_view import publisher
 from runfacts.runlog import CommandClient, StateReader
 from runfacts.schemas.common import CommandBase
 from runfacts.settings import KafkaSettings
@@ -60,7 +61,8 @@ class Deployment:
         return env
 
     def decider(self) -> Any:
-        return DeciderShell(self.names, CTX).application()
+        """The run decider publishing the user view with the state (as `runfacts worker decider`)."""
+        return DeciderShell(self.names, CTX, views=(publisher(self.names.user_view),)).application()
 
     def send(self, *commands: CommandBase) -> None:
         client = CommandClient(self.kafka, self.names)

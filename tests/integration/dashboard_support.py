@@ -14,7 +14,7 @@ import uvicorn
 from ops_support import Deployment
 
 from runfacts.dashboard import Dashboard, create_app
-from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.identity import load_users
 from runfacts.runlog import CommandClient, ReaderSettings
 from runfacts.web_session import SessionSigner
@@ -33,18 +33,19 @@ def free_port() -> int:
 @contextmanager
 def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0) -> Iterator[str]:
     """The dashboard over `dep`'s topics on a free port; yields its base URL."""
-    feed = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
+    views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
+    states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
-    dashboard = Dashboard(feed, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0)
+    dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
-    while not (server.started and feed.ready.is_set()):
-        if time.monotonic() > deadline or feed.error is not None:
-            raise RuntimeError(f"dashboard did not start (feed error: {feed.error})")
+    while not (server.started and views.ready.is_set() and states.ready.is_set()):
+        if time.monotonic() > deadline or views.error is not None or states.error is not None:
+            raise RuntimeError(f"dashboard did not start (feed errors: {views.error}, {states.error})")
         time.sleep(0.05)
     try:
         yield f"http://127.0.0.1:{port}"

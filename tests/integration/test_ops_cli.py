@@ -53,6 +53,27 @@ def test_inspect_shows_waiting_approval_without_personal_data_when_run_waits(
     assert table.exit_code == 0 and "approval-tool-call-031" in table.output
 
 
+def test_view_prints_the_published_user_view_without_personal_data_when_run_waits(
+        deployment: Deployment, unique: str, tmp_path: Path) -> None:
+    run = f"run-{unique}"
+    deployment.send(*waiting_run(run))
+    deployment.wait_state(run, lambda s: s.status == "waiting_for_approval")
+    users = write_users(tmp_path / "users.toml")
+
+    published = _cli(deployment, users, ["view", run, "--json"])
+    operator = _cli(deployment, users, ["view", run, "--role", "operator", "--json"])
+
+    assert published.exit_code == 0 and operator.exit_code == 0, published.output + operator.output
+    user_view, operator_view = json.loads(published.output), json.loads(operator.output)
+    assert (user_view["role"], user_view["status"]) == ("user", "waiting_for_approval")
+    assert user_view["approvalBanner"]["asks"] == "refund on order-001 (high risk)"
+    assert operator_view["role"] == "operator" and operator_view["operator"]["openApprovals"] == 1
+    assert user_view["version"] == operator_view["version"]
+    for personal in ("refund order-001", "customer-42", "user-7", "Refund 42.00 EUR"):
+        assert personal not in published.output + operator.output
+    assert _cli(deployment, users, ["view", run, "--role", "auditor"]).exit_code != 0
+
+
 def test_approve_prints_accepted_events_then_rejection_when_sent_twice(
         deployment: Deployment, unique: str, tmp_path: Path) -> None:
     run, approval = f"run-{unique}", f"approval-call-{unique}"

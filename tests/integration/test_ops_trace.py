@@ -13,7 +13,7 @@ from ops_support import Deployment, waiting_run
 
 from runfacts import telemetry
 from runfacts.control import Issue, resume_command
-from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.identity import Identity
 from runfacts.otel import OtelSettings, OtelTelemetry
 from runfacts.runlog import CommandClient
@@ -42,7 +42,7 @@ def test_one_trace_spans_command_event_and_view_update_when_telemetry_is_on(
     dep = Deployment.create(kafka_bootstrap, f"trace{unique}")
     run = f"run-{unique}"
     engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"tr-{unique}")).start()
-    feed = ViewFeed(dep.kafka, FeedSettings(dep.names.state)).start()
+    feed = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view)).start()
     try:
         dep.send(*waiting_run(run, f"call-{unique}"))
         state = dep.wait_state(run, lambda s: s.status == "waiting_for_approval")

@@ -1,4 +1,7 @@
-"""The dashboard's HTTP surface without a broker: login, sessions, CSRF, role-trimmed pages."""
+"""The dashboard's HTTP surface without a broker: login, sessions, CSRF, role-trimmed pages.
+
+The feeds are fed the records the run decider publishes: the framed user view (view topic)
+and the run state (state topic)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,12 @@ from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
 
 from runfacts.dashboard import Dashboard, create_app
-from runfacts.dashboard_feed import FeedSettings, ViewFeed
+from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard_html import run_fragment, sse
 from runfacts.identity import Identity, load_users
 from runfacts.processors.policy import load_policy
-from runfacts.run_views import Viewer, user_view
+from runfacts.projections.user_view import publisher
+from runfacts.run_views import Viewer, page_view, view_of
 from runfacts.runlog import CommandClient
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
@@ -28,12 +32,16 @@ SECRET = b"s" * 32
 def client(tmp_path: Path):
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never reached by these tests
     names = TopicNames("dash-unit")
-    feed = ViewFeed(kafka, FeedSettings(names.state))
-    state = Scenario().given(create(), propose_refund()).s
-    feed.apply(RUN.encode(), state.model_dump_json().encode())
-    dashboard = Dashboard(feed, load_users(write_users(tmp_path / "users.toml")), SessionSigner(SECRET),
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = ViewFeed(kafka, FeedSettings(names.state))
+    state = Scenario().given(create(), propose_refund()).s.model_copy(update={"runId": RUN})
+    for _topic, key, value in publisher(names.user_view)(state):  # what the decider publishes
+        views.apply(key, value)
+    states.apply(RUN.encode(), state.model_dump_json().encode())
+    dashboard = Dashboard(views, states, load_users(write_users(tmp_path / "users.toml")), SessionSigner(SECRET),
                           CommandClient(kafka, names), policy=load_policy())
     with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
+        c.dashboard = dashboard  # type: ignore[attr-defined]
         yield c
 
 
@@ -71,7 +79,8 @@ def test_run_page_shows_banner_with_buttons_when_viewer_may_approve(client: Test
 
     assert page.status_code == 200
     assert 'id="approval-banner"' in page.text and 'id="approve"' in page.text
-    assert "Refund 42.00 EUR for order-001" in page.text
+    assert "refund on order-001 (high risk)" in page.text  # plain words from codes
+    assert "Refund 42.00 EUR for order-001" not in page.text  # the summary is personal: auditors only
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
@@ -125,11 +134,35 @@ def test_run_fragment_escapes_markup_when_summary_holds_html():
     state = Scenario().given(create(), propose_refund()).s
     approval = state.approvals["approval-tool-call-031"].model_copy(update={"summary": "<script>alert(1)</script>"})
     state = state.model_copy(update={"approvals": {approval.approvalId: approval}})
+    auditor = Viewer("audrey", ("auditor",))
 
-    fragment = run_fragment(user_view(state, Viewer("alice", ("support_agent",))), "tok")
+    fragment = run_fragment(page_view(view_of(state, auditor.role), auditor), "tok")
 
     assert "<script>" not in fragment and "&lt;script&gt;" in fragment
 
 
 def test_sse_prefixes_every_line_when_data_spans_lines():
     assert sse("view", "a\nb") == "event: view\ndata: a\ndata: b\n\n"
+
+
+def test_run_page_reads_the_published_view_when_viewer_has_the_user_role(client: TestClient):
+    _login(client, "alice")
+    dashboard: Dashboard = client.dashboard  # type: ignore[attr-defined]
+    state = dashboard.states.get(RUN)
+    stale = state.model_copy(update={"status": "running", "approvals": {}})
+    dashboard.states.apply(RUN.encode(), stale.model_dump_json().encode())  # state moved on, view not yet
+
+    page = client.get(f"/runs/{RUN}")
+
+    assert 'id="approval-banner"' in page.text  # what the view topic says, not a view of the newer state
+
+
+def test_run_page_shows_operations_detail_without_personal_data_when_viewer_is_operator(client: TestClient):
+    _login(client, "olga")
+
+    page = client.get(f"/runs/{RUN}").text
+
+    assert 'id="operator"' in page and "open approvals 1" in page
+    for personal in ("customer-42", "refund order-001", "Refund 42.00 EUR"):
+        assert personal not in page
+

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from decider_support import Scenario, claim, create, failed, propose_refund, resume
 
-from runfacts.run_views import RunFilter, Viewer, list_rows, operator_summary, parse_duration, user_view
+from runfacts.run_views import RunFilter, Viewer, list_rows, operator_summary, page_view, parse_duration, view_of
 from runfacts.schemas.common import Actor
 
 PERSONAL = ("refund order-001", "customer-42", "user-7", "Refund 42.00 EUR", "alice", "dispatcher-1")
@@ -71,44 +71,57 @@ def test_parse_duration_names_the_input_when_unit_is_unknown():
         parse_duration("10 weeks")
 
 
-def test_user_view_shows_decidable_banner_when_viewer_holds_required_role():
-    view = user_view(_waiting().s, Viewer("alice", ("support_agent",)))
+def _page(state, viewer: Viewer):
+    return page_view(view_of(state, viewer.role), viewer)
 
-    assert view is not None
+
+def test_page_shows_decidable_banner_in_plain_words_when_viewer_holds_required_role():
+    view = _page(_waiting().s, Viewer("alice", ("support_agent",)))
+
+    assert view is not None and view["role"] == "user"
     banner = view["approvalBanner"]
-    assert banner["approvalId"] == "approval-tool-call-031" and banner["canDecide"] is True
-    assert banner["summary"] == "Refund 42.00 EUR for order-001"
-    assert view["goalSummary"] == "refund order-001"
+    assert banner["approvalId"] == "approval-tool-call-031" and view["canDecide"] is True
+    assert banner["asks"] == "refund on order-001 (high risk)" and banner["summary"] is None
+    assert view["auditor"] is None and view["operator"] is None
 
 
-def test_user_view_hides_personal_fields_and_buttons_when_viewer_is_operator():
-    view = user_view(_waiting().s, Viewer("olga", ("operator",)))
+def test_page_hides_personal_fields_and_buttons_when_viewer_is_operator():
+    view = _page(_waiting().s, Viewer("olga", ("operator",)))
 
-    assert view is not None
-    assert view["goalSummary"] is None and view["approvalBanner"]["summary"] is None
-    assert view["approvalBanner"]["canDecide"] is False
-    assert view["canCancel"] is True
+    assert view is not None and view["role"] == "operator"
+    assert view["approvalBanner"]["summary"] is None and view["canDecide"] is False
+    assert view["canCancel"] is True and view["operator"]["openApprovals"] == 1
     for value in PERSONAL:
         assert value not in json.dumps(view)
 
 
-def test_user_view_is_none_when_end_user_looks_at_someone_elses_run():
+def test_page_carries_personal_fields_only_when_viewer_is_auditor():
+    view = _page(_waiting().s, Viewer("audrey", ("auditor",)))
+
+    assert view is not None and view["auditor"]["goalSummary"] == "refund order-001"
+    assert view["approvalBanner"]["summary"] == "Refund 42.00 EUR for order-001"
+
+
+def test_viewer_sees_only_own_runs_when_end_user():
     state = _waiting().s
 
-    assert user_view(state, Viewer("customer-99", ("user",))) is None
-    own = user_view(state, Viewer("customer-42", ("user",)))
+    assert not Viewer("customer-99", ("user",)).may_see(state.userId)
+    assert Viewer("customer-42", ("user",)).may_see(state.userId)
+    assert Viewer("olga", ("operator",)).may_see(state.userId)
+    own = _page(state, Viewer("customer-42", ("user",)))
     assert own is not None and own["canStop"] is True and own["canRetry"] == []
 
 
-def test_user_view_has_no_banner_when_approval_was_granted():
+def test_page_has_no_banner_when_approval_was_granted():
     s = _waiting().given(resume())
 
-    view = user_view(s.s, Viewer("alice", ("support_agent",)))
+    view = _page(s.s, Viewer("alice", ("support_agent",)))
 
     assert view is not None and view["approvalBanner"] is None and view["status"] == "running"
+    assert view["canDecide"] is False
 
 
-def test_user_view_buttons_follow_the_policy_when_viewer_carries_allowed_commands():
+def test_page_buttons_follow_the_policy_when_viewer_carries_allowed_commands():
     from runfacts.processors.policy import allowed_command_types, load_policy
 
     s = Scenario().given(create(), propose_refund(), resume(), claim(), failed(retryable=True))
@@ -116,8 +129,18 @@ def test_user_view_buttons_follow_the_policy_when_viewer_carries_allowed_command
     operator = Actor(subjectId="olga", roles=("operator",), authSource="dashboard")
     user = Actor(subjectId="customer-42", roles=("user",), authSource="dashboard")
 
-    as_operator = user_view(s.s, Viewer("olga", ("operator",), allowed_command_types(policy, operator)))
-    as_user = user_view(s.s, Viewer("customer-42", ("user",), allowed_command_types(policy, user)))
+    as_operator = _page(s.s, Viewer("olga", ("operator",), allowed_command_types(policy, operator)))
+    as_user = _page(s.s, Viewer("customer-42", ("user",), allowed_command_types(policy, user)))
 
     assert as_operator["canRetry"] == ["tool-call-031"] and as_operator["canStop"] is True
     assert as_user["canRetry"] == [] and as_user["canStop"] is True
+
+
+def test_page_view_of_the_published_record_equals_the_view_of_the_state_when_decoded():
+    from runfacts.dashboard_feed import decode_view
+    from runfacts.projections.user_view import publisher
+
+    state = _waiting().s
+    ((_topic, _key, value),) = publisher("v")(state)
+
+    assert decode_view(value) == view_of(state, "user")

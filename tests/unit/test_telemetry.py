@@ -101,3 +101,49 @@ def test_with_trace_replaces_old_context_when_span_has_one(otel):
 
     assert [k for k, _ in merged] == ["eventId", "traceparent"]
     assert dict(merged)["traceparent"] != PARENT.encode()
+
+
+def test_dispatcher_span_continues_the_event_trace_and_rides_on_its_commands_when_telemetry_is_on(
+        otel, tmp_path):
+    from dispatcher_support import NAMES as LOOP_NAMES
+    from dispatcher_support import Loop
+
+    tel, spans, _ = otel
+    previous = telemetry.install(tel)
+    loop = Loop(tmp_path)
+    try:
+        loop.start_refund(approve=False)
+        approval = loop.approval()
+        loop.decider.pipe(LOOP_NAMES.commands, codec.encode(approval), approval.runId.encode(),
+                          headers=[("traceparent", PARENT.encode())])
+        loop.settle()
+    finally:
+        telemetry.install(previous)
+        loop.close()
+
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    resume = finished["run-decider handle run.resume"]
+    dispatch = finished["dispatcher handle tool.call.authorized"]
+    claim = finished["run-decider handle tool.call.claim"]
+    trace = PARENT.split("-")[1]
+    assert {format(s.context.trace_id, "032x") for s in (resume, dispatch, claim)} == {trace}
+    assert dispatch.parent.span_id == resume.context.span_id
+    assert claim.parent.span_id == dispatch.context.span_id
+    assert dispatch.attributes["runfacts.work"] == "Claim"
+    (claim_record,) = [r for r in loop.dispatcher.outputs(LOOP_NAMES.commands)
+                       if codec.decode(r.value).commandType == "tool.call.claim"]
+    assert dict(claim_record.headers)["traceparent"].decode().split("-")[2] == format(dispatch.context.span_id, "016x")
+
+
+def test_dispatcher_sends_commands_without_trace_headers_when_telemetry_is_off(tmp_path):
+    from dispatcher_support import NAMES as LOOP_NAMES
+    from dispatcher_support import Loop
+
+    loop = Loop(tmp_path)
+    try:
+        loop.start_refund()
+    finally:
+        loop.close()
+
+    commands = loop.dispatcher.outputs(LOOP_NAMES.commands)
+    assert commands and all("traceparent" not in dict(r.headers or []) for r in commands)
