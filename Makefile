@@ -1,8 +1,9 @@
 # runfacts — the two quick-start commands and the developer targets.
 #   make demo    set up, start Kafka, run the main job end to end
-#   make test    set up, start Kafka and PostgreSQL, run the whole test suite
+#   make test    set up, start Kafka and PostgreSQL, run the test suite (without slow tests)
+#   make crash   the full crash matrix (table) and the decider fuzz with 10^5 cases
 # setup: venv + Kafka jars; setup-all: also PostgreSQL and Chromium (for the tests)
-.PHONY: setup setup-all demo test unit lint crash bench kafka-start kafka-stop clean
+.PHONY: setup setup-all demo test unit lint crash fuzz bench kafka-start kafka-stop clean
 
 PY := .venv/bin/python
 TEST_CMD := $(PY) -m pytest -q
@@ -25,6 +26,13 @@ test: setup-all
 
 unit: setup
 	$(PY) -m pytest -q tests/unit tests/contract
+
+crash: setup
+	scripts/kafka.sh start
+	.venv/bin/runfacts dev crash --fuzz-scale 10
+
+fuzz: setup
+	RUNFACTS_FUZZ_SCALE=10 $(PY) -m pytest -q tests/unit/test_decider_fuzz.py
 
 lint: setup
 	.venv/bin/ruff check .

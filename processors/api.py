@@ -72,6 +72,8 @@ class Source:
     key_deserializer: Deserializer = raw
     value_deserializer: Deserializer = raw
     on_invalid: OnInvalid = "dead_letter"
+    value_headers: bool = False
+    """Call value_deserializer(value, headers): a codec can then name e.g. a newer schema version."""
 
     def __post_init__(self) -> None:
         _check_name("source.topic", self.topic)

@@ -46,6 +46,7 @@ At-least-once commit steps:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -59,6 +60,7 @@ log = logging.getLogger("runfacts.engine")
 T = TypeVar("T")
 _TIMEOUT_S = 30.0
 _RETRIES = 5
+_OFFSETS_DEADLINE_S = _TIMEOUT_S + 5.0  # see ExactlyOnce._send_offsets
 
 
 class TransactionAborted(InfrastructureError):
@@ -102,6 +104,7 @@ class ExactlyOnce:
         self.producer: Producer
         self._consumer = consumer
         self.open = False
+        self.wedged = False
 
     def init(self) -> None:
         call(self.producer.init_transactions, _TIMEOUT_S)
@@ -119,7 +122,7 @@ class ExactlyOnce:
                    for t in tasks for topic, offset in t.offsets_to_commit().items()]
         if offsets:
             metadata = self._consumer.consumer_group_metadata()
-            call(self.producer.send_offsets_to_transaction, offsets, metadata, _TIMEOUT_S)
+            self._send_offsets(offsets, metadata)
         crash_point("engine.during_commit")
         call(self.producer.commit_transaction, _TIMEOUT_S)
         self.open = False
@@ -130,9 +133,35 @@ class ExactlyOnce:
         for task in tasks:
             task.write()
 
+    def _send_offsets(self, offsets: list[TopicPartition], metadata: Any) -> None:
+        """send_offsets_to_transaction with a deadline of our own: librdkafka (#5456, still in
+        2.16) ignores its timeout when the group coordinator went away during the transaction,
+        and blocked the engine forever after a broker restart (crash matrix, broker bounce).
+        Past the deadline the producer is wedged: fail (not retryable) so the process restarts."""
+        outcome: dict[str, Any] = {}
+
+        def send() -> None:
+            try:
+                call(self.producer.send_offsets_to_transaction, offsets, metadata, _TIMEOUT_S)
+            except BaseException as exc:  # handed to the engine thread below
+                outcome["error"] = exc
+        worker = threading.Thread(target=send, name="send-offsets", daemon=True)
+        worker.start()
+        worker.join(_OFFSETS_DEADLINE_S)
+        if worker.is_alive():
+            self.wedged = True
+            raise InfrastructureError(f"send_offsets_to_transaction did not return in {_OFFSETS_DEADLINE_S:.0f}s "
+                                      "(librdkafka #5456: coordinator lost); restart the process",
+                                      retryable=False)
+        if "error" in outcome:
+            raise outcome["error"]
+
     def abort(self) -> None:
         """Abort; flushing first lets in-flight partition registrations finish (librdkafka
-        #4849: aborting while one is in flight can fail with a fatal INVALID_TXN_STATE)."""
+        #4849: aborting while one is in flight can fail with a fatal INVALID_TXN_STATE).
+        A wedged producer is left alone: the broker aborts at transaction.timeout.ms."""
+        if self.open and self.wedged:
+            self.open = False
         if self.open:
             self.open = False
             self.producer.flush(_TIMEOUT_S)

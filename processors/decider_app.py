@@ -1,7 +1,9 @@
 """The run decider on the engine: commands topic -> events + run state + views, exactly once.
 
 Per command record (all in the engine's transaction for the batch):
-1. The command was decoded and validated by the codec (bad bytes -> dead-letter topic).
+1. The command was decoded and validated by the codec; bad bytes, records or fields over the
+   `InputLimits` (issue 11: before they can reach any run's state) and `timer.fire` (internal:
+   a forged one could expire approvals) go to the dead-letter topic with the reason in headers.
 2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
 3. Load the run's state from the `runs` store (None: no run yet).
 4. `decide` (pure) -> events; `fold` -> the new state.
@@ -22,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
 
 from runfacts import telemetry
 from runfacts.processors.api import Application, Record, Source, Timer
@@ -45,6 +50,52 @@ DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManife
 
 
 @dataclass(frozen=True)
+class InputLimits:
+    """The largest command the shell accepts; anything bigger is dead-lettered, never decided."""
+
+    max_record_bytes: int = 64 * 1024
+    max_text_chars: int = 4_096
+    max_items: int = 256
+
+    def check(self, command: BaseModel) -> str | None:
+        """The first field over a limit, as a readable reason (None: within the limits)."""
+        return _oversized(command, "", self)
+
+
+def _oversized(value: Any, path: str, limits: InputLimits) -> str | None:
+    if isinstance(value, str):
+        if len(value) > limits.max_text_chars:
+            return f"field {path} has {len(value)} characters (limit {limits.max_text_chars})"
+        return None
+    if isinstance(value, BaseModel):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}" if path else k, v) for k, v in value.__dict__.items())
+    elif isinstance(value, tuple | list):
+        if len(value) > limits.max_items:
+            return f"field {path} has {len(value)} items (limit {limits.max_items})"
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub_path, sub in items:
+        found = _oversized(sub, sub_path, limits)
+        if found is not None:
+            return found
+    return None
+
+
+def effective_command(command: CommandBase, received_ms: int, max_backdate_ms: int) -> CommandBase:
+    """A command judged at the time the broker received it, when that is later than issuedAt.
+
+    The commands topic uses LogAppendTime, so the record timestamp is the broker's clock:
+    a sender cannot back-date `issuedAt` to slip an approval in before its expiry.
+    """
+    issued_ms = int(command.issuedAt.timestamp() * 1000)
+    if received_ms - issued_ms <= max_backdate_ms:
+        return command
+    received = datetime.fromtimestamp(received_ms / 1000, tz=UTC)
+    return command.model_copy(update={"issuedAt": received})
+
+
+@dataclass(frozen=True)
 class DeciderShell:
     """The decider's wiring: topic names, the pure context, the codec and view publishers."""
 
@@ -53,15 +104,27 @@ class DeciderShell:
     codec: Codec = field(default_factory=lambda: Codec(CodecSettings(validate=True)))
     views: tuple[ViewFn, ...] = ()
     max_backdate_ms: int = 5_000
+    limits: InputLimits = InputLimits()
     cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
 
-    def deserialize(self, data: bytes | None) -> CommandBase:
+    def deserialize(self, data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -> CommandBase:
+        """The command in `data`, within the limits; InvalidInput (a dead letter) otherwise."""
         if data is None:
             raise InvalidInput("empty command (tombstone)", schema="runfacts.commands")
-        value = self.codec.decode(data)
+        if len(data) > self.limits.max_record_bytes:
+            raise InvalidInput(f"oversized: record of {len(data)} bytes (limit {self.limits.max_record_bytes})",
+                               schema="runfacts.commands")
+        value = self.codec.decode(data, headers=headers)
         if not isinstance(value, CommandBase):
             raise InvalidInput(f"{value.eventType} is an event, not a command", schema=type(value).__name__)
+        if isinstance(value, cmd.FireTimer):  # only on_timer makes these, in-process
+            raise InvalidInput("timer.fire is internal to the run decider: it fires its own timers and never "
+                               "accepts one from the commands topic", schema=type(value).__name__,
+                               version=value.schemaVersion)
+        too_big = self.limits.check(value)
+        if too_big is not None:
+            raise InvalidInput(f"oversized: {too_big}", schema=type(value).__name__, version=value.schemaVersion)
         return value
 
     def process(self, record: Record, ctx: Context) -> None:
@@ -72,9 +135,9 @@ class DeciderShell:
                                position=record.position, schema=type(command).__name__,
                                version=command.schemaVersion)
             ctx.emit(self.names.dlq, record.key, self.codec.encode(command),
-                     list(record.headers or []) + bad.headers())
+                     list(record.headers or []) + bad.headers() + [("dlq.app", self.app_name.encode())])
             return
-        command = self._received(command, record.timestamp_ms)
+        command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
         tel = self.telemetry
         if not tel.enabled:
             self.handle(command, ctx)
@@ -82,18 +145,6 @@ class DeciderShell:
         with tel.span(f"run-decider handle {command.commandType}", parent=record.headers,
                       attributes=_span_attributes(command)) as span:
             self.handle(command, ctx, span.headers())
-
-    def _received(self, command: CommandBase, received_ms: int) -> CommandBase:
-        """A command judged at the time the broker received it, when that is later than issuedAt.
-
-        The commands topic uses LogAppendTime, so the record timestamp is the broker's clock:
-        a sender cannot back-date `issuedAt` to slip an approval in before its expiry.
-        """
-        issued_ms = int(command.issuedAt.timestamp() * 1000)
-        if received_ms - issued_ms <= self.max_backdate_ms:
-            return command
-        received = datetime.fromtimestamp(received_ms / 1000, tz=UTC)
-        return command.model_copy(update={"issuedAt": received})
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
         kind, _, target = timer.payload.decode().partition("|")
@@ -174,11 +225,16 @@ class DeciderShell:
                 due_ms = int(spec.due.timestamp() * 1000)
                 ctx.schedule(key, due_ms, timer_id, f"{spec.kind}|{spec.target_id}".encode())
 
+    @property
+    def app_name(self) -> str:
+        """The engine application (and consumer group) name."""
+        return APP_NAME if self.names.prefix == "runfacts" else f"{self.names.prefix}-run-decider"
+
     def application(self) -> Application:
         """The engine application for this shell."""
         return Application(
-            name=APP_NAME if self.names.prefix == "runfacts" else f"{self.names.prefix}-run-decider",
-            sources=(Source(self.names.commands, value_deserializer=self.deserialize),),
+            name=self.app_name,
+            sources=(Source(self.names.commands, value_deserializer=self.deserialize, value_headers=True),),
             process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
             dead_letter_topic=self.names.dlq,
         )
@@ -202,26 +258,42 @@ def _count(tel: telemetry.Telemetry, command: CommandBase, events: list[EventBas
         tel.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": reason, "commandType": command.commandType})
 
 
-def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "",
-                versions: str = "", user_view: str = "true") -> Application:
-    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
+def decide_context(capabilities: str = "", policy: str = "", versions: str = "") -> DecideContext:
+    """The worker's `DecideContext` from its factory parameters (an oracle builds the same one).
 
     Policy and capabilities load from the given paths (packaged defaults otherwise); signed
-    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]). The
-    user view is published to `<prefix>.view.user` in the same transaction as events and state.
+    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
     """
     from pathlib import Path
 
     from runfacts.processors.approval_keys import load_keyring_if_configured
     from runfacts.processors.decider_security import policy_checks
     from runfacts.processors.policy import load_policy
-    from runfacts.projections.user_view import publisher
 
-    telemetry.configure_from_env(APP_NAME)
     catalog = load_capabilities(Path(capabilities) if capabilities else None)
     loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
     current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
-    ctx = DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
+    return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
+
+
+def input_limits(max_record_bytes: str = "", max_text_chars: str = "") -> InputLimits:
+    """The shell's `InputLimits` from factory parameters (empty: the default)."""
+    default = InputLimits()
+    return InputLimits(max_record_bytes=int(max_record_bytes or default.max_record_bytes),
+                       max_text_chars=int(max_text_chars or default.max_text_chars))
+
+
+def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "", versions: str = "",
+                user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "") -> Application:
+    """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
+
+    The user view is published to `<prefix>.view.user` in the same transaction as events and
+    state; commands over the input limits are dead-lettered (parameters override the limits).
+    """
+    from runfacts.projections.user_view import publisher
+
+    telemetry.configure_from_env(APP_NAME)
+    ctx = decide_context(capabilities, policy, versions)
     names = TopicNames(prefix)
     views = (publisher(names.user_view),) if user_view == "true" else ()
-    return DeciderShell(names, ctx, views=views).application()
+    return DeciderShell(names, ctx, views=views, limits=input_limits(max_record_bytes, max_text_chars)).application()

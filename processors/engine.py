@@ -5,6 +5,7 @@ One loop iteration:
      on revoke, commit the open transaction (or abort and roll back) and close the stores;
      on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
      partition is handed to the consumer (at-least-once: skip inputs the store already holds).
+       -- crash point engine.during_rebalance (on revoke, before its commit)
        -- crash point engine.after_consume_before_process
   2. begin a transaction (exactly-once) if none is open.
   3. per record: deserialize with the source's deserializers (InvalidInput -> dead-letter
@@ -267,6 +268,7 @@ class Engine:
                 tp.offset = applied + 1
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        crash_point("engine.during_rebalance")
         revoked = frozenset(tp.partition for tp in partitions)
         try:
             if self._failure is None:

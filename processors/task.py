@@ -153,6 +153,7 @@ class Task:
         self.delivered: dict[str, int] = {}
         self.delivery_errors: list[str] = []
         self._process = app.process
+        self._with_headers = {s.topic for s in app.sources if s.value_headers}
         self._deserializers = {s.topic: (_unless_raw(s.key_deserializer),
                                          _unless_raw(s.value_deserializer)) for s in app.sources}
         self._changelogs = {s: app.changelog_topic(s) for s in app.all_stores}
@@ -164,7 +165,12 @@ class Task:
         key_de, value_de = self._deserializers[topic]
         try:
             key = msg.key() if key_de is None else key_de(msg.key())
-            value = msg.value() if value_de is None else value_de(msg.value())
+            if value_de is None:
+                value = msg.value()
+            elif topic in self._with_headers:
+                value = value_de(msg.value(), msg.headers())  # type: ignore[call-arg]
+            else:
+                value = value_de(msg.value())
         except InvalidInput as exc:
             self._invalid(self.app.source(topic), msg,
                           exc.at(RecordPosition(topic, self.partition, offset)))

@@ -18,6 +18,7 @@ from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
 from runfacts.ops_cli import app as ops_app
 from runfacts.processors.dispatcher_cli import app as dispatcher_app
+from runfacts.processors.dlq_cli import app as dlq_app
 from runfacts.processors.engine_cli import app as engine_app
 from runfacts.projections import cli as projections_cli
 from runfacts.schemas.cli import app as schemas_app
@@ -45,6 +46,7 @@ app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, u
 app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")
+app.add_typer(dlq_app, name="dlq")
 
 _debug = {"on": False}
 

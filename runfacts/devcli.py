@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from runfacts.crash_cli import crash
 from runfacts.devenv import LocalKafka, LocalPostgres
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
@@ -18,6 +19,7 @@ kafka_app = typer.Typer(help="The single-node KRaft broker on 127.0.0.1 (jars fr
 postgres_app = typer.Typer(help="A local PostgreSQL server for the outbox.", no_args_is_help=True)
 dev_app.add_typer(kafka_app, name="kafka")
 dev_app.add_typer(postgres_app, name="postgres")
+dev_app.command("crash")(crash)
 topics_app = typer.Typer(help="Provision runfacts topics from the declarative spec.",
                          no_args_is_help=True)
 

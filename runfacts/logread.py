@@ -1,0 +1,76 @@
+"""Read topics back as they stand: every committed record up to the current end.
+
+`snapshot` reads topics up to the end a read_committed consumer sees now (the last stable
+offset: an open transaction of a killed worker hides what follows it until it is aborted),
+each partition in offset order. Used by the crash matrix's oracle and `runfacts dlq`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from runfacts.schemas.errors import InfrastructureError
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record as read back: where it sits, what it holds, when the broker stamped it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+def snapshot(bootstrap: str, topics: Iterable[str], timeout_s: float = 20.0,
+             config: dict[str, Any] | None = None, committed: bool = True) -> dict[str, list[LogRecord]]:
+    """Every committed record of `topics` up to their current end, per partition in offset order
+    (committed=False: also records of open and aborted transactions)."""
+    topics = list(topics)
+    consumer = Consumer({**(config or {}), "bootstrap.servers": bootstrap,
+                         "group.id": f"runfacts-snapshot-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                         "enable.partition.eof": True,
+                         "isolation.level": "read_committed" if committed else "read_uncommitted",
+                         "fetch.wait.max.ms": 20})
+    try:
+        parts = [TopicPartition(t, p, 0) for t in topics
+                 for p in consumer.list_topics(t, timeout=10).topics[t].partitions]
+        consumer.assign(parts)
+        found: dict[str, list[LogRecord]] = {t: [] for t in topics}
+        _drain(consumer, {(tp.topic, tp.partition) for tp in parts}, found, timeout_s)
+    finally:
+        consumer.close()
+    for records in found.values():
+        records.sort(key=lambda r: (r.partition, r.offset))
+    return found
+
+
+def _drain(consumer: Consumer, open_parts: set[tuple[str, int]], found: dict[str, list[LogRecord]],
+           timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while open_parts:
+        if time.monotonic() > deadline:
+            raise InfrastructureError(f"snapshot did not reach the end of {sorted(open_parts)}", retryable=True)
+        for msg in consumer.consume(1000, 0.2):
+            if msg.error() is not None:
+                open_parts.discard((msg.topic(), msg.partition()))
+                continue
+            record = _record(msg)
+            found[record.topic].append(record)
+
+
+def _record(msg: Any) -> LogRecord:
+    headers = tuple((str(k), v if isinstance(v, bytes) else b"") for k, v in msg.headers() or ())
+    return LogRecord(str(msg.topic()), int(msg.partition()), int(msg.offset()), msg.key(), msg.value(), headers,
+                     int(msg.timestamp()[1]))
+
+

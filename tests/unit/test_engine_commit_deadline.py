@@ -1,0 +1,79 @@
+"""Regression (crash matrix, broker bounce): send_offsets_to_transaction can block forever.
+
+librdkafka #5456 (open, present in 2.16): after the group coordinator went away during a
+transaction, `send_offsets_to_transaction` ignores its timeout. The engine hung for good after
+a broker restart; now the commit gives up after its own deadline, marks the producer wedged
+(no further calls into it) and fails with a non-retryable error so the process restarts.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from runfacts.processors import commit
+from runfacts.processors.commit import ExactlyOnce
+from runfacts.schemas.errors import InfrastructureError
+
+
+class StuckProducer:
+    """A transactional producer whose send_offsets_to_transaction never returns."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def flush(self, timeout: float = 0) -> int:
+        self.calls.append("flush")
+        return 0
+
+    def send_offsets_to_transaction(self, *args: Any) -> None:
+        self.calls.append("send_offsets")
+        self.release.wait()
+
+    def commit_transaction(self, *args: Any) -> None:
+        self.calls.append("commit")
+
+    def abort_transaction(self, *args: Any) -> None:
+        self.calls.append("abort")
+
+
+class OneTask:
+    partition = 0
+
+    def produce_changelog(self) -> int:
+        return 0
+
+    def missing_deliveries(self) -> list[str]:
+        return []
+
+    def offsets_to_commit(self) -> dict[str, int]:
+        return {"in": 5}
+
+    def write(self) -> None:
+        raise AssertionError("the store must not be written when the commit failed")
+
+
+class Consumer:
+    def consumer_group_metadata(self) -> object:
+        return object()
+
+
+def test_commit_fails_instead_of_hanging_when_send_offsets_ignores_its_timeout(monkeypatch) -> None:
+    monkeypatch.setattr(commit, "_OFFSETS_DEADLINE_S", 0.2)
+    txn = ExactlyOnce(Consumer())  # type: ignore[arg-type]
+    producer = StuckProducer()
+    txn.producer = producer  # type: ignore[assignment]
+    txn.open = True
+    try:
+        with pytest.raises(InfrastructureError, match="librdkafka #5456") as caught:
+            txn.commit([OneTask()])  # type: ignore[list-item]
+        assert not caught.value.retryable and txn.wedged
+        txn.abort()
+        assert producer.calls[-1] == "send_offsets", "a wedged producer is not called again"
+        assert "commit" not in producer.calls and "abort" not in producer.calls
+        assert not txn.open
+    finally:
+        producer.release.set()
