@@ -28,6 +28,7 @@ from runfacts.processors.api import Application
 from runfacts.processors.settings import EngineSettings, common_config, restore_config
 from runfacts.processors.store import Backend, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.topics import watermarks
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
@@ -114,7 +115,7 @@ class Restorer:
                store: str) -> tuple[TopicPartition | None, int]:
         """Steps 1-2: where to start reading (None: the store is current)."""
         topic = self._app.changelog_topic(store)
-        low, high = _watermarks(consumer, TopicPartition(topic, partition))
+        low, high = watermarks(consumer, TopicPartition(topic, partition))
         stored = int(backend.meta().get(changelog_key(store), b"-1"))
         if stored >= high:
             log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
@@ -182,22 +183,3 @@ def _is_eof(msg: Any) -> bool:
         raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
     return True
 
-
-RETRIABLE_METADATA = frozenset({"_UNKNOWN_PARTITION", "NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER",
-                                "LEADER_NOT_AVAILABLE",
-                                "UNKNOWN_TOPIC_OR_PART", "_TIMED_OUT"})
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) -> tuple[int, int]:
-    """Low/high offsets of a changelog partition, waiting out a just-created topic's missing
-    leader (metadata lags creation, more so on a loaded broker) until `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-        except KafkaException as exc:
-            code = exc.args[0].name() if exc.args else ""
-            if code not in RETRIABLE_METADATA or time.monotonic() > deadline:
-                raise
-            log.info("changelog %s[%d] not ready (%s): retrying", tp.topic, tp.partition, code)
-            time.sleep(0.2)

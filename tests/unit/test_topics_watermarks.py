@@ -1,4 +1,4 @@
-"""Regression (fresh-clone CI): a just-created changelog partition without a leader yet
+"""Regression (fresh-clone CI): a just-created partition without a leader yet
 stopped the engine at assignment ("Failed to get watermark offsets: Unknown partition")."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runfacts.processors import changelog
+from runfacts import topics
 
 
 class FlakyConsumer:
@@ -22,14 +22,14 @@ class FlakyConsumer:
 
 
 def test_watermarks_wait_for_a_leader_when_the_changelog_was_just_created(monkeypatch) -> None:
-    monkeypatch.setattr(changelog.time, "sleep", lambda s: None)
+    monkeypatch.setattr(topics.time, "sleep", lambda s: None)
     consumer = FlakyConsumer([KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION])
-    assert changelog._watermarks(consumer, TopicPartition("c", 0)) == (0, 42)
+    assert topics.watermarks(consumer, TopicPartition("c", 0)) == (0, 42)
     assert consumer.calls == 3
 
 
 def test_watermarks_raise_at_once_when_the_error_is_not_transient() -> None:
     consumer = FlakyConsumer([KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaException):
-        changelog._watermarks(consumer, TopicPartition("c", 0))
+        topics.watermarks(consumer, TopicPartition("c", 0))
     assert consumer.calls == 1
