@@ -33,6 +33,7 @@ from runfacts.schemas.errors import ConfigError, InfrastructureError
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
+_error = Message.error
 
 
 def prepare_topics(app: Application, settings: EngineSettings) -> int:
@@ -135,9 +136,9 @@ class Restorer:
         writing: dict[int, Future] = {}
         with ThreadPoolExecutor(2, thread_name_prefix="restore") as writers:
             while pending:
-                msgs = consumer.consume(self._settings.restore_batch, 0.05)
-                data = [m for m in msgs if m.error() is None]
-                if len(data) != len(msgs):
+                data = msgs = consumer.consume(self._settings.restore_batch, 0.05)
+                if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
+                    data = [m for m in msgs if m.error() is None]
                     pending -= {m.partition() for m in msgs if _is_eof(m)}
                 for partition, run in groupby(data, key=Message.partition):
                     batch = list(run)
