@@ -93,6 +93,15 @@ def create_topics(bootstrap: str, names: list[str], compact: bool = False) -> No
         future.result()
 
 
+def ensure_dead_letter_topic(bootstrap: str, topic: str = "runfacts.dlq") -> None:
+    """The runfacts app's dead-letter topic (its default) must exist; a fresh broker lacks it."""
+    if topic not in admin(bootstrap).list_topics(timeout=30).topics:
+        try:
+            create_topics(bootstrap, [topic])
+        except Exception as exc:  # created by someone else meanwhile
+            print(f"{topic}: {exc}", file=sys.stderr)
+
+
 def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
@@ -348,6 +357,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     print(f"mean envelope {sum(len(v) for _, v in pairs) / len(pairs):.0f} bytes; shared work "
           f"{args.shared_us:.1f} CPU-µs/event", flush=True)
     create_topics(args.bootstrap, [args.input])
+    ensure_dead_letter_topic(args.bootstrap)
     produce_input(args.bootstrap, args.input, pairs)
     results = []
     try:
