@@ -8,13 +8,11 @@ same shared work in every framework: bench_common.decode (--decoder, default run
 schema-compiled avrocode reader, loaded from the same file by all three) and
 bench_common.reduce (per-run count + last event in RocksDB, one JSON output per input), each
 framework at-least-once and exactly-once with its default commit interval.
-Each processor is a subprocess (Quix and Faust from their own virtualenvs under
-.runfacts/bench-venvs/, created here on first use); at its first and last event it writes
-the wall time and its own CPU time (time.process_time: user + system of every thread of the
-processor process), so start-up, group join and shutdown are excluded from both numbers and
-nothing of the harness is counted. The restore benchmark fills a changelog (transactional,
-like the engine's) with --restore-records records and times `Restorer.restore` into empty
-RocksDB stores (wall time of that call, flush to disk included).
+Each processor is a subprocess (Quix and Faust from virtualenvs under .runfacts/bench-venvs/,
+made on first use); at its first and last event it writes the wall time and its own CPU time
+(process_time: user + system of all its threads), so start-up, group join, shutdown and the
+harness are never counted. The restore benchmark fills a transactional changelog with
+--restore-records records and times `Restorer.restore` (wall) into empty RocksDB stores.
 """
 
 from __future__ import annotations
@@ -96,10 +94,7 @@ def create_topics(bootstrap: str, names: list[str], compact: bool = False) -> No
 def ensure_dead_letter_topic(bootstrap: str, topic: str = "runfacts.dlq") -> None:
     """The runfacts app's dead-letter topic (its default) must exist; a fresh broker lacks it."""
     if topic not in admin(bootstrap).list_topics(timeout=30).topics:
-        try:
-            create_topics(bootstrap, [topic])
-        except Exception as exc:  # created by someone else meanwhile
-            print(f"{topic}: {exc}", file=sys.stderr)
+        create_topics(bootstrap, [topic])
 
 
 def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) -> None:
@@ -272,9 +267,8 @@ def shared_cost_us(pairs: list[tuple[bytes, bytes]], decoder: str) -> tuple[floa
     from bench_common import reduce
 
     decode = named(decoder)
-    sample, both, alone = pairs[:20_000], [], []
+    sample, both, alone, state = pairs[:20_000], [], [], {}
     for _ in range(3):
-        state: dict = {}
         start = time.process_time()
         for key, raw in sample:
             state[key], _ = reduce(state.get(key), raw, decode(raw))
