@@ -1,20 +1,33 @@
 """What every benchmark processor shares: the event envelope, its Avro codec, the reduction
-and the progress file the harness watches. Depends on fastavro only, so the Quix and Faust
-virtualenvs import it too (the harness puts this folder on their PYTHONPATH).
+and the progress file the harness watches. Depends on fastavro and the standard library only,
+so the Quix and Faust virtualenvs import it too (the harness puts this folder on their
+PYTHONPATH).
+
+The shared decoder is chosen by BENCH_DECODER (the harness sets it for every processor alike):
+  avrocode (default) - runfacts' schema-compiled Avro reader (projections/avrocode.py, pure
+                       Python, loaded from its file so the peers' virtualenvs run the very same
+                       code without installing runfacts); every field decoded, the record must
+                       consume the buffer exactly; timestamps stay epoch-millisecond ints;
+  fastavro           - fastavro.schemaless_reader (timestamps become datetimes).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
 import random
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-ENVELOPE = parse_schema({
+AVROCODE = Path(__file__).resolve().parent.parent / "projections" / "avrocode.py"
+SCHEMA: dict[str, Any] = {
     "type": "record", "name": "RunEvent", "namespace": "runfacts.bench",
     "fields": [
         {"name": "eventId", "type": "string"},
@@ -30,7 +43,9 @@ ENVELOPE = parse_schema({
         {"name": "occurredAt", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "payload", "type": "bytes"},
     ],
-})
+}
+ENVELOPE = parse_schema(dict(SCHEMA))
+DECODER = os.environ.get("BENCH_DECODER", "avrocode")
 EVENT_TYPES = ("run.started", "reasoning.recorded", "tool.call.proposed", "tool.call.authorized",
                "tool.call.dispatching", "tool.call.completed", "approval.required", "run.completed")
 
@@ -41,8 +56,30 @@ def encode(event: dict) -> bytes:
     return out.getvalue()
 
 
-def decode(raw: bytes) -> dict:
+def fastavro_decode(raw: bytes) -> dict:
     return schemaless_reader(io.BytesIO(raw), ENVELOPE, None)
+
+
+def avrocode_decoder() -> Callable[[bytes], dict]:
+    """The compiled reader of the envelope, from runfacts' avrocode module file."""
+    spec = importlib.util.spec_from_file_location("bench_avrocode", AVROCODE)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {AVROCODE}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.checked(module.compile_reader(SCHEMA), "bench envelope")
+
+
+def decoder(name: str) -> Callable[[bytes], dict]:
+    """The shared decoder called `name`."""
+    if name == "fastavro":
+        return fastavro_decode
+    if name == "avrocode":
+        return avrocode_decoder()
+    raise ValueError(f"BENCH_DECODER must be avrocode or fastavro, not {name!r}")
+
+
+decode = decoder(DECODER)
 
 
 def generate(events: int, runs: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
@@ -77,7 +114,8 @@ def reduce(prev: bytes | None, raw: bytes, event: dict) -> tuple[bytes, bytes]:
 
 
 class Progress:
-    """Writes the wall time of the first and of the `expect`-th processed event to a file."""
+    """Writes, at the first and at the `expect`-th processed event, the wall time and this
+    process's CPU time (user + system of all its threads: librdkafka's and RocksDB's too)."""
 
     def __init__(self, path: str, expect: int) -> None:
         self.path, self.expect, self.seen = path, expect, 0
@@ -85,5 +123,6 @@ class Progress:
     def tick(self) -> None:
         self.seen += 1
         if self.seen == 1 or self.seen == self.expect:
+            wall, cpu = time.time(), time.process_time()
             with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(f"{self.seen} {time.time():.6f} {os.getpid()}\n")
+                fh.write(f"{self.seen} {wall:.6f} {os.getpid()} {cpu:.6f}\n")

@@ -4,14 +4,15 @@
     .venv/bin/python benchmarks/engine_bench.py --events 20000 --restore-records 200000
 
 Same broker, same generated input (~300-byte Avro envelopes, --runs runIds, 6 partitions),
-same reduction (bench_common.reduce: per-run count + last event in RocksDB, one JSON output
-per input), each framework at-least-once and exactly-once with its default commit interval.
-Each processor is a subprocess (Quix and Faust from their own virtualenvs under
-.runfacts/bench-venvs/, created here on first use); it writes the wall time of its first and
-last event, and the harness reads the process's CPU time (all threads, /proc/<pid>/stat) at
-those two moments, so start-up, group join and shutdown are excluded from both numbers.
-The restore benchmark fills a changelog (transactional, like the engine's) with
---restore-records records and times `Restorer.restore` into empty RocksDB stores.
+same shared work in every framework: bench_common.decode (--decoder, default runfacts'
+schema-compiled avrocode reader, loaded from the same file by all three) and
+bench_common.reduce (per-run count + last event in RocksDB, one JSON output per input), each
+framework at-least-once and exactly-once with its default commit interval.
+Each processor is a subprocess (Quix and Faust from virtualenvs under .runfacts/bench-venvs/,
+made on first use); at its first and last event it writes the wall time and its own CPU time
+(process_time: user + system of all its threads), so start-up, group join, shutdown and the
+harness are never counted. The restore benchmark fills a transactional changelog with
+--restore-records records and times `Restorer.restore` (wall) into empty RocksDB stores.
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ def create_topics(bootstrap: str, names: list[str], compact: bool = False) -> No
         future.result()
 
 
+def ensure_dead_letter_topic(bootstrap: str, topic: str = "runfacts.dlq") -> None:
+    """The runfacts app's dead-letter topic (its default) must exist; a fresh broker lacks it."""
+    if topic not in admin(bootstrap).list_topics(timeout=30).topics:
+        create_topics(bootstrap, [topic])
+
+
 def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
@@ -99,13 +106,6 @@ def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) 
         producer.produce(topic, value, key)
     if producer.flush(120):
         raise RuntimeError("input not fully produced")
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of `pid`."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace) -> Result:
@@ -138,7 +138,7 @@ def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path
     cmd = [python, str(script), "--bootstrap", ctx.bootstrap, *args, "--guarantee", guarantee,
            "--state-dir", str(work / "state"), "--progress", str(progress),
            "--expect", str(expect)]
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "PYTHONPATH": str(HERE), "BENCH_DECODER": ctx.decoder}
     with (work / "log").open("w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -150,15 +150,14 @@ def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path
 def _measure(proc: subprocess.Popen, progress: Path, framework: str, guarantee: str,
              expect: int, timeout: float, work: Path) -> Result:
     deadline = time.monotonic() + timeout
-    cpu0 = None
     while time.monotonic() < deadline and proc.poll() is None:
         lines = progress.read_text().split("\n") if progress.exists() else []
-        if cpu0 is None and lines and lines[0]:
-            cpu0 = cpu_seconds(proc.pid)
         if len([line for line in lines if line]) >= 2:
-            cpu1 = cpu_seconds(proc.pid)
-            first, last = (float(line.split()[1]) for line in lines[:2])
-            return Result(framework, guarantee, expect - 1, last - first, cpu1 - cpu0)
+            first, last = (line.split() for line in lines[:2])
+            if int(first[2]) != proc.pid or int(last[2]) != proc.pid:
+                raise RuntimeError(f"{framework}: events processed outside process {proc.pid}")
+            return Result(framework, guarantee, expect - 1, float(last[1]) - float(first[1]),
+                          float(last[3]) - float(first[3]))
         time.sleep(0.02)
     why = "exited" if proc.poll() is not None else f"timed out after {timeout}s"
     tail = (work / "log").read_text()[-400:].replace("\n", " | ")
@@ -261,21 +260,50 @@ def bar_checks(results: list[Result], restore: dict | None,
     return checks
 
 
-def shared_cost_us(pairs: list[tuple[bytes, bytes]]) -> float:
-    """CPU µs per event of the work every framework does alike: decode + reduce (dict state)."""
-    from bench_common import decode, reduce
+def shared_cost_us(pairs: list[tuple[bytes, bytes]], decoder: str) -> tuple[float, float]:
+    """CPU µs per event of the work every framework does alike, (decode + reduce with dict
+    state, decode alone): the best of three passes over a sample."""
+    from bench_common import decoder as named
+    from bench_common import reduce
 
-    sample, state = pairs[:20_000], {}
-    start = time.process_time()
-    for key, raw in sample:
-        state[key], _ = reduce(state.get(key), raw, decode(raw))
-    return (time.process_time() - start) / len(sample) * 1e6
+    decode = named(decoder)
+    sample, both, alone, state = pairs[:20_000], [], [], {}
+    for _ in range(3):
+        start = time.process_time()
+        for key, raw in sample:
+            state[key], _ = reduce(state.get(key), raw, decode(raw))
+        both.append(time.process_time() - start)
+        start = time.process_time()
+        for _key, raw in sample:
+            decode(raw)
+        alone.append(time.process_time() - start)
+    return min(both) / len(sample) * 1e6, min(alone) / len(sample) * 1e6
+
+
+def context_lines(results: list[Result], restore: dict | None,
+                  ctx: argparse.Namespace) -> list[str]:
+    """What the ratios rest on: overhead ratios (independent of the shared work) and restore CPU."""
+    by = {(r.framework, r.guarantee): r for r in results}
+    lines = []
+    for g in ctx.guarantees:
+        ours = by.get(("runfacts", g))
+        for peer in ("quix", "faust"):
+            theirs = by.get((peer, g))
+            if ours and theirs and ours.per_cpu and theirs.per_cpu:
+                mine, other = 1e6 / ours.per_cpu - ctx.shared_us, 1e6 / theirs.per_cpu - ctx.shared_us
+                lines.append(f"{peer}/runfacts framework overhead per event ({g}): "
+                             f"{other:.1f} / {mine:.1f} µs = {other / mine:.1f}x")
+    if restore and restore.get("ok"):
+        lines.append(f"restore: {restore['records']:,} records in {restore['seconds']:.2f} s wall, "
+                     f"{restore['cpu_s'] / restore['records'] * 1e6:.2f} CPU-µs/record")
+    return lines
 
 
 def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace) -> bool:
     print(f"\nengine benchmark: {ctx.events} events, {ctx.runs} runIds, 6 partitions, "
-          f"broker {ctx.bootstrap}; shared work (Avro decode + reduce) {ctx.shared_us:.1f} "
-          f"CPU-µs/event; overhead = CPU-µs/event - shared work")
+          f"broker {ctx.bootstrap}\nshared work, the same code in every framework: "
+          f"{ctx.decoder} Avro decode + reduce = {ctx.shared_us:.1f} CPU-µs/event "
+          f"(decode {ctx.decode_us:.1f}); overhead = CPU-µs/event - shared work")
     print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
           f"{'overhead µs':>12} {'wall s':>8} {'CPU s':>8}  note")
     for r in results:
@@ -286,6 +314,8 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
     print()
     for name, value, bar, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:,.2f} (bar {bar})")
+    for line in context_lines(results, restore, ctx):
+        print(f"info  {line}")
     out = REPO / ".runfacts" / "bench-results" / f"engine-{ctx.tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": {k: v for k, v in vars(ctx).items() if k != "func"},
@@ -317,10 +347,11 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     args.input = f"bench-{args.tag}-input"
     print(f"generating {args.events} events over {args.runs} runs ...", flush=True)
     pairs = generate(args.events, args.runs)
-    args.shared_us = shared_cost_us(pairs)
+    args.shared_us, args.decode_us = shared_cost_us(pairs, args.decoder)
     print(f"mean envelope {sum(len(v) for _, v in pairs) / len(pairs):.0f} bytes; shared work "
           f"{args.shared_us:.1f} CPU-µs/event", flush=True)
     create_topics(args.bootstrap, [args.input])
+    ensure_dead_letter_topic(args.bootstrap)
     produce_input(args.bootstrap, args.input, pairs)
     results = []
     try:
@@ -354,6 +385,8 @@ def main() -> int:
     parser.add_argument("--decider-commands", type=int, default=50_000,
                         help="commands for the full run-state reduction (0: skip)")
     parser.add_argument("--guarantees", default="at_least_once,exactly_once")
+    parser.add_argument("--decoder", choices=("avrocode", "fastavro"), default="avrocode",
+                        help="the shared Avro decoder, the same in every framework")
     parser.add_argument("--timeout", type=float, default=0, help="per run (default: by size)")
     parser.add_argument("--keep-topics", action="store_true")
     args = parser.parse_args()

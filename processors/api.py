@@ -39,15 +39,24 @@ def raw(data: Any) -> Any:
 
 
 class Record(NamedTuple):
-    """One decoded input record and where it came from."""
+    """One decoded input record and where it came from; headers and timestamp are read from
+    the consumed message only when asked for (most handlers never do)."""
 
     key: Any
     value: Any
-    headers: list[tuple[str, bytes | None]] | None
     topic: str
     partition: int
     offset: int
-    timestamp_ms: int
+    message: Any
+    """The consumed message (a confluent_kafka.Message, or the test driver's equivalent)."""
+
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        return self.message.headers()  # type: ignore[no-any-return]
+
+    @property
+    def timestamp_ms(self) -> int:
+        return self.message.timestamp()[1]  # type: ignore[no-any-return]
 
     @property
     def position(self) -> RecordPosition:

@@ -8,15 +8,17 @@ Restore of the stores of newly assigned partitions (store by store, all partitio
      recreated) is cleared and rebuilt from the beginning;
   3. consume batches up to the end; each batch is ONE WriteBatch holding its records and the
      batch's last changelog offset, so a crash mid-restore (crash point engine.mid_restore)
-     resumes from the last written batch;
-  4. flush the stores (restore batches skip the RocksDB WAL; see RocksBackend.restore).
+     resumes from the last written batch (batches are logged writes: RocksBackend.apply).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from itertools import groupby
 from typing import Any
 
@@ -32,6 +34,7 @@ from runfacts.topics import watermarks
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
+_error = Message.error
 
 
 def prepare_topics(app: Application, settings: EngineSettings) -> int:
@@ -88,10 +91,8 @@ class Restorer:
 
     def restore(self, backends: dict[int, Backend]) -> int:
         """Restore every store of every given partition; returns the records applied."""
-        count = sum(self._restore_store(store, backends) for store in self._app.all_stores)
-        for backend in backends.values():
-            backend.flush()
-        return count
+        with _gc_paused():
+            return sum(self._restore_store(store, backends) for store in self._app.all_stores)
 
     def _restore_store(self, store: str, backends: dict[int, Backend]) -> int:
         consumer = self._client()
@@ -135,9 +136,9 @@ class Restorer:
         writing: dict[int, Future] = {}
         with ThreadPoolExecutor(2, thread_name_prefix="restore") as writers:
             while pending:
-                msgs = consumer.consume(self._settings.restore_batch, 0.05)
-                data = [m for m in msgs if m.error() is None]
-                if len(data) != len(msgs):
+                data = msgs = consumer.consume(self._settings.restore_batch, 0.05)
+                if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
+                    data = [m for m in msgs if m.error() is None]
                     pending -= {m.partition() for m in msgs if _is_eof(m)}
                 for partition, run in groupby(data, key=Message.partition):
                     batch = list(run)
@@ -165,6 +166,19 @@ class Restorer:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while restoring: every consumed batch allocates thousands of
+    (GC-tracked, acyclic) messages that would trigger collections of everything alive."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _written(write: Future | None) -> None:

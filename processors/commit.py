@@ -175,12 +175,11 @@ class AtLeastOnce:
         self.producer: Producer
         self._consumer = consumer
         self.open = False
-        self.failures: list[str] = []
-
-    def on_delivery(self, err: Any, msg: Any) -> None:
-        """Producer-wide delivery report (outputs); changelog records have their own."""
-        if err is not None:
-            self.failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        self._reports: dict[Any, Any] = {}
+        self.on_delivery = self._reports.setdefault
+        """Producer-wide delivery report (outputs; changelog records have their own): called
+        from C with (None, msg) or (KafkaError, msg) it runs no Python code per message; the
+        dict keeps one message per distinct outcome, so any key but None is a failure."""
 
     def init(self) -> None:
         """Nothing to initialise without transactions."""
@@ -188,10 +187,16 @@ class AtLeastOnce:
     def begin(self) -> None:
         self.open = True
 
+    def failures(self) -> list[str]:
+        """Outputs reported undelivered since the last commit or abort (and forget them)."""
+        lost = [f"{msg.topic()}[{msg.partition()}]: {err}" for err, msg in self._reports.items()
+                if err is not None]
+        self._reports.clear()
+        return lost
+
     def commit(self, tasks: Sequence[Task]) -> None:
         flush_changelogs(self.producer, tasks)
-        if self.failures:
-            lost, self.failures = self.failures, []
+        if lost := self.failures():
             raise TransactionAborted("outputs not delivered: " + "; ".join(lost[:5]))
         crash_point("engine.after_produce_before_commit")
         offsets = [TopicPartition(topic, t.partition, offset)
@@ -208,4 +213,4 @@ class AtLeastOnce:
 
     def abort(self) -> None:
         self.open = False
-        self.failures = []
+        self._reports.clear()

@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
@@ -163,16 +164,31 @@ class Engine:
             self._txn_started = time.monotonic()
 
     def _process(self, msgs: list[Any]) -> None:
+        """Step 3: each run of consecutive messages of one partition goes to its Task in one call."""
         tasks = self._tasks
-        for msg in msgs:
-            if msg.error() is not None:
-                self._consume_error(msg.error())
-                continue
-            tasks[msg.partition()].process(msg)
+        for partition, run in groupby(msgs, _partition):
+            batch = list(run)
+            task = tasks.get(partition)
+            if task is not None and not any(map(_error, batch)):
+                task.process_batch(batch)
+            else:
+                self._unowned_or_errors(batch)
         self._uncommitted += len(msgs)
         self.stats.processed += len(msgs)
         if self._tel.enabled:
             self._tel.add(telemetry.EVENTS_PROCESSED, len(msgs), self._labels)
+
+    def _unowned_or_errors(self, msgs: list[Any]) -> None:
+        """Error events in between data messages; a data message of a partition this instance
+        does not own (never expected: revoked partitions' queues are purged) is an error."""
+        for msg in msgs:
+            if msg.error() is not None:
+                self._consume_error(msg.error())
+            elif msg.partition() in self._tasks:
+                self._tasks[msg.partition()].process(msg)
+            else:
+                raise InfrastructureError(f"consumed {msg.topic()}[{msg.partition()}]@{msg.offset()} "
+                                          f"of a partition not assigned to this instance", retryable=True)
 
     def _on_stats(self, stats_json: str) -> None:
         for topic, partition, lag in telemetry.lag_from_stats(stats_json):
@@ -319,6 +335,10 @@ class Engine:
                 self._restorer.close()
             if hasattr(self, "_producer") and not self.settings.exactly_once:
                 self._producer.flush(10)
+
+
+_partition = Message.partition
+_error = Message.error  # None, or a KafkaError (always truthy)
 
 
 @contextmanager

@@ -9,7 +9,8 @@ objects with the `confluent_kafka.Message` accessors, and outputs leave through 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any, Protocol
 
 from runfacts.processors.api import (
@@ -36,12 +37,13 @@ def _unless_raw(deserializer: Callable[[Any], Any]) -> Callable[[Any], Any] | No
 
 
 class Output(Protocol):
-    """Where emitted records go: `produce` has `confluent_kafka.Producer.produce`'s shape and
-    may raise BufferError when its queue is full; `backoff` then waits for room."""
+    """Where emitted records go: `produce` has `confluent_kafka.Producer.produce`'s shape
+    (positional order included) and may raise BufferError when its queue is full; `backoff`
+    then waits for room."""
 
-    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
-                headers: list[tuple[str, bytes]] | None = None, partition: int = -1,
-                on_delivery: DeliveryCallback | None = None) -> None: ...
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                partition: int = -1, on_delivery: DeliveryCallback | None = None,
+                timestamp: int = 0, headers: list[tuple[str, bytes]] | None = None) -> None: ...
 
     def backoff(self) -> None: ...
 
@@ -154,37 +156,52 @@ class Task:
         self.delivery_errors: list[str] = []
         self._process = app.process
         self._with_headers = {s.topic for s in app.sources if s.value_headers}
+        self._single_source = app.sources[0].topic if len(app.sources) == 1 else None
         self._deserializers = {s.topic: (_unless_raw(s.key_deserializer),
                                          _unless_raw(s.value_deserializer)) for s in app.sources}
         self._changelogs = {s: app.changelog_topic(s) for s in app.all_stores}
 
     def process(self, msg: Any) -> None:
-        """Deserialize one message and run the handler on it (the hot path)."""
+        """Deserialize one message and run the handler on it."""
         topic = msg.topic()
-        offset = msg.offset()
+        self.first.setdefault(topic, msg.offset())
+        self._run(topic, (msg,))
+        self.pending[topic] = msg.offset()
+
+    def process_batch(self, msgs: list[Any]) -> None:
+        """Step 3 of the loop for consecutive messages of this partition (the hot path)."""
+        topic = self._single_source
+        if topic is None:
+            for msg in msgs:
+                self.process(msg)
+            return
+        self.first.setdefault(topic, msgs[0].offset())  # before the handler: rollback seeks here
+        self._run(topic, msgs)
+        self.pending[topic] = msgs[-1].offset()
+
+    def _run(self, topic: str, msgs: Iterable[Any]) -> None:
+        """Deserialize and handle messages of `topic`; the offsets are the caller's."""
         key_de, value_de = self._deserializers[topic]
-        try:
-            key = msg.key() if key_de is None else key_de(msg.key())
-            if value_de is None:
-                value = msg.value()
-            elif topic in self._with_headers:
-                value = value_de(msg.value(), msg.headers())  # type: ignore[call-arg]
-            else:
-                value = value_de(msg.value())
-        except InvalidInput as exc:
-            self._invalid(self.app.source(topic), msg,
-                          exc.at(RecordPosition(topic, self.partition, offset)))
-        else:
-            ctx = self.ctx
-            ctx.record = record = _new(Record, (key, value, msg.headers(), topic,
-                                                self.partition, offset, msg.timestamp()[1]))
+        with_headers = topic in self._with_headers
+        ctx, process, partition = self.ctx, self._process, self.partition
+        for msg in msgs:
             try:
-                self._process(record, ctx)
+                key = msg.key() if key_de is None else key_de(msg.key())
+                if value_de is None:
+                    value = msg.value()
+                elif with_headers:
+                    value = value_de(msg.value(), msg.headers())
+                else:
+                    value = value_de(msg.value())
+            except InvalidInput as exc:
+                self._invalid(self.app.source(topic), msg,
+                              exc.at(RecordPosition(topic, partition, msg.offset())))
+                continue
+            ctx.record = record = _new(Record, (key, value, topic, partition, msg.offset(), msg))
+            try:
+                process(record, ctx)
             except Exception as exc:
                 raise ProcessingError(self.app.name, str(record.position), exc) from exc
-        self.pending[topic] = offset
-        if topic not in self.first:
-            self.first[topic] = offset
 
     def _invalid(self, source: Source, msg: Any, exc: InvalidInput) -> None:
         if source.on_invalid == "fail":
@@ -215,18 +232,21 @@ class Task:
 
     def produce_changelog(self) -> int:
         """Commit step 1: a changelog record per buffered key; the last reports its offset."""
-        count = 0
+        count, out, partition = 0, self.out, self.partition
+        produce = out.produce
         for store, buffer in self.state.buffers.items():
             if not buffer:
                 continue
             topic = self._changelogs[store]
-            items = list(buffer.items())
-            for key, value in items[:-1]:
-                send(self.out, topic, value, key, partition=self.partition)
-            key, value = items[-1]
-            send(self.out, topic, value, key, partition=self.partition,
-                 on_delivery=self._on_delivery(store))
-            count += len(items)
+            items = iter(buffer.items())
+            for key, value in islice(items, len(buffer) - 1):
+                try:
+                    produce(topic, value, key, partition)
+                except BufferError:
+                    send(out, topic, value, key, partition=partition)
+            key, value = next(items)
+            send(out, topic, value, key, partition=partition, on_delivery=self._on_delivery(store))
+            count += len(buffer)
         return count
 
     def _on_delivery(self, store: str) -> DeliveryCallback:

@@ -71,9 +71,9 @@ class MemoryLog:
         self.logs: dict[tuple[str, int], list[OutputRecord]] = {}
         self._pending: list[tuple[str, Any, Any, Headers, int, DeliveryCallback | None]] = []
 
-    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
-                headers: Headers = None, partition: int = -1,
-                on_delivery: DeliveryCallback | None = None) -> None:
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                partition: int = -1, on_delivery: DeliveryCallback | None = None,
+                timestamp: int = 0, headers: Headers = None) -> None:
         self._pending.append((topic, key, value, headers, partition, on_delivery))
 
     def backoff(self) -> None:
