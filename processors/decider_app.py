@@ -38,9 +38,9 @@ from runfacts import telemetry
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import load_capabilities
 from runfacts.processors.decider import DecideContext, decide_evolve
-from runfacts.processors.decider_codec import DeciderCodec
+from runfacts.processors.decider_codec import DeciderCodec, Extent
 from runfacts.processors.run_state import RunState
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.run_timers import TimerSpec, wanted_timers
 from runfacts.processors.state_json import Parts, dump_state
 from runfacts.processors.task import Context
 from runfacts.schemas import commands as cmd
@@ -72,6 +72,10 @@ class InputLimits:
     max_record_bytes: int = 64 * 1024
     max_text_chars: int = 4_096
     max_items: int = 256
+
+    def within(self, extent: Extent | None) -> bool:
+        """True when a record of this `Extent` cannot be over a limit (None: unknown)."""
+        return extent is not None and extent.text_bytes <= self.max_text_chars and extent.items <= self.max_items
 
     def check(self, command: BaseModel) -> str | None:
         """The first field over a limit, as a readable reason (None: within the limits)."""
@@ -152,6 +156,8 @@ class DeciderShell:
     max_backdate_ms: int = 5_000
     limits: InputLimits = InputLimits()
     cache: dict[bytes, Cached] = field(default_factory=dict, compare=False, repr=False)
+    timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
+        default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
 
@@ -165,14 +171,14 @@ class DeciderShell:
         if len(data) > self.limits.max_record_bytes:
             raise InvalidInput(f"oversized: record of {len(data)} bytes (limit {self.limits.max_record_bytes})",
                                schema="runfacts.commands")
-        value = self.fast.decode(data, headers=headers)
+        value, extent = self.fast.decode_sized(data, headers=headers)
         if not isinstance(value, CommandBase):
             raise InvalidInput(f"{value.eventType} is an event, not a command", schema=type(value).__name__)
         if isinstance(value, cmd.FireTimer):  # only on_timer makes these, in-process
             raise InvalidInput("timer.fire is internal to the run decider: it fires its own timers and never "
                                "accepts one from the commands topic", schema=type(value).__name__,
                                version=value.schemaVersion)
-        too_big = self.limits.check(value)
+        too_big = None if self.limits.within(extent) else self.limits.check(value)
         if too_big is not None:
             raise InvalidInput(f"oversized: {too_big}", schema=type(value).__name__, version=value.schemaVersion)
         return value
@@ -279,7 +285,15 @@ class DeciderShell:
                 ctx.emit(topic, view_key, value, trace or None)
 
     def _plan_timers(self, key: bytes, old: RunState | None, new: RunState | None, ctx: Context) -> None:
-        before, after = wanted_timers(old), wanted_timers(new)
+        if new is old:
+            return
+        memo = self.timer_memo
+        known = memo.get(key)
+        before = known[1] if known is not None and known[0] is old else wanted_timers(old)
+        after = wanted_timers(new)
+        if len(memo) >= CACHE_SIZE and key not in memo:
+            memo.pop(next(iter(memo)))
+        memo[key] = (new, after)  # the next command's `before`
         for timer_id in before.keys() - after.keys():
             ctx.cancel(key, timer_id)
         for timer_id, spec in after.items():

@@ -11,18 +11,38 @@ write — goes to the Codec itself, which also names what is wrong, so errors re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from runfacts.projections.avrocode import Reader, Writer, _Gen
+from runfacts.projections.avrocode import Writer, _Gen
 from runfacts.schemas.catalog import ID_FIELD, TYPE_FIELD, SchemaEntry
 from runfacts.schemas.codec import SINGLE_OBJECT_MARKER, Codec, Headers, Model, _classes
 from runfacts.schemas.errors import RecordPosition
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIMESTAMP_MILLIS = "timestamp-millis"
+
+
+def write_varlong(n: int) -> bytes:
+    """The zig-zag varint of `n`; straight-line for the 6-byte epoch-millisecond timestamps."""
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return _ONE_BYTE[z]
+    if 1 << 35 <= z < 1 << 42:
+        return bytes((z & 0x7F | 0x80, z >> 7 & 0x7F | 0x80, z >> 14 & 0x7F | 0x80,
+                      z >> 21 & 0x7F | 0x80, z >> 28 & 0x7F | 0x80, z >> 35))
+    out = bytearray()
+    while z > 0x7F:
+        out.append(z & 0x7F | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((z,)) for z in range(0x80)]
 
 
 def to_millis(value: Any) -> int:
@@ -45,11 +65,22 @@ def _logical(node: Any) -> str | None:
 
 
 class _ModelGen(_Gen):
-    """avrocode with timestamp-millis as datetimes, like fastavro's readers and writers."""
+    """avrocode with timestamp-millis as datetimes, like fastavro's readers and writers; readers
+    also report the longest text (UTF-8 bytes) and the longest array they met."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         super().__init__(schema)
-        self.consts.update(to_millis=to_millis, from_millis=from_millis)
+        self.consts.update(to_millis=to_millis, from_millis=from_millis, write_long=write_varlong)
+
+    def _read_bytes(self, node: Any, ns: str, target: str, ind: int, decode: str = "") -> None:
+        super()._read_bytes(node, ns, target, ind, decode)
+        self.line(ind, "if n > longest:")
+        self.line(ind + 1, "longest = n")
+
+    def _read_array(self, node: Any, ns: str, target: str, ind: int) -> None:
+        super()._read_array(node, ns, target, ind)
+        self.line(ind, f"if len({target}) > most:")
+        self.line(ind + 1, f"most = len({target})")
 
     def _read_boolean(self, node: Any, ns: str, target: str, ind: int) -> None:
         self.line(ind, f"{target} = buf[pos] != 0")  # fastavro: any non-zero byte is true
@@ -66,12 +97,14 @@ class _ModelGen(_Gen):
         super()._write_long(node, ns, source, ind)
 
 
-def compile_model_reader(schema: dict[str, Any]) -> Reader:
-    """`read(buf, pos) -> (dict, end)` as fastavro's schemaless_reader builds it."""
+def compile_model_reader(schema: dict[str, Any]) -> SizedReader:
+    """`read(buf, pos) -> (dict, end, longest text bytes, longest array)`; the dict is what
+    fastavro's schemaless_reader builds."""
     gen = _ModelGen(schema)
     gen.line(1, "pos = start")
+    gen.line(1, "longest = most = 0")
     gen.read(schema, gen.namespace(schema), "value", 1)
-    gen.line(1, "return value, pos")
+    gen.line(1, "return value, pos, longest, most")
     return gen.build("def read(buf, start):", "read")
 
 
@@ -86,10 +119,20 @@ def compile_model_writer(schema: dict[str, Any]) -> Writer:
     return gen.build("def write(value):", "write")
 
 
+SizedReader = Callable[[bytes, int], tuple[dict[str, Any], int, int, int]]
+
+
+class Extent(NamedTuple):
+    """The longest text (in UTF-8 bytes, so at least its characters) and array of a record."""
+
+    text_bytes: int
+    items: int
+
+
 class _Reading(NamedTuple):
     entry: SchemaEntry
     model: type[BaseModel]
-    read: Reader
+    read: SizedReader
 
 
 class _Writing(NamedTuple):
@@ -112,30 +155,33 @@ class DeciderCodec:
     def decode(self, data: bytes, position: RecordPosition | None = None,
                headers: Headers | None = None) -> Model:
         """`Codec.decode` (the same model, or the same InvalidInput)."""
-        fingerprint = data[2:10] if data[:2] == SINGLE_OBJECT_MARKER else b""
+        return self.decode_sized(data, position, headers)[0]
+
+    def decode_sized(self, data: bytes, position: RecordPosition | None = None,
+                     headers: Headers | None = None) -> tuple[Model, Extent | None]:
+        """`decode`, and the record's `Extent` when the compiled reader read it (else None)."""
+        fingerprint = data[2:10] if type(data) is bytes and data[:2] == SINGLE_OBJECT_MARKER else b""
         plan = self._readers.get(fingerprint, False)
         if plan is False:
             plan = self._readers[fingerprint] = self._reading(fingerprint)
         if plan is not None:
-            model = self._fast_decode(plan, data)
-            if model is not None:
-                return model
-        return self.codec.decode(data, position, headers)
+            found = self._fast_decode(plan, data)
+            if found is not None:
+                return found
+        return self.codec.decode(data, position, headers), None
 
-    def _fast_decode(self, plan: _Reading, data: bytes) -> Any:
+    def _fast_decode(self, plan: _Reading, data: bytes) -> tuple[Model, Extent] | None:
         """The model, or None when anything is off (the Codec then decides and explains)."""
         try:
-            values, end = plan.read(data, 10)
+            values, end, longest, most = plan.read(data, 10)
         except Exception:  # bad bytes: the Codec's reader names the problem
             return None
         entry = plan.entry
         if end != len(data) or values.get(TYPE_FIELD[entry.kind]) != entry.type_name \
-                or values.get("schemaVersion") != entry.version:
-            return None
-        if not self._validate:
+                or values.get("schemaVersion") != entry.version or not self._validate:
             return None
         try:
-            return plan.model.model_validate(values)
+            return plan.model.model_validate(values), Extent(longest, most)  # type: ignore[return-value]
         except ValidationError:
             return None
 

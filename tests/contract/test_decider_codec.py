@@ -8,16 +8,19 @@ bytes, and for the golden files of every shipped version (older ones are upcast)
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastavro import schemaless_writer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import values_of
 
-from runfacts.processors.decider_codec import DeciderCodec, from_millis, to_millis
+from runfacts.processors.decider_app import InputLimits
+from runfacts.processors.decider_codec import DeciderCodec, from_millis, to_millis, write_varlong
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput
@@ -132,3 +135,27 @@ def test_millis_round_trip_when_any_instant_is_converted(millis: int) -> None:
     except OverflowError:  # outside datetime's years 1-9999: fastavro cannot either
         return
     assert to_millis(instant) == millis
+
+
+@pytest.mark.parametrize("entry", COMMANDS, ids=lambda e: e.type_name)
+def test_extent_leaves_no_text_or_array_unchecked_when_commands_are_random(entry) -> None:
+    limits = InputLimits(max_record_bytes=1 << 20, max_text_chars=6, max_items=1)
+
+    @PROPERTY
+    @given(_command_values(entry))
+    def check(values: dict[str, Any]) -> None:
+        try:
+            model, extent = FAST.decode_sized(CODEC.encode_dict(values))
+        except InvalidInput:
+            return
+        if limits.within(extent):
+            assert limits.check(model) is None
+
+    check()
+
+
+@given(st.integers(-2**63, 2**63 - 1))
+def test_write_varlong_matches_fastavro_when_numbers_span_every_varint_size(number: int) -> None:
+    out = io.BytesIO()
+    schemaless_writer(out, "long", number)
+    assert write_varlong(number) == out.getvalue()
