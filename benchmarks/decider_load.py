@@ -35,7 +35,6 @@ CTX = DecideContext(capabilities=parse_capabilities(MANIFEST), current_versions=
 USER = Actor(subjectId="user-7", roles=("user",), authSource="dashboard")
 AGENT = Actor(subjectId="agent-harness", roles=("agent",), authSource="agent-harness")
 DISPATCHER = Actor(subjectId="dispatcher-1", roles=("dispatcher",), authSource="dispatcher")
-T0 = datetime(2026, 7, 27, 8, 40, tzinfo=UTC)
 
 
 def _command(cls, actor, run, n, at, **payload):
@@ -74,10 +73,16 @@ def run_commands(run: str, calls: int, start: datetime) -> list:
     return out
 
 
-def generate(commands: int, runs: int) -> list[tuple[bytes, bytes]]:
-    """About `commands` encoded commands over `runs` runs, interleaved round-robin."""
+def generate(commands: int, runs: int, start: datetime | None = None) -> list[tuple[bytes, bytes]]:
+    """About `commands` encoded commands over `runs` runs, interleaved round-robin.
+
+    `start` (default: now) is the first issuedAt: commands issued long before the broker
+    appends them would all be re-stamped with the append time (`effective_command`), which
+    production commands, sent as they are issued, never are.
+    """
+    t0 = start or datetime.now(UTC).replace(microsecond=0)
     calls = max(1, (commands // runs - 1) // 3)
-    per_run = [run_commands(f"run-{r:05d}", calls, T0 + timedelta(seconds=r)) for r in range(runs)]
+    per_run = [run_commands(f"run-{r:05d}", calls, t0 + timedelta(seconds=r)) for r in range(runs)]
     pairs = []
     for i in range(max(len(c) for c in per_run)):
         for cmds in per_run:
