@@ -13,8 +13,10 @@ One loop iteration:
      handler; its outputs go to the producer inside the transaction, its store writes into
      the partition's write buffer.
   4. every timer_interval_ms: fire due timers through the same steps 2-3.
-  5. commit when commit_interval_ms has passed since the transaction began or commit_every
-     records are in it (the commit steps and the crash analysis: runfacts.processors.commit).
+  5. commit when commit_interval_ms has passed since the transaction began, commit_every
+     records are in it, or the input is drained (the consume brought nothing in
+     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency);
+     the commit steps and the crash analysis: runfacts.processors.commit.
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
@@ -152,7 +154,7 @@ class Engine:
             if now >= next_timers:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
-            if self._uncommitted and (self._uncommitted >= s.commit_every
+            if self._uncommitted and (not msgs or self._uncommitted >= s.commit_every
                                       or now - self._txn_started >= interval):
                 self._commit()
         self._commit()

@@ -42,7 +42,8 @@ class EngineSettings(BaseSettings):
     commit_interval_ms: int = Field(100, ge=1)
     commit_every: int = Field(10_000, ge=1, description="commit after this many records")
     consume_batch: int = Field(1_000, ge=1)
-    poll_timeout_ms: int = Field(100, ge=0)
+    poll_timeout_ms: int = Field(10, ge=0, description="consume waits this long for a full batch; "
+                                 "a wait that brings nothing commits the open transaction")
     transaction_timeout_ms: int = Field(10_000, ge=1_000)
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
