@@ -52,8 +52,9 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     changes = apply(state, event)
     changes.setdefault("version", state.version + 1)
     changes["updatedAt"] = event.occurredAt
-    if event.causationId is not None and event.causationId not in state.recentCommands:
-        changes["recentCommands"] = _remember(state, event.causationId)
+    cause, recent = event.causationId, state.recentCommands
+    if cause is not None and (not recent or recent[-1] != cause) and cause not in recent:
+        changes["recentCommands"] = _remember(state, cause)
     return _copy(state, changes)
 
 
