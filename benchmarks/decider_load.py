@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.decider import DecideContext
+from runfacts.processors.decider import DecideContext, decide_evolve
 from runfacts.processors.retry import args_hash, idempotency_key
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
@@ -89,3 +89,14 @@ def generate(commands: int, runs: int, start: datetime | None = None) -> list[tu
             if i < len(cmds):
                 pairs.append((cmds[i].runId.encode(), codec.encode(cmds[i])))
     return pairs
+
+
+def events_per_command(pairs: list[tuple[bytes, bytes]]) -> float:
+    """How many events the decider emits per command of this load (decided here, in memory)."""
+    states: dict[str, object] = {}
+    events = 0
+    for _key, value in pairs:
+        command = codec.decode(value)
+        emitted, states[command.runId] = decide_evolve(command, states.get(command.runId), CTX)
+        events += len(emitted)
+    return events / len(pairs)
