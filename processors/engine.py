@@ -16,9 +16,9 @@ One loop iteration:
   5. commit when commit_interval_ms has passed since the previous commit began (Kafka
      Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
      not an interval after a slow commit ended), commit_every records are in the
-     transaction, or the input is drained (the consume brought nothing in poll_timeout_ms:
-     nothing is left to batch with, so waiting would only add latency); the commit steps
-     and the crash analysis: runfacts.processors.commit.
+     transaction, or (commit_on_idle) the input is drained (the consume brought nothing in
+     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency); the
+     commit steps and the crash analysis: runfacts.processors.commit.
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
@@ -156,7 +156,7 @@ class Engine:
             if now >= next_timers:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
-            if self._uncommitted and (not msgs or self._uncommitted >= s.commit_every
+            if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
                                       or now - self._last_commit >= interval):
                 self._commit()
         self._commit()
