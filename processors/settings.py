@@ -123,6 +123,7 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         **common_config(settings),
         "enable.idempotence": True,
         "linger.ms": 5,
+        "compression.type": "lz4",  # JSON state compresses well: fewer bytes per commit, less client CPU
         **PRODUCER_PARTITIONING,  # murmur2 like the Java client: runId keys co-partition across clients
         **settings.producer,
     }
