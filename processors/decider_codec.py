@@ -163,7 +163,9 @@ class DeciderCodec:
         fingerprint = data[2:10] if type(data) is bytes and data[:2] == SINGLE_OBJECT_MARKER else b""
         plan = self._readers.get(fingerprint, False)
         if plan is False:
-            plan = self._readers[fingerprint] = self._reading(fingerprint)
+            plan = self._reading(fingerprint)
+            if fingerprint in self.codec.catalog.by_fingerprint:  # never grow on made-up ones
+                self._readers[fingerprint] = plan
         if plan is not None:
             found = self._fast_decode(plan, data)
             if found is not None:

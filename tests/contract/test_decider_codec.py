@@ -159,3 +159,12 @@ def test_write_varlong_matches_fastavro_when_numbers_span_every_varint_size(numb
     out = io.BytesIO()
     schemaless_writer(out, "long", number)
     assert write_varlong(number) == out.getvalue()
+
+
+def test_unknown_fingerprints_are_not_remembered_when_records_name_them() -> None:
+    fast = DeciderCodec(CODEC)
+    data = CODEC.encode_dict(sample(COMMANDS[0], 1))
+    for i in range(50):
+        forged = data[:2] + i.to_bytes(8, "little") + data[10:]
+        assert _outcome(fast.decode, forged) == _outcome(CODEC.decode, forged)
+    assert len(fast._readers) <= 1
