@@ -28,6 +28,7 @@ from runfacts.processors.api import Application
 from runfacts.processors.settings import EngineSettings, common_config, restore_config
 from runfacts.processors.store import Backend, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.topics import watermarks
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
@@ -114,8 +115,7 @@ class Restorer:
                store: str) -> tuple[TopicPartition | None, int]:
         """Steps 1-2: where to start reading (None: the store is current)."""
         topic = self._app.changelog_topic(store)
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30,
-                                                   cached=False)
+        low, high = watermarks(consumer, TopicPartition(topic, partition))
         stored = int(backend.meta().get(changelog_key(store), b"-1"))
         if stored >= high:
             log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
@@ -182,3 +182,4 @@ def _is_eof(msg: Any) -> bool:
     if err.code() != _EOF:
         raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
     return True
+

@@ -26,6 +26,7 @@ from confluent_kafka import (
 
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
+from runfacts.topics import watermarks
 
 FETCH_CONFIG = {
     "enable.auto.commit": False,
@@ -107,8 +108,7 @@ def _range(client: Consumer, topic: str, from_offset: int | None, timeout: float
         raise ConfigError("topic", topic, "does not exist (or has no partitions)")
     start, end = {}, {}
     for p in sorted(metadata.partitions):
-        low, high = client.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
-                                                 cached=False)
+        low, high = watermarks(client, TopicPartition(topic, p), timeout)
         start[p] = low if from_offset is None else max(low, min(from_offset, high))
         end[p] = high
     return LogRange(topic, start, end)

@@ -187,7 +187,8 @@ def _report(console: Console, result: DemoResult, log: EventLog, t0: float) -> N
 def demo(
     prefix: str = typer.Option("", help="Topic prefix (default: a fresh demo-<time>-<pid>)."),
     partitions: int = typer.Option(3, min=1, help="Partitions of every demo topic."),
-    approval_ttl_ms: int = typer.Option(5_000, min=1_000, help="Approval TTL of the demo's refund manifest."),
+    approval_ttl_ms: int = typer.Option(5_000, min=1_000,
+                                        help="Approval TTL of the expiry story (the refund story allows 10 min)."),
     keep_topics: bool = typer.Option(False, help="Keep the demo's topics afterwards."),
 ) -> None:
     """Play the refund story end to end; exit 1 unless exactly one refund was executed and all checks hold."""

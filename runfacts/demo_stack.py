@@ -39,9 +39,25 @@ from runfacts.topics import TopicNames, apply_topics, changelog_spec, delete_top
 
 API_KEY = "sk-demo-not-a-secret"
 DISPATCH_CRASH_POINT = "dispatcher.after_call_before_record"
+REFUND_TTL_MS = 600_000  # the refund story's approval must not expire on a slow machine
 MANIFEST = """
 [[capability]]
 capabilityId = "payments.refund"
+risk = "high"
+requiredRole = "support_agent"
+needsApproval = true
+reconciliationDeadlineMs = 60000
+approvalTtlMs = {refund_ttl_ms}
+selfApproval = false
+[capability.retry]
+maxAttempts = 4
+baseBackoffMs = 200
+maxBackoffMs = 2000
+deadlineMs = 10000
+
+# the same refund with a short approval window: the expiry story
+[[capability]]
+capabilityId = "payments.refund.expiring"
 risk = "high"
 requiredRole = "support_agent"
 needsApproval = true
@@ -111,7 +127,8 @@ class DemoStack:
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "capabilities.toml").write_text(MANIFEST.format(ttl_ms=self.options.approval_ttl_ms))
+        manifest = MANIFEST.format(ttl_ms=self.options.approval_ttl_ms, refund_ttl_ms=REFUND_TTL_MS)
+        (self.dir / "capabilities.toml").write_text(manifest)
         self._topics()
         self.provider_url = self._start_provider()
         self.harness = CommandOutbox.open(self.dir / "harness.db", self.names)

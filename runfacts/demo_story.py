@@ -33,6 +33,8 @@ from runfacts.projections.audit import AuditRecord
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
 
+REFUND_CAPABILITY = "payments.refund"
+EXPIRING_CAPABILITY = "payments.refund.expiring"  # same refund, short approval window (demo_stack)
 AGENT = Actor(subjectId="agent-harness", roles=("agent",), authSource="agent-harness")
 SUPPORT = Actor(subjectId="alice", roles=("support_agent",), authSource="dashboard")
 Say = Callable[[str], None]
@@ -91,7 +93,8 @@ class Story:
 
     # --- shared steps -------------------------------------------------------------------
 
-    def open_run(self, story: RunStory, order: str, amount_minor: int) -> str:
+    def open_run(self, story: RunStory, order: str, amount_minor: int,
+                 capability: str = REFUND_CAPABILITY) -> str:
         """Create the run, record the reasoning, propose the refund; returns the argsHash."""
         run = story.run_id
         conclusion = f"refund {amount_minor / 100:.2f} EUR for {order}: item damaged, within 30 days"
@@ -107,13 +110,13 @@ class Story:
         assert self.stack.harness is not None
         at = time.time()
         stored = self.stack.harness.propose(lambda ref, digest: self.command(
-            cmd.ProposeToolCall, run, toolCallId=f"call-{order}", capabilityId="payments.refund",
+            cmd.ProposeToolCall, run, toolCallId=f"call-{order}", capabilityId=capability,
             reasoningObjectId=f"reasoning-{order}", argsHash=digest, argsRef=ref, target=order,
             action="refund", risk="high", summary=f"Refund {amount_minor / 100:.2f} EUR for {order}"), arguments)
         self.note(story, f"harness → outbox: tool.call.propose (arguments stored as {stored.ref[:20]}…, "
                          "same SQLite transaction)", at)
         self.wait(story, "the approval request", has("run.paused", reason="waiting_for_approval"))
-        self.note(story, "policy: payments.refund is high risk → approval required, run paused")
+        self.note(story, f"policy: {capability} is high risk → approval required, run paused")
         return stored.hash
 
     def view(self, story: RunStory) -> dict[str, Any]:
@@ -195,7 +198,7 @@ def _killed_and_restarted(story: Story, s: RunStory) -> None:
 def expiry_story(story: Story, run_id: str, ttl_ms: int) -> RunStory:
     """Story 2 (see the module docstring)."""
     s = RunStory(run_id)
-    digest = story.open_run(s, "order-002", 1990)
+    digest = story.open_run(s, "order-002", 1990, EXPIRING_CAPABILITY)
     story.banner_twice(s)
     story.note(s, f"nobody answers for {ttl_ms / 1000:.0f}s …")
     story.wait(s, "the approval's expiry", has("run.paused", reason="approval_expired"), ttl_ms / 1000 + 30)

@@ -85,7 +85,9 @@ start() {
       || { say "storage format failed:"; cat "$kdir/format.log" >&2; exit 1; }
   fi
   : > "$log"
-  say "starting broker on 127.0.0.1:$port (log: $log)"
+  # every partition keeps segment and index files open: raise the soft limit to the hard one
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  say "starting broker on 127.0.0.1:$port (log: $log, open files limit $(ulimit -n))"
   local t0=$SECONDS
   nohup java -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
        -Djava.awt.headless=true -Dlog4j2.configurationFile="$here/kafka/log4j2.yaml" \

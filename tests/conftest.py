@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -57,9 +58,28 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture
-def unique() -> str:
-    """A short unique suffix for topic and group names, so tests never share data."""
-    return uuid.uuid4().hex[:10]
+def unique(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A short unique suffix for topic and group names, so tests never share data.
+
+    Topics whose names contain it are deleted after the test (when it used the broker):
+    every partition holds open files on the broker, and a long test session must not
+    exhaust them.
+    """
+    suffix = uuid.uuid4().hex[:10]
+    yield suffix
+    if "kafka_bootstrap" in request.fixturenames:
+        _delete_topics_containing(request.getfixturevalue("kafka_bootstrap"), suffix)
+
+
+def _delete_topics_containing(bootstrap: str, suffix: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if suffix in t]
+    if names:
+        for future in admin.delete_topics(names, request_timeout=30).values():
+            with contextlib.suppress(Exception):  # already gone, or the broker is shutting down
+                future.result()
 
 
 @pytest.fixture(scope="session")
