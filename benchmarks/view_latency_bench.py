@@ -1,11 +1,13 @@
 """Latency from command to committed user view, at ~70% of the decider's SUSTAINED capacity.
 
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/view_latency_bench.py \
-        [--runs 500] [--seconds 20] [--load 0.7] [--step-seconds 4] [--capacity N]
+        [--runs 300] [--age 256] [--seconds 20] [--load 0.7] [--step-seconds 5] [--capacity N]
 
 1. starts the run decider (`runfacts.processors.decider_app`, which hosts the user view) as its
    own worker process with the engine's defaults (or --commit-interval-ms / --poll-timeout-ms),
-   on fresh topics, and creates --runs runs;
+   on fresh topics, creates --runs runs and ages them (--age commands each, default a full
+   dedupe window: from then on a run's state keeps its size, so the load stays the same from
+   the ramp to the measurement);
 2. measures the capacity the decider SUSTAINS with a fixed-rate ramp (a burst overstates it:
    a backlog is consumed in full batches, which a steady stream never fills): steps of
    --step-seconds at rates rising by --ramp-factor; a step keeps up when, once its last command
@@ -43,6 +45,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runfacts.processors.decider_app import DEFAULT_VERSIONS
 from runfacts.processors.decider_codec import DeciderCodec
+from runfacts.processors.run_state import DEDUPE_WINDOW
 from runfacts.projections.user_view import schema
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import default_codec
@@ -163,6 +166,21 @@ def _create_runs(producer: Producer, names: TopicNames, runs: list[str], watcher
         raise TimeoutError("runs not created in 120 s")
 
 
+def _age_runs(producer: Producer, names: TopicNames, runs: list[str], watcher: Watcher,
+              commands: int) -> None:
+    """`commands` UpdateProgress per run, as fast as they go: the runs' states reach the size they
+    keep from then on (the dedupe window is full), so every later phase meets the same load."""
+    last: dict[str, str] = {}
+    for n in range(commands * len(runs)):
+        run = runs[n % len(runs)]
+        last[run] = f"age-{n}"
+        _send(producer, names.commands, _command(cmd.UpdateProgress, run, nextSafeAction=last[run]))
+    producer.flush(60)
+    if not _wait(lambda: all(t in watcher.seen for t in last.values()), 600):
+        raise TimeoutError("the runs were not aged in 600 s")
+    _settle(watcher)
+
+
 def _paced(producer: Producer, names: TopicNames, runs: list[str], rate: float,
            seconds: float, tag: str) -> list[tuple[str, str, float]]:
     """UpdateProgress commands at a fixed `rate` for `seconds`: (token, run, time handed over)."""
@@ -268,6 +286,7 @@ def measure(kafka: KafkaSettings, names: TopicNames, worker: subprocess.Popen[by
     producer = Producer(kafka.client_config(**{"linger.ms": 0, "enable.idempotence": True}))
     runs = [f"lat-run-{i}" for i in range(args.runs)]
     _create_runs(producer, names, runs, watcher)
+    _age_runs(producer, names, runs, watcher, args.age)
     capacity = args.capacity
     if not capacity:
         print(f"ramp from {args.ramp_start:,.0f}/s, x{args.ramp_factor} per {args.step_seconds:.0f}s step, "
@@ -304,14 +323,16 @@ def _pq(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--age", type=int, default=DEDUPE_WINDOW,
+                        help="commands per run before measuring (default: a full dedupe window)")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--load", type=float, default=0.7)
     parser.add_argument("--capacity", type=float, default=0, help="skip the ramp: commands/s")
     parser.add_argument("--ramp-start", type=float, default=250)
     parser.add_argument("--ramp-factor", type=float, default=1.5)
     parser.add_argument("--ramp-max", type=float, default=50_000)
-    parser.add_argument("--step-seconds", type=float, default=4)
+    parser.add_argument("--step-seconds", type=float, default=5)
     parser.add_argument("--max-lag-ms", type=float, default=250)
     parser.add_argument("--commit-interval-ms", type=int, default=0, help="0: the engine default")
     parser.add_argument("--poll-timeout-ms", type=int, default=None, help="default: the engine's")
