@@ -294,6 +294,8 @@ class DeciderShell:
         if len(memo) >= CACHE_SIZE and key not in memo:
             memo.pop(next(iter(memo)))
         memo[key] = (new, after)  # the next command's `before`
+        if not before and not after:
+            return
         for timer_id in before.keys() - after.keys():
             ctx.cancel(key, timer_id)
         for timer_id, spec in after.items():
