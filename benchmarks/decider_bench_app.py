@@ -1,4 +1,5 @@
-"""The full run-state reduction on the runfacts engine: the real run decider (project venv)."""
+"""The full run-state reduction on the runfacts engine: the real run decider (project venv);
+--view also publishes the user view in the same transaction, as the production worker does."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from decider_load import CTX  # noqa: E402
 from runfacts.processors.decider_app import DeciderShell  # noqa: E402
 from runfacts.processors.engine import Engine  # noqa: E402
 from runfacts.processors.settings import EngineSettings  # noqa: E402
+from runfacts.projections.user_view import publisher  # noqa: E402
 from runfacts.topics import TopicNames  # noqa: E402
 
 
@@ -22,9 +24,12 @@ def main() -> None:
     for name in ("bootstrap", "prefix", "guarantee", "state_dir", "progress"):
         parser.add_argument(f"--{name.replace('_', '-')}", required=True)
     parser.add_argument("--expect", type=int, required=True)
+    parser.add_argument("--view", action="store_true", help="publish the user view, as the worker does")
     args = parser.parse_args()
     progress = Progress(args.progress, args.expect)
-    app = DeciderShell(TopicNames(args.prefix), CTX).application()
+    names = TopicNames(args.prefix)
+    views = (publisher(names.user_view),) if args.view else ()
+    app = DeciderShell(names, CTX, views=views).application()
     inner = app.process
 
     def process(record, ctx) -> None:

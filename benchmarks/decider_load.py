@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.decider import DecideContext
+from runfacts.processors.decider import DecideContext, decide_evolve
 from runfacts.processors.retry import args_hash, idempotency_key
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
@@ -35,7 +35,6 @@ CTX = DecideContext(capabilities=parse_capabilities(MANIFEST), current_versions=
 USER = Actor(subjectId="user-7", roles=("user",), authSource="dashboard")
 AGENT = Actor(subjectId="agent-harness", roles=("agent",), authSource="agent-harness")
 DISPATCHER = Actor(subjectId="dispatcher-1", roles=("dispatcher",), authSource="dispatcher")
-T0 = datetime(2026, 7, 27, 8, 40, tzinfo=UTC)
 
 
 def _command(cls, actor, run, n, at, **payload):
@@ -74,13 +73,30 @@ def run_commands(run: str, calls: int, start: datetime) -> list:
     return out
 
 
-def generate(commands: int, runs: int) -> list[tuple[bytes, bytes]]:
-    """About `commands` encoded commands over `runs` runs, interleaved round-robin."""
+def generate(commands: int, runs: int, start: datetime | None = None) -> list[tuple[bytes, bytes]]:
+    """About `commands` encoded commands over `runs` runs, interleaved round-robin.
+
+    `start` (default: now) is the first issuedAt: commands issued long before the broker
+    appends them would all be re-stamped with the append time (`effective_command`), which
+    production commands, sent as they are issued, never are.
+    """
+    t0 = start or datetime.now(UTC).replace(microsecond=0)
     calls = max(1, (commands // runs - 1) // 3)
-    per_run = [run_commands(f"run-{r:05d}", calls, T0 + timedelta(seconds=r)) for r in range(runs)]
+    per_run = [run_commands(f"run-{r:05d}", calls, t0 + timedelta(seconds=r)) for r in range(runs)]
     pairs = []
     for i in range(max(len(c) for c in per_run)):
         for cmds in per_run:
             if i < len(cmds):
                 pairs.append((cmds[i].runId.encode(), codec.encode(cmds[i])))
     return pairs
+
+
+def events_per_command(pairs: list[tuple[bytes, bytes]]) -> float:
+    """How many events the decider emits per command of this load (decided here, in memory)."""
+    states: dict[str, object] = {}
+    events = 0
+    for _key, value in pairs:
+        command = codec.decode(value)
+        emitted, states[command.runId] = decide_evolve(command, states.get(command.runId), CTX)
+        events += len(emitted)
+    return events / len(pairs)

@@ -125,8 +125,9 @@ def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
     names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}")
     apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
     produce_input(ctx.bootstrap, names.commands, pairs)
+    view = ["--view"] if ctx.decider_view else []
     return launch("decider", guarantee, ctx, HERE / "decider_bench_app.py",
-                  ["--prefix", names.prefix], len(pairs))
+                  ["--prefix", names.prefix, *view], len(pairs))
 
 
 def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path,
@@ -326,16 +327,21 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
 
 
 def run_deciders(args: argparse.Namespace) -> list[Result]:
+    from decider_load import events_per_command
     from decider_load import generate as commands
 
     print(f"generating {args.decider_commands} decider commands ...", flush=True)
     command_pairs = commands(args.decider_commands, args.runs)
+    per_command = events_per_command(command_pairs)
     results = []
     for guarantee in args.guarantees:
-        print(f"running decider {guarantee} ...", flush=True)
-        results.append(run_decider(guarantee, args, command_pairs))
-        print(f"  {results[-1].rate:,.0f} commands/s, {results[-1].per_cpu:,.0f} "
-              f"commands/CPU-s {results[-1].note[:200]}", flush=True)
+        print(f"running decider {guarantee}{' with the user view' if args.decider_view else ''} ...", flush=True)
+        result = run_decider(guarantee, args, command_pairs)
+        result.note = (f"{per_command:.2f} events/command: {result.rate * per_command:,.0f} events/s, "
+                       f"{result.per_cpu * per_command:,.0f} events/CPU-s {result.note}")
+        results.append(result)
+        print(f"  {result.rate:,.0f} commands/s, {result.per_cpu:,.0f} commands/CPU-s; {result.note[:200]}",
+              flush=True)
     return results
 
 
@@ -384,6 +390,8 @@ def main() -> int:
     parser.add_argument("--frameworks", default="runfacts,quix,faust")
     parser.add_argument("--decider-commands", type=int, default=50_000,
                         help="commands for the full run-state reduction (0: skip)")
+    parser.add_argument("--decider-view", action="store_true",
+                        help="the decider also publishes the user view (as the production worker)")
     parser.add_argument("--guarantees", default="at_least_once,exactly_once")
     parser.add_argument("--decoder", choices=("avrocode", "fastavro"), default="avrocode",
                         help="the shared Avro decoder, the same in every framework")

@@ -2,9 +2,11 @@
 
 An application is source topics + a handler + named stores (+ an optional timer handler).
 The handler is `process(record, ctx)`; `ctx` (a `runfacts.processors.task.Context`) gives
-per-partition stores, `emit`, `schedule`/`cancel` for timers, the record position and
-`derive_id`. The engine works on bytes: each source has pluggable deserializers, each
-sink pluggable serializers, so a codec plugs in without the engine knowing it.
+per-partition stores, `emit`, `schedule`/`cancel` for timers, the record position,
+`derive_id` and `batch` (the handler's scratch for this transaction, which an optional
+`flush(ctx)` turns into outputs as the transaction commits). The engine works on bytes:
+each source has pluggable deserializers, each sink pluggable serializers, so a codec plugs
+in without the engine knowing it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ Deserializer = Callable[[bytes | None], Any]
 Serializer = Callable[[Any], bytes | None]
 ProcessFn = Callable[["Record", "Context"], None]
 TimerFn = Callable[["Timer", "Context"], None]
+FlushFn = Callable[["Context"], None]
 OnInvalid = Literal["dead_letter", "fail"]
 
 RESERVED_PREFIX = "__"
@@ -111,6 +114,10 @@ class Application:
     on_timer: TimerFn | None = None
     sinks: tuple[Sink, ...] = ()
     dead_letter_topic: str = "runfacts.dlq"
+    flush: FlushFn | None = None
+    """Called once per partition with work as the transaction commits, before its changelog
+    records: outputs and store writes it makes join the transaction (e.g. one state write per
+    key per batch, kept in `ctx.batch` by the handler until then)."""
 
     def __post_init__(self) -> None:
         _check_name("application.name", self.name)

@@ -5,14 +5,20 @@ Per command record (all in the engine's transaction for the batch):
    `InputLimits` (issue 11: before they can reach any run's state) and `timer.fire` (internal:
    a forged one could expire approvals) go to the dead-letter topic with the reason in headers.
 2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
-3. Load the run's state from the `runs` store (None: no run yet).
+3. Load the run's state: as an earlier command of this batch left it, else from the `runs`
+   store (None: no run yet).
 4. `decide` (pure) -> events; `fold` -> the new state.
 5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
-6. If the state changed: store it, emit it to the run-state topic and every view to its topic.
+6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
+   `flush` stores each changed run's last state once, emits it to the run-state topic and
+   every view to its topic (a run's intermediate states within one batch are never
+   published: the compacted topics would drop them anyway).
 7. Re-plan timers from the new state (approval expiry, reconciliation deadline, wall budget);
    a due timer becomes a `timer.fire` command through the same steps.
 The engine commits outputs, store changelogs and input offsets atomically, so events, state
-and views never disagree.
+and views never disagree. Events are encoded by compiled Avro writers and commands read by
+compiled readers (`decider_codec`, byte-identical to the codec); the state's JSON reuses the
+unchanged tool calls' and approvals' JSON (`state_json`, identical to `model_dump_json`).
 
 Telemetry (only when enabled; the pure decider knows nothing of it): one span per command,
 child of the trace context in the command's headers; its `traceparent` goes on every event,
@@ -24,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -32,8 +38,10 @@ from runfacts import telemetry
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import load_capabilities
 from runfacts.processors.decider import DecideContext, decide_evolve
+from runfacts.processors.decider_codec import DeciderCodec, Extent
 from runfacts.processors.run_state import RunState
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.run_timers import TimerSpec, wanted_timers
+from runfacts.processors.state_json import Parts, dump_state
 from runfacts.processors.task import Context
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
@@ -45,6 +53,14 @@ APP_NAME = "runfacts-run-decider"
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
 ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
+
+
+class Cached(NamedTuple):
+    """A run's stored state bytes, the state they hold and their reusable JSON parts."""
+
+    raw: bytes
+    state: RunState
+    parts: dict[str, Parts]
 DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
                                policy="default")
 
@@ -57,9 +73,43 @@ class InputLimits:
     max_text_chars: int = 4_096
     max_items: int = 256
 
+    def within(self, extent: Extent | None) -> bool:
+        """True when a record of this `Extent` cannot be over a limit (None: unknown)."""
+        return extent is not None and extent.text_bytes <= self.max_text_chars and extent.items <= self.max_items
+
     def check(self, command: BaseModel) -> str | None:
         """The first field over a limit, as a readable reason (None: within the limits)."""
+        if _fits(command, self):
+            return None
         return _oversized(command, "", self)
+
+
+def _fits(value: BaseModel, limits: InputLimits) -> bool:
+    """True exactly when `_oversized(value)` finds nothing (the fast pass of `check`)."""
+    max_chars, max_items = limits.max_text_chars, limits.max_items
+    for item in value.__dict__.values():
+        kind = type(item)
+        if kind is str:
+            if len(item) > max_chars:
+                return False
+        elif kind is tuple or kind is list:
+            if len(item) > max_items:
+                return False
+            for sub in item:
+                if (len(sub) > max_chars) if type(sub) is str else not _fits_any(sub, limits):
+                    return False
+        elif kind not in _SCALARS and not _fits_any(item, limits):
+            return False
+    return True
+
+
+def _fits_any(value: Any, limits: InputLimits) -> bool:
+    if isinstance(value, BaseModel):
+        return _fits(value, limits)
+    return _oversized(value, "", limits) is None
+
+
+_SCALARS = frozenset({int, bool, float, type(None), datetime})
 
 
 def _oversized(value: Any, path: str, limits: InputLimits) -> str | None:
@@ -105,8 +155,14 @@ class DeciderShell:
     views: tuple[ViewFn, ...] = ()
     max_backdate_ms: int = 5_000
     limits: InputLimits = InputLimits()
-    cache: dict[bytes, tuple[bytes, RunState]] = field(default_factory=dict, compare=False, repr=False)
+    cache: dict[bytes, Cached] = field(default_factory=dict, compare=False, repr=False)
+    timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
+        default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
+    fast: DeciderCodec = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fast", DeciderCodec(self.codec))
 
     def deserialize(self, data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -> CommandBase:
         """The command in `data`, within the limits; InvalidInput (a dead letter) otherwise."""
@@ -115,14 +171,14 @@ class DeciderShell:
         if len(data) > self.limits.max_record_bytes:
             raise InvalidInput(f"oversized: record of {len(data)} bytes (limit {self.limits.max_record_bytes})",
                                schema="runfacts.commands")
-        value = self.codec.decode(data, headers=headers)
+        value, extent = self.fast.decode_sized(data, headers=headers)
         if not isinstance(value, CommandBase):
             raise InvalidInput(f"{value.eventType} is an event, not a command", schema=type(value).__name__)
         if isinstance(value, cmd.FireTimer):  # only on_timer makes these, in-process
             raise InvalidInput("timer.fire is internal to the run decider: it fires its own timers and never "
                                "accepts one from the commands topic", schema=type(value).__name__,
                                version=value.schemaVersion)
-        too_big = self.limits.check(value)
+        too_big = None if self.limits.within(extent) else self.limits.check(value)
         if too_big is not None:
             raise InvalidInput(f"oversized: {too_big}", schema=type(value).__name__, version=value.schemaVersion)
         return value
@@ -158,8 +214,7 @@ class DeciderShell:
     def handle(self, command: CommandBase, ctx: Context, trace: list[tuple[str, bytes]] | None = None) -> None:
         """Steps 2-7 of the module docstring for one command (`trace`: headers for its outputs)."""
         key = command.runId.encode()
-        runs = ctx.store("runs")
-        state = self._load(key, runs.get(key))
+        state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
         events, new = decide_evolve(command, state, self.ctx)
@@ -168,10 +223,22 @@ class DeciderShell:
         for event in events:
             self._emit_event(event, ctx, trace)
         if new is not None and new is not state:
-            self._save(key, new, ctx, trace)
+            ctx.batch[key] = (new, trace)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
+
+    def flush(self, ctx: Context) -> None:
+        """Step 6 for every run the batch changed: its last state, stored and published once."""
+        for key, (state, trace) in ctx.batch.items():
+            self._save(key, state, ctx, trace)
+
+    def _current(self, key: bytes, ctx: Context) -> RunState | None:
+        """The run's state: as this batch left it, else as stored."""
+        pending = ctx.batch.get(key)
+        if pending is not None:
+            return pending[0]  # type: ignore[no-any-return]
+        return self._load(key, ctx.store("runs").get(key))
 
     def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
         """The stored state; parsed once and cached while the stored bytes stay the same."""
@@ -181,14 +248,14 @@ class DeciderShell:
         if cached is not None and cached[0] == raw:
             return cached[1]
         state = RunState.model_validate_json(raw)
-        self._remember(key, raw, state)
+        self._remember(key, Cached(raw, state, {}))
         return state
 
-    def _remember(self, key: bytes, raw: bytes, state: RunState) -> None:
+    def _remember(self, key: bytes, entry: Cached) -> None:
         cache = self.cache
-        if len(cache) >= CACHE_SIZE:
+        if len(cache) >= CACHE_SIZE and key not in cache:
             cache.pop(next(iter(cache)))
-        cache[key] = (raw, state)
+        cache[key] = entry
 
     @staticmethod
     def _orphan_key(command: CommandBase) -> bytes:
@@ -202,14 +269,15 @@ class DeciderShell:
         ctx.store("orphans").put(self._orphan_key(command), b"1")
 
     def _emit_event(self, event: EventBase, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
-        headers = self.codec.headers(event)
-        ctx.emit(self.names.events, event.runId.encode(), self.codec.encode(event),
-                 headers + trace if trace else headers)
+        fast = self.fast
+        headers = fast.headers(event)
+        ctx.emit(self.names.events, event.runId.encode(), fast.encode(event), headers + trace if trace else headers)
 
     def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
-        body = state.model_dump_json().encode()
+        cached = self.cache.get(key)
+        body, parts = dump_state(state, cached.parts if cached is not None else None)
         ctx.store("runs").put(key, body)
-        self._remember(key, body, state)
+        self._remember(key, Cached(body, state, parts))
         headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
         ctx.emit(self.names.state, key, body, headers + trace if trace else headers)
         for view in self.views:
@@ -217,7 +285,17 @@ class DeciderShell:
                 ctx.emit(topic, view_key, value, trace or None)
 
     def _plan_timers(self, key: bytes, old: RunState | None, new: RunState | None, ctx: Context) -> None:
-        before, after = wanted_timers(old), wanted_timers(new)
+        if new is old:
+            return
+        memo = self.timer_memo
+        known = memo.get(key)
+        before = known[1] if known is not None and known[0] is old else wanted_timers(old)
+        after = wanted_timers(new)
+        if len(memo) >= CACHE_SIZE and key not in memo:
+            memo.pop(next(iter(memo)))
+        memo[key] = (new, after)  # the next command's `before`
+        if not before and not after:
+            return
         for timer_id in before.keys() - after.keys():
             ctx.cancel(key, timer_id)
         for timer_id, spec in after.items():
@@ -236,7 +314,7 @@ class DeciderShell:
             name=self.app_name,
             sources=(Source(self.names.commands, value_deserializer=self.deserialize, value_headers=True),),
             process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
-            dead_letter_topic=self.names.dlq,
+            dead_letter_topic=self.names.dlq, flush=self.flush,
         )
 
 

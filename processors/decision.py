@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 from runfacts.processors.capabilities import CapabilityCatalog, CapabilityManifest
 from runfacts.processors.run_state import RunState
@@ -60,8 +61,7 @@ class DecideContext:
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(NamedTuple):
     """An event before stamping: its class, payload and the envelope ids it sets."""
 
     event: type[EventBase]
@@ -74,8 +74,13 @@ class Draft:
 def draft(event: type[EventBase], *, turnId: str | None = None, capabilityId: str | None = None,
           reasoningObjectId: str | None = None, **payload: Any) -> Draft:
     """A draft of `event` with a payload built (and validated) from keyword arguments."""
-    payload_cls = event.model_fields["payload"].annotation
-    return Draft(event, payload_cls(**payload), turnId, capabilityId, reasoningObjectId)
+    return Draft(event, payload_class(event)(**payload), turnId, capabilityId, reasoningObjectId)
+
+
+@cache
+def payload_class(event: type[EventBase]) -> type[Record]:
+    """The payload model of an event class."""
+    return event.model_fields["payload"].annotation  # type: ignore[return-value]
 
 
 Handler = Callable[[Any, RunState, DecideContext], list[Draft]]

@@ -13,8 +13,12 @@ One loop iteration:
      handler; its outputs go to the producer inside the transaction, its store writes into
      the partition's write buffer.
   4. every timer_interval_ms: fire due timers through the same steps 2-3.
-  5. commit when commit_interval_ms has passed since the transaction began or commit_every
-     records are in it (the commit steps and the crash analysis: runfacts.processors.commit).
+  5. commit when commit_interval_ms has passed since the previous commit began (Kafka
+     Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
+     not an interval after a slow commit ended), commit_every records are in the
+     transaction, or (commit_on_idle) the input is drained (the consume brought nothing in
+     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency); the
+     commit steps and the crash analysis: runfacts.processors.commit.
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
@@ -90,7 +94,7 @@ class Engine:
         self._stopping = False
         self._failure: BaseException | None = None
         self._uncommitted = 0
-        self._txn_started = 0.0
+        self._last_commit = 0.0
         self._aborts_in_row = 0
         self._tel = telemetry.current()
         self._labels = {"app": app.name}
@@ -153,15 +157,14 @@ class Engine:
             if now >= next_timers:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
-            if self._uncommitted and (self._uncommitted >= s.commit_every
-                                      or now - self._txn_started >= interval):
+            if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
+                                      or now - self._last_commit >= interval):
                 self._commit()
         self._commit()
 
     def _begin(self) -> None:
         if not self._txn.open:
             self._txn.begin()
-            self._txn_started = time.monotonic()
 
     def _process(self, msgs: list[Any]) -> None:
         """Step 3: each run of consecutive messages of one partition goes to its Task in one call."""
@@ -214,7 +217,7 @@ class Engine:
         if not self._txn.open:
             return
         tasks = [t for t in self._tasks.values() if t.has_work()]
-        started = time.monotonic()
+        started = self._last_commit = time.monotonic()
         try:
             self._txn.commit(tasks)
         except TransactionAborted as exc:

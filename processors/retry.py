@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -218,11 +219,13 @@ _KEY_PART = re.compile(r"^[A-Za-z0-9._\-]{1,100}$")
 KEY_HASH_CHARS = 24
 
 
+@lru_cache(maxsize=4096)
 def idempotency_key(run_id: str, action: str, target: str, arguments_hash: str) -> str:
     """`<action>:<target>:<hash prefix>` over run, action, target and arguments hash.
 
     The same run, action, target and arguments always give the same key; any change
-    (other arguments, another run) gives a new key.
+    (other arguments, another run) gives a new key. Cached: the decider asks at proposal
+    and again when it folds the proposal.
     """
     for name, part in (("action", action), ("target", target)):
         if not _KEY_PART.match(part):

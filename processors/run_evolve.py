@@ -52,14 +52,20 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     changes = apply(state, event)
     changes.setdefault("version", state.version + 1)
     changes["updatedAt"] = event.occurredAt
-    if event.causationId is not None and event.causationId not in state.recentCommands:
-        changes["recentCommands"] = _remember(state, event.causationId)
+    cause, recent = event.causationId, state.recentCommands
+    if cause is not None and (not recent or recent[-1] != cause) and cause not in recent:
+        changes["recentCommands"] = _remember(state, cause)
     return _copy(state, changes)
 
 
 def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
     """state with `changes` (values built from validated events: no re-validation)."""
     return trusted(RunState, {**state.__dict__, **changes})
+
+
+def _replace(value: Any, **changes: Any) -> Any:
+    """A frozen state value with `changes` (from validated events), without model_copy's cost."""
+    return trusted(type(value), {**value.__dict__, **changes})
 
 
 def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
@@ -96,7 +102,7 @@ def _call(state: RunState, event: ev.EventBase, tool_call_id: str) -> ToolCallSt
 
 
 def _with_call(state: RunState, event: ev.EventBase, tool_call_id: str, **changes: Any) -> dict[str, Any]:
-    call = _call(state, event, tool_call_id).model_copy(update=changes)
+    call = _replace(_call(state, event, tool_call_id), **changes)
     return {"toolCalls": {**state.toolCalls, tool_call_id: call}}
 
 
@@ -104,7 +110,7 @@ def _with_approval(state: RunState, event: ev.EventBase, approval_id: str, **cha
     approval = state.approvals.get(approval_id)
     if approval is None:
         raise CorruptLog(event, f"unknown approvalId {approval_id}")
-    return {"approvals": {**state.approvals, approval_id: approval.model_copy(update=changes)}}
+    return {"approvals": {**state.approvals, approval_id: _replace(approval, **changes)}}
 
 
 def _close_call(state: RunState, event: ev.EventBase, approval_id: str, reason: str,
@@ -114,7 +120,7 @@ def _close_call(state: RunState, event: ev.EventBase, approval_id: str, reason: 
     calls = changes.get("toolCalls", state.toolCalls)
     call = calls.get(approval.toolCallId)
     if call is not None and call.execution in CLOSABLE and call.closedReason is None:
-        calls = {**calls, call.toolCallId: call.model_copy(update={"closedReason": reason})}
+        calls = {**calls, call.toolCallId: _replace(call, closedReason=reason)}
         changes["toolCalls"] = calls
     return changes
 
@@ -149,7 +155,7 @@ def _failed(s: RunState, e: ev.RunFailed) -> dict[str, Any]:
 
 def _cancel_requested(s: RunState, e: ev.RunCancelRequested) -> dict[str, Any]:
     calls = {
-        k: c.model_copy(update={"closedReason": "run_cancelled"})
+        k: _replace(c, closedReason="run_cancelled")
         if c.execution in CLOSABLE and c.closedReason is None else c
         for k, c in s.toolCalls.items()
     }
@@ -317,7 +323,7 @@ def _debited(s: RunState, e: ev.BudgetDebited) -> dict[str, Any]:
     used = add_amounts(s.budget.used, e.payload.amounts)
     action = e.payload.actionHash
     return {
-        "budget": s.budget.model_copy(update={"used": used}),
+        "budget": _replace(s.budget, used=used),
         "actionCounts": {**s.actionCounts, action: s.actionCounts.get(action, 0) + 1},
     }
 

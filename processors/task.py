@@ -61,7 +61,7 @@ def send(out: Output, topic: str, value: bytes | None, key: bytes | None, **kw: 
 class Context:
     """What a handler sees: stores, emit, timers, the current position and deterministic ids."""
 
-    __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "record", "timer")
+    __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "record", "timer", "batch")
 
     def __init__(self, task: Task, out: Output) -> None:
         self._task = task
@@ -72,6 +72,8 @@ class Context:
         self.partition = task.partition
         self.record: Record | None = None
         self.timer: Timer | None = None
+        self.batch: dict[Any, Any] = {}
+        """The handler's scratch for this transaction: emptied when it commits or rolls back."""
 
     def store(self, name: str) -> KeyValueStore:
         """The partition's store `name` (bytes in, bytes out; sees this transaction's writes)."""
@@ -227,11 +229,22 @@ class Task:
         return len(fired)
 
     def has_work(self) -> bool:
-        """True when this transaction touched the partition (records, state or timers)."""
-        return bool(self.pending) or self.state.dirty()
+        """True when this transaction touched the partition (records, state, timers or batch)."""
+        return bool(self.pending) or self.state.dirty() or bool(self.ctx.batch)
+
+    def flush(self) -> None:
+        """The application's `flush` (its batched outputs and store writes join the transaction)."""
+        flush = self.app.flush
+        if flush is None:
+            return
+        try:
+            flush(self.ctx)
+        except Exception as exc:
+            raise ProcessingError(self.app.name, f"flush of partition {self.partition}", exc) from exc
 
     def produce_changelog(self) -> int:
-        """Commit step 1: a changelog record per buffered key; the last reports its offset."""
+        """Commit step 1: flush, then a changelog record per buffered key (the last reports its offset)."""
+        self.flush()
         count, out, partition = 0, self.out, self.partition
         produce = out.produce
         for store, buffer in self.state.buffers.items():
@@ -280,6 +293,7 @@ class Task:
         return rewind
 
     def _reset(self) -> None:
+        self.ctx.batch.clear()
         self.pending.clear()
         self.first.clear()
         self.delivered.clear()

@@ -146,7 +146,8 @@ def between_scenario(row: Row, stage: Stage) -> Finished:
     inputs = workload(stage.prefix, stage.lab.runs)
     stage.provision().send(inputs[:20])
     decider = stage.worker("decider", guarantee=row.guarantee,
-                           env={"RUNFACTS_COMMIT_INTERVAL_MS": "5000", "RUNFACTS_COMMIT_EVERY": "1000"})
+                           env={"RUNFACTS_COMMIT_INTERVAL_MS": "5000", "RUNFACTS_COMMIT_EVERY": "1000",
+                                "RUNFACTS_COMMIT_ON_IDLE": "false"})  # keep the batch open to kill it
     decider.start()
     produced = lambda: snapshot(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
     wait_until(lambda: len(produced()) > 0, 60, "the first uncommitted outputs", 0.1)

@@ -26,6 +26,12 @@ def _commands():
             completed()]  # a late duplicate callback: rejected, never applied
 
 
+def _last_command_in_state(bootstrap: str, names: TopicNames) -> str | None:
+    """The newest command id in the run's last published state (states are written per batch)."""
+    records = read_all(bootstrap, names.state, timeout=2)
+    return json.loads(records[-1].value())["recentCommands"][-1] if records else None
+
+
 def test_decider_turns_commands_into_events_and_state_when_run_on_the_broker(
         kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
     names = TopicNames(f"dec{unique}")
@@ -34,7 +40,7 @@ def test_decider_turns_commands_into_events_and_state_when_run_on_the_broker(
     produce(kafka_bootstrap, names.commands, [(c.runId.encode(), codec.encode(c)) for c in commands])
     engine = EngineThread(DeciderShell(names, CTX).application(),
                           settings(kafka_bootstrap, tmp_path / "state", "dec-1")).start()
-    engine.wait_until(lambda: len(read_all(kafka_bootstrap, names.state, timeout=2)) >= 6, 60)
+    engine.wait_until(lambda: _last_command_in_state(kafka_bootstrap, names) == commands[-1].commandId, 60)
     engine.stop()
 
     events = [codec.decode(m.value()) for m in read_all(kafka_bootstrap, names.events)]

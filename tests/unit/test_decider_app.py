@@ -15,7 +15,9 @@ from decider_support import (  # noqa: I001
 )
 
 from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.testdriver import TestDriver
+from runfacts.processors.run_state import RunState
+from runfacts.processors.testdriver import InputRecord, TestDriver
+from runfacts.projections.user_view import publisher, schema
 from runfacts.schemas import codec
 from runfacts.topics import TopicNames
 
@@ -109,3 +111,17 @@ def test_backdated_command_is_judged_at_broker_time_when_issued_at_is_too_early(
     driver.pipe(NAMES.commands, codec.encode(approve), approve.runId.encode(), timestamp_ms=late_ms)
     last = codec.decode(driver.outputs(NAMES.events)[-1].value)
     assert last.payload.reasonCode == "approval_expired", expires
+
+
+def test_shell_publishes_each_runs_last_state_and_view_once_when_a_batch_holds_several_commands() -> None:
+    driver = TestDriver(DeciderShell(NAMES, CTX, views=(publisher(NAMES.user_view),)).application(),
+                        start_ms=T0_MS)
+    other = create(run="run-other")
+    commands = [create(), other, propose_refund(), resume(), claim()]
+    driver.pipe_batch([InputRecord(NAMES.commands, c.runId.encode(), codec.encode(c)) for c in commands])
+    assert len(_event_types(driver)) == 13
+    states = {r.key: RunState.model_validate_json(r.value) for r in driver.outputs(NAMES.state)}
+    assert len(driver.outputs(NAMES.state)) == 2 and states[RUN.encode()].version == 11
+    assert driver.read_store("runs")[RUN.encode()] == states[RUN.encode()].model_dump_json().encode()
+    views = {r.key: schema().decode(r.value)["version"] for r in driver.outputs(NAMES.user_view)}
+    assert views == {RUN.encode(): 11, b"run-other": 2}

@@ -241,3 +241,47 @@ def test_application_raises_config_error_when_declaration_invalid(kwargs, settin
     args = {"name": "t", "sources": (Source("in"),), "process": lambda r, c: None, **kwargs}
     with pytest.raises(ConfigError, match=f"setting {setting}="):
         Application(**args)
+
+
+def _batching_app() -> Application:
+    """Counts per key in ctx.batch; flush writes each key's last count once per transaction."""
+
+    def process(record: Record, ctx: Context) -> None:
+        last = ctx.batch.get(record.key)
+        stored = int(ctx.store("counts").get(record.key) or b"0")
+        ctx.batch[record.key] = (last if last is not None else stored) + 1
+
+    def flush(ctx: Context) -> None:
+        for key, n in ctx.batch.items():
+            ctx.store("counts").put(key, str(n).encode())
+            ctx.emit("output", key, str(n).encode())
+
+    return Application("batching", (Source("input"),), process, ("counts",), flush=flush)
+
+
+def test_flush_writes_once_per_key_and_transaction_when_a_batch_repeats_keys() -> None:
+    driver = TestDriver(_batching_app())
+    driver.pipe_batch([InputRecord("input", k, b"x") for k in (b"a", b"b", b"a", b"a")])
+    driver.pipe("input", b"x", b"a")
+    assert [(r.key, r.value) for r in driver.outputs("output")] == [(b"a", b"3"), (b"b", b"1"), (b"a", b"4")]
+    assert driver.read_store("counts") == {b"a": b"4", b"b": b"1"}
+    assert [r.value for r in driver.outputs("batching-counts-changelog")] == [b"3", b"1", b"4"]
+
+
+def test_batch_is_emptied_and_replayed_when_the_commit_aborts() -> None:
+    driver = TestDriver(_batching_app())
+    driver.abort_next_commit()
+    driver.pipe_batch([InputRecord("input", b"a", b"x")] * 2)
+    assert [r.value for r in driver.outputs("output")] == [b"2"]
+    assert all(not task.ctx.batch for task in driver.tasks.values())
+
+
+def test_flush_error_names_the_partition_when_flush_raises() -> None:
+    def broken(ctx: Context) -> None:
+        raise RuntimeError("boom")
+
+    app = Application("broken", (Source("input"),), lambda r, c: c.batch.update({r.key: 1}), flush=broken)
+    driver = TestDriver(app)
+    with pytest.raises(ProcessingError, match="flush of partition 0"):
+        driver.pipe("input", b"x", b"a")
+    assert driver.outputs() == []

@@ -68,3 +68,9 @@ def test_load_app_raises_config_error_when_spec_cannot_load(spec: str) -> None:
 
 def test_worker_exits_2_when_params_are_malformed() -> None:
     assert run("runfacts.processors.demo:counter_app", ["novalue"]) == 2
+
+
+def test_producer_compresses_with_lz4_unless_overridden_when_configured() -> None:
+    assert producer_config(APP, EngineSettings())["compression.type"] == "lz4"
+    plain = EngineSettings(producer={"compression.type": "none"})
+    assert producer_config(APP, plain)["compression.type"] == "none"

@@ -1,0 +1,54 @@
+"""When the engine commits: at once when its input is drained, once per interval while it flows."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from engine_support import EngineThread, create_topics, outputs, produce, settings
+
+from runfacts.processors.demo import counter_app
+
+pytestmark = pytest.mark.integration
+
+
+def _app(unique: str):
+    return counter_app(name=f"lat-{unique}", source=f"lat-in-{unique}", output=f"lat-out-{unique}",
+                       dead_letter_topic=f"lat-dlq-{unique}")
+
+
+def test_output_commits_within_a_poll_when_the_input_is_drained(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    conf = settings(kafka_bootstrap, tmp_path, "a", commit_interval_ms=600_000)
+    runner = EngineThread(_app(unique), conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"x")])
+    start = time.monotonic()
+    runner.wait_until(lambda: runner.engine.stats.commits >= 1, 30)
+    waited = time.monotonic() - start
+    runner.stop()
+    assert waited < 30, "committed long before the 10-minute interval"
+    assert [o["n"] for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [1]
+
+
+def test_transactions_commit_about_once_per_interval_when_input_keeps_flowing(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    conf = settings(kafka_bootstrap, tmp_path, "b", commit_interval_ms=500, poll_timeout_ms=200)
+    runner = EngineThread(_app(unique), conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
+    sent, start = 0, time.monotonic()
+    while time.monotonic() - start < 3:
+        producer.produce(f"lat-in-{unique}", b"x", f"k{sent % 7}".encode())
+        producer.poll(0)
+        sent += 1
+        time.sleep(0.004)
+    producer.flush(10)
+    runner.wait_until(lambda: runner.engine.stats.processed >= sent and not runner.engine._txn.open, 30)
+    runner.stop()
+    assert len(outputs(kafka_bootstrap, f"lat-out-{unique}")) == sent
+    assert 3 <= runner.engine.stats.commits <= sent // 20, "batched per interval, not per record"
