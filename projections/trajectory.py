@@ -39,15 +39,19 @@ from runfacts.projections.trajectory_model import (
 )
 
 Parts = tuple[RunPart, tuple[Step, ...], Budget]
+_new = tuple.__new__  # a NamedTuple from a tuple, without its Python-level __new__
+_NO_RUN, _NO_BUDGET = RunPart(), Budget()
 Handler = Callable[[State, dict[str, Any], Any], Parts]
 initial: State | None = None
 
 
 def evolve(view: State | None, fact: Fact) -> State:
     """The run's trajectory state after `fact`."""
-    event = fact.values
+    event = fact.event
+    if event is None:
+        event = fact.values  # raises, naming the position
     if view is None:
-        view = State(event["runId"], RunPart(), (), Budget(), 0, "", 0)
+        view = _new(State, (event["runId"], _NO_RUN, (), _NO_BUDGET, 0, "", 0))
     elif view.runId != event["runId"]:
         raise ValueError(f"trajectory of run {view.runId} fed an event of run {event['runId']} "
                          f"at {fact.where()}")
@@ -59,8 +63,8 @@ def evolve(view: State | None, fact: Fact) -> State:
     else:
         raise ValueError(f"trajectory has no rule for event type {event['eventType']!r} "
                          f"at {fact.where()}")
-    return State(view.runId, run, steps, budget, view.eventCount + 1, event["eventId"],
-                 event["occurredAt"])
+    return _new(State, (view.runId, run, steps, budget, view.eventCount + 1, event["eventId"],
+                        event["occurredAt"]))
 
 
 # -- run status ---------------------------------------------------------------------------------
