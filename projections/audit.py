@@ -32,15 +32,15 @@ from runfacts.projections.audit_summary import (
     compile_summarizer,
     compile_unguarded,
 )
-from runfacts.projections.avrocode import (
+from runfacts.projections.facts import Fact
+from runfacts.projections.records import MARKER, ProjectionSchema, load, prefix_schema
+from runfacts.schemas.avrocode import (
     checked,
     compile_reader,
     compile_writer,
     write_long,
     write_string,
 )
-from runfacts.projections.facts import Fact
-from runfacts.projections.records import MARKER, ProjectionSchema, load, prefix_schema
 from runfacts.schemas.catalog import default_catalog, envelope_prefix
 
 GENESIS = "0" * 64

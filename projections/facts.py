@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from runfacts.projections.avrocode import Keep
+from runfacts.schemas.avrocode import Keep
 
 if TYPE_CHECKING:
     from runfacts.schemas.catalog import SchemaEntry

@@ -184,7 +184,7 @@ def trajectory_projector() -> Projector:
 
 def _run_id(fact: Fact) -> str:
     """The runId of a bytes-only fact (third envelope field)."""
-    from runfacts.projections.avrocode import read_long
+    from runfacts.schemas.avrocode import read_long
 
     pos = 0
     for _ in range(2):  # eventId, eventType

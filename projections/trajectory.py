@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runfacts.projections.avrocode import Keep
 from runfacts.projections.facts import Fact, ReadSettings
 from runfacts.projections.trajectory_model import (
     Action,
@@ -37,6 +36,7 @@ from runfacts.projections.trajectory_model import (
     Turn,
     Verification,
 )
+from runfacts.schemas.avrocode import Keep
 
 Parts = tuple[RunPart, tuple[Step, ...], Budget]
 _new = tuple.__new__  # a NamedTuple from a tuple, without its Python-level __new__

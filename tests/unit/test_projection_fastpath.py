@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from projection_support import run_values
 
 from runfacts.projections import audit, trajectory
-from runfacts.projections.avrocode import AvroDecodeError, compile_reader
 from runfacts.projections.eventlog import EventReader, plain
 from runfacts.projections.replay import AuditProjector, Projector, projectors
 from runfacts.projections.runlog import encode_event
+from runfacts.schemas.avrocode import AvroDecodeError, compile_reader
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.errors import InvalidInput
 
