@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
@@ -25,6 +26,7 @@ Writer = Callable[[Any], bytes]
 _PRIMITIVE = ("null", "boolean", "int", "long", "float", "double", "string", "bytes")
 _SMALL = {n: bytes([(n << 1) ^ (n >> 63)]) for n in range(-64, 64)}
 _CACHED = 1 << 14
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _VARINT = re.compile(rb"[\x80-\xff]{0,9}[\x00-\x7f]", re.DOTALL).match
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 SHORT = tuple((b >> 1) + 1 if b < 0x80 and not b & 1 else 0 for b in range(256))
@@ -139,14 +141,17 @@ Keep = dict[str, "Keep | None"]
 
 
 def compile_reader(schema: dict[str, Any], keep: Keep | None = None, *,
-                   expect: Mapping[str, str | int] | None = None, exact: bool = False) -> Reader:
+                   expect: Mapping[str, str | int] | None = None, exact: bool = False,
+                   datetimes: bool = False) -> Reader:
     """`read(buf, pos) -> (value, end)` for records written with `schema` (only `keep`).
 
     `expect`: top-level string/int fields whose value is known (a type tag, a version): their
     bytes are compared, not decoded, and a mismatch raises. `exact`: the record must end the
-    buffer (else AvroDecodeError); otherwise it only must not run past it."""
+    buffer (else AvroDecodeError); otherwise it only must not run past it. `datetimes`:
+    timestamp-millis values as aware UTC datetimes, as fastavro reads them (default: int ms)."""
     gen = _Gen(schema)
     gen.selection = keep
+    gen.datetimes = datetimes
     gen.expect = dict(expect or {})
     gen.line(1, "pos = start")
     gen.read(schema, gen.namespace(schema), "value", 1)
@@ -161,10 +166,15 @@ def compile_reader(schema: dict[str, Any], keep: Keep | None = None, *,
     return gen.build("def read(buf, start):", "read")
 
 
-def compile_writer(schema: dict[str, Any], attrs: bool = False) -> Writer:
-    """`write(value) -> bytes` for values of `schema`: dicts, or (attrs) NamedTuples/objects."""
+def compile_writer(schema: dict[str, Any], attrs: bool = False, datetimes: bool = False) -> Writer:
+    """`write(value) -> bytes` for values of `schema`: dicts, or (attrs) NamedTuples/objects.
+
+    `datetimes`: timestamp-millis values are aware datetimes (as fastavro writes them: whole
+    milliseconds since the epoch, rounded down); default: int ms. Values are not validated
+    beyond what writing needs: give it values of the schema's types (a model's fields)."""
     gen = _Gen(schema)
     gen.attrs = attrs
+    gen.datetimes = datetimes
     gen.line(1, "parts = []")
     gen.line(1, "add = parts.append")
     gen.write(schema, gen.namespace(schema), "value", 1)
@@ -200,12 +210,15 @@ class _Gen:
                                        "SHORT": SHORT, "skip_long": skip_long,
                                        "VARINTS": _VARINTS, "encode_long": _encode_long,
                                        "ZIGZAG": _ZIGZAG,
-                                       "unpack_from": struct.unpack_from, "pack": struct.pack}
+                                       "unpack_from": struct.unpack_from, "pack": struct.pack,
+                                       "EPOCH": EPOCH, "timedelta": timedelta,
+                                       "MILLISECOND": timedelta(milliseconds=1)}
         self.named: dict[str, Any] = {}
         self.active: set[str] = set()
         self.counter = 0
         self.attrs = False
         self.selection: Keep | None = None
+        self.datetimes = False
         self.expect: dict[str, str | int] = {}
 
     def namespace(self, schema: dict[str, Any]) -> str:
@@ -259,7 +272,7 @@ class _Gen:
         self.line(ind, f"{target} = None")
 
     def _read_boolean(self, node: Any, ns: str, target: str, ind: int) -> None:
-        self.line(ind, f"{target} = buf[pos] == 1")
+        self.line(ind, f"{target} = buf[pos] != 0")  # as fastavro reads it
         self.line(ind, "pos += 1")
 
     def _read_long(self, node: Any, ns: str, target: str, ind: int) -> None:
@@ -269,6 +282,9 @@ class _Gen:
         self.line(ind + 1, "pos += 1")
         self.line(ind, "else:")
         self.line(ind + 1, f"{target}, pos = read_long(buf, pos)")
+        if self.datetimes and isinstance(node, dict) and \
+                node.get("logicalType") == "timestamp-millis":
+            self.line(ind, f"{target} = EPOCH + timedelta(microseconds={target} * 1000)")
 
     _read_int = _read_long
 
@@ -456,6 +472,9 @@ class _Gen:
 
     def _write_long(self, node: Any, ns: str, source: str, ind: int) -> None:
         number = self.var("num")
+        if self.datetimes and isinstance(node, dict) and \
+                node.get("logicalType") == "timestamp-millis":
+            source = f"({source} - EPOCH) // MILLISECOND"
         self.line(ind, f"{number} = {source}")
         self.line(ind, f"add(VARINTS[{number}] if 0 <= {number} < {_CACHED} "
                        f"else encode_long({number}))")
