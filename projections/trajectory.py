@@ -289,6 +289,7 @@ def _fields(*names: str) -> Keep:
 
 
 _CALL = ("toolCallId", "attempt")
+_TURN = frozenset({"turnId"})
 _DECIDED = {"approvalId": None, "toolCallId": None, "actor": {"roles": None}}
 READS = ReadSettings(
     payloads={
@@ -317,6 +318,10 @@ READS = ReadSettings(
                                      "targetReasoningObjectId"),
         "budget.debited": _fields("amounts"),
     },
-    envelope=frozenset({"turnId", "reasoningObjectId", "capabilityId", "occurredAt"}))
-"""What the trajectory decodes: these payload fields of these types, envelope for the rest."""
+    envelope=frozenset({"occurredAt"}),
+    envelope_of={"turn.started": _TURN, "turn.completed": _TURN, "budget.debited": _TURN,
+                 "reasoning.recorded": _TURN | {"reasoningObjectId"},
+                 "tool.call.proposed": _TURN | {"reasoningObjectId", "capabilityId"}})
+"""What the trajectory decodes: these payload fields of these types (envelope only for the
+rest), occurredAt and the ids every fact has, and the envelope ids the rules above use."""
 

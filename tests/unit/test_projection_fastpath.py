@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import run_values
 
-from runfacts.projections import audit, trajectory
+from runfacts.projections import audit, trajectory, trajectory_model
 from runfacts.projections.eventlog import EventReader, plain
 from runfacts.projections.replay import AuditProjector, Projector, projectors
 from runfacts.projections.runlog import encode_event
@@ -168,3 +168,17 @@ def test_compiled_reader_raises_when_the_last_string_runs_past_the_buffer() -> N
         read(b"\x02\x06ab", 0)
     with pytest.raises(AvroDecodeError, match="truncated"):
         compile_reader(schema, {"a": None})(b"\x02\x06ab", 0)
+
+
+def test_trajectory_reads_only_what_it_needs_when_folding_equals_a_full_read() -> None:
+    events = run_values(seed=9, runs=40)
+    types = {e["eventType"] for e in events}
+    assert len(types & set(trajectory.HANDLERS)) >= 25  # the log exercises nearly every rule
+    folded = []
+    for reader in (EventReader(trajectory.READS), _WHOLE):
+        views: dict[str, trajectory_model.State] = {}
+        for offset, event in enumerate(events):
+            fact = reader.fact(encode_event(event), TOPIC, 0, offset)
+            views[event["runId"]] = trajectory.evolve(views.get(event["runId"]), fact)
+        folded.append({run: trajectory_model.encode(view) for run, view in views.items()})
+    assert folded[0] == folded[1]
