@@ -37,10 +37,10 @@ from runfacts.projections.records import MARKER, ProjectionSchema, load, prefix_
 from runfacts.schemas.avrocode import (
     checked,
     compile_reader,
-    compile_writer,
     write_long,
     write_string,
 )
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import default_catalog, envelope_prefix
 
 GENESIS = "0" * 64

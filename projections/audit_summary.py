@@ -21,7 +21,8 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from runfacts.schemas.avrocode import _VARINTS, AvroDecodeError, _Gen, write_long, write_string
+from runfacts.schemas.avrocode import AvroDecodeError, _Gen, write_long, write_string
+from runfacts.schemas.avrovarint import VARINTS as _VARINTS
 from runfacts.schemas.catalog import SchemaEntry
 
 LONG_VALUE = 256

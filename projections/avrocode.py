@@ -1,4 +1,5 @@
-"""Moved to `runfacts.schemas.avrocode` (the codec uses it too); kept so old imports work."""
+"""Moved to `runfacts.schemas.avrocode`/`avrowriter` (the codec uses them too); kept so old
+imports work."""
 
 from runfacts.schemas.avrocode import (
     SHORT,
@@ -8,12 +9,12 @@ from runfacts.schemas.avrocode import (
     Writer,
     checked,
     compile_reader,
-    compile_writer,
     read_long,
     skip_long,
     write_long,
     write_string,
 )
+from runfacts.schemas.avrowriter import compile_writer
 
 __all__ = ["SHORT", "AvroDecodeError", "Keep", "Reader", "Writer", "checked", "compile_reader",
            "compile_writer", "read_long", "skip_long", "write_long", "write_string"]

@@ -1,139 +1,48 @@
-"""Schema-specialised Avro binary readers and writers, generated once per schema.
+"""Schema-specialised Avro binary readers, generated once per schema (writers: `avrowriter`).
 
 fastavro spends most of a small record's time in per-call setup; a replay reads millions
-of small records, so each schema a projection reads or writes is compiled into one
-straight-line Python function (about twice as fast). Values follow the Avro binary
-encoding; `timestamp-millis` stays an int (epoch milliseconds), so reducers see plain,
-deterministic values. Contract tests check both directions against fastavro for every
-shipped schema. Pure: bytes in, values out; no I/O.
+of small records and the codec decodes every record a worker takes in, so each schema is
+compiled into one straight-line Python function (two to three times as fast). Values follow
+the Avro binary encoding; `timestamp-millis` stays an int (epoch milliseconds), so reducers
+see plain, deterministic values, unless the codec asks for datetimes (as fastavro gives).
+Lengths are checked once per record (the position only grows), field selections skip what
+a reader does not need, and known fields (type, version) are compared as bytes. Contract
+tests check readers and writers against fastavro for every shipped schema. Pure: bytes in,
+values out; no I/O.
 
 Supported types: null, boolean, int, long, float, double, string, bytes, enum, array,
 map, record, unions (writers: only `["null", T]`), named references. Bad bytes raise
-`AvroDecodeError` naming what failed.
+`AvroDecodeError` naming what failed (or IndexError, UnicodeDecodeError, … from the generated
+code: callers treat any exception as bad bytes).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runfacts.schemas.avrovarint import (
+    CACHED,
+    SHORT,
+    VARINTS,
+    ZIGZAG,
+    AvroDecodeError,
+    encode_long,
+    read_long,
+    skip_long,
+    write_long,
+    write_string,
+)
+
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any], bytes]
 
 _PRIMITIVE = ("null", "boolean", "int", "long", "float", "double", "string", "bytes")
-_SMALL = {n: bytes([(n << 1) ^ (n >> 63)]) for n in range(-64, 64)}
-_CACHED = 1 << 14
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_VARINT = re.compile(rb"[\x80-\xff]{0,9}[\x00-\x7f]", re.DOTALL).match
-_ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
-SHORT = tuple((b >> 1) + 1 if b < 0x80 and not b & 1 else 0 for b in range(256))
-"""Per first byte of a length: 1 + the length when it fits that byte (0 <= n < 64), else 0."""
-
-
-class AvroDecodeError(ValueError):
-    """Bytes that do not decode under the schema (truncated, bad length, bad index)."""
-
-
-def read_long(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at `pos`: (value, position after it). Unrolled to seven bytes, which
-    covers epoch-millisecond timestamps, the longest values the contract holds."""
-    b = buf[pos]
-    n = b & 0x7F
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 1
-    b = buf[pos + 1]
-    n |= (b & 0x7F) << 7
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 2
-    b = buf[pos + 2]
-    n |= (b & 0x7F) << 14
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 3
-    b = buf[pos + 3]
-    n |= (b & 0x7F) << 21
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 4
-    b = buf[pos + 4]
-    n |= (b & 0x7F) << 28
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 5
-    b = buf[pos + 5]
-    n |= (b & 0x7F) << 35
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 6
-    b = buf[pos + 6]
-    n |= (b & 0x7F) << 42
-    if b < 0x80:
-        return (n >> 1) ^ -(n & 1), pos + 7
-    return _read_long_tail(buf, pos + 7, n)
-
-
-def _read_long_tail(buf: bytes, pos: int, n: int) -> tuple[int, int]:
-    """The rest of a varint whose first seven bytes (`n`) had the continuation bit set."""
-    shift = 49
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), pos
-        shift += 7
-        if shift > 63:
-            raise AvroDecodeError(f"varint longer than 10 bytes at {pos}")
-
-
-def skip_long(buf: bytes, pos: int) -> int:
-    """The position after the varint at `pos` (AvroDecodeError: none, or over 10 bytes)."""
-    found = _VARINT(buf, pos)
-    if found is None:
-        raise AvroDecodeError(f"truncated or overlong varint at {pos}")
-    return found.end()
-
-
-def write_long(n: int) -> bytes:
-    """The zig-zag varint encoding of `n`."""
-    if 0 <= n < _CACHED:
-        return _VARINTS[n]
-    return _encode_long(n)
-
-
-def _unsigned(z: int) -> bytes:
-    """The varint bytes of a non-negative number (the slow, general way)."""
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_UNSIGNED = [_unsigned(z) for z in range(_CACHED)]
-_LOW14 = [bytes(((z & 0x7F) | 0x80, (z >> 7) | 0x80)) for z in range(_CACHED)]
-"""The first two bytes of every varint over 14 bits, by those bits."""
-
-
-def _encode_long(n: int) -> bytes:
-    """The zig-zag varint of any long, 14 bits per table look-up."""
-    z = (n << 1) ^ (n >> 63)
-    if z < 1 << 14:
-        return _UNSIGNED[z]
-    if z < 1 << 28:
-        return _LOW14[z & 0x3FFF] + _UNSIGNED[z >> 14]
-    if z < 1 << 42:
-        return _LOW14[z & 0x3FFF] + _LOW14[(z >> 14) & 0x3FFF] + _UNSIGNED[z >> 28]
-    return _unsigned(z)
-
-
-_VARINTS = [_encode_long(n) for n in range(_CACHED)]
-
-
-def write_string(text: str) -> bytes:
-    """A length-prefixed UTF-8 string."""
-    data = text.encode()
-    return write_long(len(data)) + data
+__all__ = ["CACHED", "SHORT", "AvroDecodeError", "Keep", "Reader", "Writer", "checked",
+           "compile_reader", "read_long", "skip_long", "write_long", "write_string"]
 
 
 Keep = dict[str, "Keep | None"]
@@ -166,22 +75,6 @@ def compile_reader(schema: dict[str, Any], keep: Keep | None = None, *,
     return gen.build("def read(buf, start):", "read")
 
 
-def compile_writer(schema: dict[str, Any], attrs: bool = False, datetimes: bool = False) -> Writer:
-    """`write(value) -> bytes` for values of `schema`: dicts, or (attrs) NamedTuples/objects.
-
-    `datetimes`: timestamp-millis values are aware datetimes (as fastavro writes them: whole
-    milliseconds since the epoch, rounded down); default: int ms. Values are not validated
-    beyond what writing needs: give it values of the schema's types (a model's fields)."""
-    gen = _Gen(schema)
-    gen.attrs = attrs
-    gen.datetimes = datetimes
-    gen.line(1, "parts = []")
-    gen.line(1, "add = parts.append")
-    gen.write(schema, gen.namespace(schema), "value", 1)
-    gen.line(1, "return b''.join(parts)")
-    return gen.build("def write(value):", "write")
-
-
 def checked(reader: Reader, what: str) -> Callable[[bytes, int], Any]:
     """`reader` that must consume the buffer exactly, raising AvroDecodeError otherwise."""
 
@@ -201,15 +94,15 @@ def checked(reader: Reader, what: str) -> Callable[[bytes, int], Any]:
 
 
 class _Gen:
-    """Emits the source of one reader or writer function."""
+    """Emits the source of one reader function (base of the writer's and the audit's)."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self.lines: list[str] = []
         self.consts: dict[str, Any] = {"read_long": read_long, "write_long": write_long,
-                                       "AvroDecodeError": AvroDecodeError, "SMALL": _SMALL,
+                                       "AvroDecodeError": AvroDecodeError,
                                        "SHORT": SHORT, "skip_long": skip_long,
-                                       "VARINTS": _VARINTS, "encode_long": _encode_long,
-                                       "ZIGZAG": _ZIGZAG,
+                                       "VARINTS": VARINTS, "encode_long": encode_long,
+                                       "ZIGZAG": ZIGZAG,
                                        "unpack_from": struct.unpack_from, "pack": struct.pack,
                                        "EPOCH": EPOCH, "timedelta": timedelta,
                                        "MILLISECOND": timedelta(milliseconds=1)}
@@ -450,91 +343,3 @@ class _Gen:
             self.line(ind, "pass")
         else:
             self.read(node, ns, self.var("skipped"), ind)
-
-    # -- writing ----------------------------------------------------------------------------
-
-    def write(self, node: Any, ns: str, source: str, ind: int) -> None:
-        node, ns = self.resolve(node, ns)
-        kind = node if isinstance(node, str) else ("union" if isinstance(node, list)
-                                                   else node["type"])
-        if isinstance(kind, dict | list):
-            return self.write(kind, ns, source, ind)
-        method = getattr(self, f"_write_{kind}", None)
-        if method is None:
-            raise ValueError(f"avrocode cannot write Avro type {kind!r}")
-        method(node, ns, source, ind)
-
-    def _write_null(self, node: Any, ns: str, source: str, ind: int) -> None:
-        self.line(ind, "pass")
-
-    def _write_boolean(self, node: Any, ns: str, source: str, ind: int) -> None:
-        self.line(ind, f"add(b'\\x01' if {source} else b'\\x00')")
-
-    def _write_long(self, node: Any, ns: str, source: str, ind: int) -> None:
-        number = self.var("num")
-        if self.datetimes and isinstance(node, dict) and \
-                node.get("logicalType") == "timestamp-millis":
-            source = f"({source} - EPOCH) // MILLISECOND"
-        self.line(ind, f"{number} = {source}")
-        self.line(ind, f"add(VARINTS[{number}] if 0 <= {number} < {_CACHED} "
-                       f"else encode_long({number}))")
-
-    _write_int = _write_long
-
-    def _write_float(self, node: Any, ns: str, source: str, ind: int) -> None:
-        self.line(ind, f"add(pack('<f', {source}))")
-
-    def _write_double(self, node: Any, ns: str, source: str, ind: int) -> None:
-        self.line(ind, f"add(pack('<d', {source}))")
-
-    def _write_bytes(self, node: Any, ns: str, source: str, ind: int, encode: str = "") -> None:
-        data = self.var("data")
-        self.line(ind, f"{data} = {source}{encode}")
-        self.line(ind, f"n = len({data})")
-        self.line(ind, f"add(VARINTS[n] if n < {_CACHED} else encode_long(n))")
-        self.line(ind, f"add({data})")
-
-    def _write_string(self, node: Any, ns: str, source: str, ind: int) -> None:
-        self._write_bytes(node, ns, source, ind, ".encode()")
-
-    def _write_enum(self, node: Any, ns: str, source: str, ind: int) -> None:
-        index = self.const({s: write_long(i) for i, s in enumerate(node["symbols"])})
-        self.line(ind, f"add({index}[{source}])")
-
-    def _write_union(self, node: Any, ns: str, source: str, ind: int) -> None:
-        if len(node) != 2 or node[0] != "null":
-            raise ValueError(f"avrocode writes only ['null', T] unions, not {node!r}")
-        value = self.var("opt")
-        self.line(ind, f"{value} = {source}")
-        self.line(ind, f"if {value} is None:")
-        self.line(ind + 1, "add(b'\\x00')")
-        self.line(ind, "else:")
-        self.line(ind + 1, "add(b'\\x02')")
-        self.write(node[1], ns, value, ind + 1)
-
-    def _write_array(self, node: Any, ns: str, source: str, ind: int) -> None:
-        items, item = self.var("items"), self.var("item")
-        self.line(ind, f"{items} = {source}")
-        self.line(ind, f"if {items}:")
-        self.line(ind + 1, f"add(write_long(len({items})))")
-        self.line(ind + 1, f"for {item} in {items}:")
-        self.write(node["items"], ns, item, ind + 2)
-        self.line(ind, "add(b'\\x00')")
-
-    def _write_map(self, node: Any, ns: str, source: str, ind: int) -> None:
-        items, key, item = self.var("items"), self.var("key"), self.var("item")
-        self.line(ind, f"{items} = {source}")
-        self.line(ind, f"if {items}:")
-        self.line(ind + 1, f"add(write_long(len({items})))")
-        self.line(ind + 1, f"for {key}, {item} in {items}.items():")
-        self._write_string(None, ns, key, ind + 2)
-        self.write(node["values"], ns, item, ind + 2)
-        self.line(ind, "add(b'\\x00')")
-
-    def _write_record(self, node: Any, ns: str, source: str, ind: int) -> None:
-        record = self.var("rec")
-        self.line(ind, f"{record} = {source}")
-        for field in node["fields"]:
-            name = field["name"]
-            self.write(field["type"], ns, f"{record}.{name}" if self.attrs else f"{record}[{name!r}]",
-                       ind)

@@ -15,10 +15,10 @@ from runfacts.schemas.avrocode import (
     AvroDecodeError,
     checked,
     compile_reader,
-    compile_writer,
     read_long,
     write_long,
 )
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.samples import sample as contract_sample
 

@@ -11,7 +11,7 @@ import pytest
 PURE = [f"runfacts.projections.{m}" for m in ("audit", "audit_summary", "audit_check",
                                               "avrocode", "facts", "trajectory",
                                               "trajectory_model", "user_view", "records")] + [
-    "runfacts.schemas.avrocode"]
+    "runfacts.schemas.avrocode", "runfacts.schemas.avrovarint", "runfacts.schemas.avrowriter"]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os",
              "runfacts.projections.eventlog", "runfacts.projections.kafkalog",
              "runfacts.projections.sinks", "runfacts.projections.replay",
