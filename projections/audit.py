@@ -25,10 +25,12 @@ from typing import Any, NamedTuple
 
 from runfacts.projections.audit_summary import (
     AuditConfig,
+    Recorder,
     Summarizer,
     Summary,
     actor_of,
     changes_of,
+    compile_recorder,
     compile_summarizer,
     compile_unguarded,
 )
@@ -142,18 +144,24 @@ def append(head: ChainHead | None, where: bytes, offset: int, body: bytes,
            summary: Summary) -> tuple[ChainHead, bytes]:
     """`link` for hosts that already hold the event's body, its `source(topic, partition)`
     bytes and a head of the summary's run (the replay's fast path)."""
+    return chain(head, where, offset, body, summary[1], summary[2], summary[3], summary[0])
+
+
+def chain(head: ChainHead | None, where: bytes, offset: int, body: bytes, envelope_end: int,
+          actor: bytes, changes: bytes, run_id: str) -> tuple[ChainHead, bytes]:
+    """`append` with the summary's fields apart (what the generated recorders call)."""
     if head is None:
         sequence, prev = 1, _GENESIS_DIGEST
     else:
         sequence, prev = head[1] + 1, head[2]
     event_digest = sha256(body).digest()
-    prefix = b"".join((write_long(sequence), where, write_long(offset),
-                       body[:summary[1]], summary[2], summary[3]))
+    prefix = b"".join((write_long(sequence), where, write_long(offset), body[:envelope_end],
+                       actor, changes))
     digest = sha256(prev + event_digest + prefix).digest()
     hexes = hexlify(prev + event_digest + digest)
     record = b"".join((prefix, _HEX_PREFIX, hexes[:64], _HEX_PREFIX, hexes[64:128],
                        _HEX_PREFIX, hexes[128:]))
-    return _new(ChainHead, (summary[0], sequence, digest)), record
+    return _new(ChainHead, (run_id, sequence, digest)), record
 
 
 @cache
@@ -227,6 +235,13 @@ def summarizers() -> dict[bytes, Summarizer]:
     """Unguarded summarizers (`compile_unguarded`) keyed by the single-object header of the
     event values they read (C3 01 + fingerprint), for every shipped event schema."""
     return {MARKER + e.fingerprint: compile_unguarded(e) for e in default_catalog().entries
+            if e.kind == "event"}
+
+
+@cache
+def recorders() -> dict[bytes, Recorder]:
+    """`compile_recorder`s over `chain`, keyed like `summarizers`: the replay's fast path."""
+    return {MARKER + e.fingerprint: compile_recorder(e, chain) for e in default_catalog().entries
             if e.kind == "event"}
 
 

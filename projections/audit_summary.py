@@ -179,6 +179,31 @@ def compile_summarizer(entry: SchemaEntry) -> Summarizer:
 def compile_unguarded(entry: SchemaEntry) -> Summarizer:
     """`compile_summarizer` without the error wrapper: bad bytes may raise IndexError,
     UnicodeDecodeError, … as well as AvroDecodeError (hosts that catch them themselves)."""
+    gen = _summary_body(entry)
+    gen.line(1, "return new(Summary, (run_id, envelope_end, actor, changes))")
+    summarize: Summarizer = gen.build("def summarize(buf, config):", "summarize")
+    return summarize
+
+
+Chain = Callable[[Any, bytes, int, bytes, int, bytes, bytes, str], tuple[Any, bytes]]
+"""(head, where, offset, body, envelope end, actor, changes, run id) -> (head', record)."""
+Recorder = Callable[[bytes, AuditConfig, Any, bytes, int], tuple[Any, bytes]]
+
+
+def compile_recorder(entry: SchemaEntry, chain: Chain) -> Recorder:
+    """`record(body, config, heads, where, offset) -> chain(heads.get(run), …)`: summarize
+    and link in one call, the summary handed to `chain` as is (unguarded, like
+    `compile_unguarded`)."""
+    gen = _summary_body(entry)
+    gen.consts["chain"] = chain
+    gen.line(1, "return chain(heads.get(run_id), where, offset, buf, envelope_end, actor, "
+                "changes, run_id)")
+    record: Recorder = gen.build("def record(buf, config, heads, where, offset):", "record")
+    return record
+
+
+def _summary_body(entry: SchemaEntry) -> _SummaryGen:
+    """The summarizer's code up to its result: run_id, envelope_end, actor, changes."""
     gen = _SummaryGen(entry.raw)
     gen.consts.update(emit=_emit, encode_actor=encode_actor, digest=digest, ws=write_string,
                       Summary=Summary, LONG_VALUE=LONG_VALUE, VARINTS=_VARINTS,
@@ -201,9 +226,7 @@ def compile_unguarded(entry: SchemaEntry) -> Summarizer:
     gen.line(2, "raise AvroDecodeError(f'{len(buf) - pos} bytes left after the record' "
                 "if pos < len(buf) else 'truncated record')")
     gen.line(1, "changes = (VARINTS[count] + b''.join(parts) + b'\\x00') if count else b'\\x00'")
-    gen.line(1, "return new(Summary, (run_id, envelope_end, actor, changes))")
-    summarize: Summarizer = gen.build("def summarize(buf, config):", "summarize")
-    return summarize
+    return gen
 
 
 def _guarded(summarize: Summarizer, entry: SchemaEntry) -> Summarizer:

@@ -72,26 +72,24 @@ class AuditProjector:
         emit(fact.partition, summary.run_id, body)
 
     def handler(self, topic: str, emit: Emit) -> Handle:
-        """`apply` straight from the value: the summarizer is picked by the value's first ten
-        bytes and reads the body; other framings and bad bytes take `apply`'s path."""
-        summarizers, heads, config = audit.summarizers(), self.heads, self.config
+        """`apply` straight from the value: the recorder (summarize + link) is picked by the
+        value's first ten bytes; other framings and bad bytes take `apply`'s path."""
+        recorders, heads, config = audit.recorders(), self.heads, self.config
         sources = [audit.source(topic, p) for p in range(_SOURCES)]
-        append, fact = audit.append, EventReader(self.read).fact
+        fact = EventReader(self.read).fact
 
         def handle(value: bytes, partition: int, offset: int) -> None:
-            summarize = summarizers.get(value[:10])
-            if summarize is None or partition >= _SOURCES:
+            record = recorders.get(value[:10])
+            if record is None or partition >= _SOURCES:
                 self.apply(fact(value, topic, partition, offset), emit)
                 return
-            body = value[10:]
             try:
-                summary = summarize(body, config)
+                head, body = record(value[10:], config, heads, sources[partition], offset)
             except Exception:  # noqa: BLE001 - bad bytes: `apply` raises the precise error
                 self.apply(fact(value, topic, partition, offset), emit)
                 raise
-            run = summary[0]
-            heads[run], record = append(heads.get(run), sources[partition], offset, body, summary)
-            emit(partition, run, record)
+            heads[head[0]] = head
+            emit(partition, head[0], body)
 
         return handle
 
