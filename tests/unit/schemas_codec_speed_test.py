@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastavro import schemaless_reader, schemaless_writer
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from projection_support import values_of
 
 from runfacts.schemas import construct
@@ -67,3 +68,36 @@ def test_encode_raises_invalid_input_when_a_model_holds_a_value_of_the_wrong_typ
     broken = construct.trusted(type(model), {**model.__dict__, "occurredAt": "yesterday"})
     with pytest.raises(InvalidInput, match="cannot encode"):
         TRUSTED.encode(broken)
+
+
+_SAMPLES = [STRICT.encode_dict(sample(e, seed)) for e in CURRENT for seed in (1, 2)]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_decode_dict_reads_what_fastavro_reads_or_raises_invalid_input_when_bytes_are_mutated(
+        data) -> None:
+    value = bytearray(data.draw(st.sampled_from(_SAMPLES)))
+    at = data.draw(st.integers(10, len(value) - 1))
+    value[at:at + data.draw(st.integers(0, 2))] = data.draw(st.binary(max_size=2))
+    entry = CATALOG.by_fingerprint[bytes(value[2:10])]
+    stream = io.BytesIO(bytes(value[10:]))
+    try:
+        expected = schemaless_reader(stream, entry.parsed, None)
+        readable = stream.tell() == len(value) - 10
+    except Exception:  # noqa: BLE001 - fastavro refuses the bytes
+        expected, readable = None, False
+    try:
+        got = TRUSTED.decode_dict(bytes(value))
+    except InvalidInput:
+        canonical = readable and _written(entry, expected) == bytes(value[10:])
+        assert not canonical or (expected[TYPE_FIELD[entry.kind]], expected["schemaVersion"]) \
+            != (entry.type_name, entry.version)
+        return
+    assert readable and got == expected
+
+
+def _written(entry: Any, values: Any) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(out, entry.parsed, values)
+    return out.getvalue()
