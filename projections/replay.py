@@ -75,19 +75,22 @@ class AuditProjector:
         """`apply` straight from the value: the recorder (summarize + link) is picked by the
         value's first ten bytes; other framings and bad bytes take `apply`'s path."""
         recorders, heads, config = audit.recorders(), self.heads, self.config
-        sources = [audit.source(topic, p) for p in range(_SOURCES)]
+        sources: dict[int, bytes] = {}
         fact = EventReader(self.read).fact
 
         def handle(value: bytes, partition: int, offset: int) -> None:
             record = recorders.get(value[:10])
-            if record is None or partition >= _SOURCES:
+            if record is None:  # Confluent framing, or not an event: the reader sorts it out
                 self.apply(fact(value, topic, partition, offset), emit)
                 return
+            where = sources.get(partition)
+            if where is None:
+                where = sources[partition] = audit.source(topic, partition)
             try:
-                head, body = record(value[10:], config, heads, sources[partition], offset)
+                head, body = record(value[10:], config, heads, where, offset)
             except Exception:  # noqa: BLE001 - bad bytes: `apply` raises the precise error
                 self.apply(fact(value, topic, partition, offset), emit)
-                raise
+                raise  # (not reached: the same bytes fail the same way there)
             heads[head[0]] = head
             emit(partition, head[0], body)
 
@@ -95,10 +98,6 @@ class AuditProjector:
 
     def finish(self, emit: Emit) -> None:
         return None
-
-
-_SOURCES = 1024
-"""Partitions whose source bytes the audit handler precomputes (others take `apply`)."""
 
 
 class LatestProjector:
