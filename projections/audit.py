@@ -32,7 +32,6 @@ from runfacts.projections.audit_summary import (
     changes_of,
     compile_recorder,
     compile_summarizer,
-    compile_unguarded,
 )
 from runfacts.projections.facts import Fact
 from runfacts.projections.records import MARKER, ProjectionSchema, load, prefix_schema
@@ -137,19 +136,14 @@ def link(head: ChainHead | None, fact: Fact, summary: Summary) -> tuple[ChainHea
     if head is not None and head.runId != summary.run_id:
         raise ValueError(f"audit chain of run {head.runId} fed an event of run "
                          f"{summary.run_id} at {fact.where()}")
-    return append(head, source(fact.topic, fact.partition), fact.offset, fact.body, summary)
-
-
-def append(head: ChainHead | None, where: bytes, offset: int, body: bytes,
-           summary: Summary) -> tuple[ChainHead, bytes]:
-    """`link` for hosts that already hold the event's body, its `source(topic, partition)`
-    bytes and a head of the summary's run (the replay's fast path)."""
-    return chain(head, where, offset, body, summary[1], summary[2], summary[3], summary[0])
+    return chain(head, source(fact.topic, fact.partition), fact.offset, fact.body,
+                 summary.envelope_end, summary.actor, summary.changes, summary.run_id)
 
 
 def chain(head: ChainHead | None, where: bytes, offset: int, body: bytes, envelope_end: int,
           actor: bytes, changes: bytes, run_id: str) -> tuple[ChainHead, bytes]:
-    """`append` with the summary's fields apart (what the generated recorders call)."""
+    """`link` from parts: `where` is `source(topic, partition)`, then the summary's fields;
+    `head` must be the run's (the generated recorders call this, the replay's fast path)."""
     if head is None:
         sequence, prev = 1, _GENESIS_DIGEST
     else:
@@ -231,16 +225,9 @@ def schema() -> ProjectionSchema:
 
 
 @cache
-def summarizers() -> dict[bytes, Summarizer]:
-    """Unguarded summarizers (`compile_unguarded`) keyed by the single-object header of the
-    event values they read (C3 01 + fingerprint), for every shipped event schema."""
-    return {MARKER + e.fingerprint: compile_unguarded(e) for e in default_catalog().entries
-            if e.kind == "event"}
-
-
-@cache
 def recorders() -> dict[bytes, Recorder]:
-    """`compile_recorder`s over `chain`, keyed like `summarizers`: the replay's fast path."""
+    """`compile_recorder`s over `chain` keyed by the single-object header of the event values
+    they read (C3 01 + fingerprint), for every shipped event schema: the replay's fast path."""
     return {MARKER + e.fingerprint: compile_recorder(e, chain) for e in default_catalog().entries
             if e.kind == "event"}
 

@@ -20,6 +20,7 @@ from projection_support import run_values
 
 from runfacts.projections import audit, trajectory, trajectory_model
 from runfacts.projections.eventlog import EventReader
+from runfacts.projections.facts import ReadSettings
 from runfacts.projections.replay import AuditProjector, Projector, projectors
 from runfacts.projections.runlog import encode_event
 from runfacts.schemas.avrocode import AvroDecodeError, compile_reader
@@ -167,11 +168,11 @@ def test_audit_handler_raises_only_typed_errors_when_bytes_are_mutated(data) -> 
 
 
 def test_readers_raise_invalid_input_when_a_value_is_cut_inside_what_they_read() -> None:
-    summarizers = audit.summarizers()
     for value in _VALUES:
         entry = default_catalog().by_fingerprint[value[2:10]]
+        bytes_only = EventReader(ReadSettings(decode=False)).fact(value, TOPIC, 0, 7)
         read_to = len(value) if entry.type_name in (trajectory.READS.payloads or {}) \
-            else 10 + summarizers[value[:10]](value[10:], audit.DEFAULT).envelope_end
+            else 10 + audit.summarize(bytes_only).envelope_end
         for cut in range(11, read_to):
             for reader in (_WHOLE, _PARTIAL):
                 with pytest.raises(InvalidInput, match="@7"):
