@@ -58,8 +58,8 @@ class EventReader:
 
     def fact(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
         """The Fact of one framed event record; InvalidInput naming the position if bad."""
-        if type(data) is not bytes:
-            data = bytes(data)
+        if type(data) is not bytes and isinstance(data, bytes | bytearray | memoryview):
+            data = bytes(data)  # anything else: the codec names what it is
         plan = self._framed.get(data[:10])
         if plan is None:
             return self._other_framing(data, topic, partition, offset)

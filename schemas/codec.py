@@ -199,7 +199,7 @@ class Codec:
               headers: Headers | None) -> tuple[_Plan, bytes, int]:
         """Check the framing and find the writer schema's plan: (plan, data, body start)."""
         if type(data) is not bytes:
-            if not isinstance(data, bytearray | memoryview):
+            if not isinstance(data, bytes | bytearray | memoryview):
                 raise _invalid(None, position, f"expected bytes, got {type(data).__name__}")
             data = bytes(data)
         plan = self._framed.get(data[:10])
