@@ -25,27 +25,30 @@ from typing import Any, NamedTuple
 
 from runfacts.projections.audit_summary import (
     AuditConfig,
+    Recorder,
     Summarizer,
     Summary,
     actor_of,
     changes_of,
+    compile_recorder,
     compile_summarizer,
 )
-from runfacts.projections.avrocode import (
+from runfacts.projections.facts import Fact
+from runfacts.projections.records import MARKER, ProjectionSchema, load, prefix_schema
+from runfacts.schemas.avrocode import (
     checked,
     compile_reader,
-    compile_writer,
     write_long,
     write_string,
 )
-from runfacts.projections.facts import Fact
-from runfacts.projections.records import ProjectionSchema, load, prefix_schema
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import default_catalog, envelope_prefix
 
 GENESIS = "0" * 64
 _GENESIS_DIGEST = bytes(32)
 _HEX_PREFIX = write_long(64)
 SCHEMA = "AuditRecord"
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__
 DEFAULT = AuditConfig()
 
 
@@ -130,26 +133,34 @@ def summarize(fact: Fact, config: AuditConfig = DEFAULT) -> Summary:
 
 def link(head: ChainHead | None, fact: Fact, summary: Summary) -> tuple[ChainHead, bytes]:
     """Append the summarized event to the chain ending at `head`."""
-    if head is None:
-        sequence, prev = 1, _GENESIS_DIGEST
-    elif head.runId != summary.run_id:
+    if head is not None and head.runId != summary.run_id:
         raise ValueError(f"audit chain of run {head.runId} fed an event of run "
                          f"{summary.run_id} at {fact.where()}")
+    return chain(head, source(fact.topic, fact.partition), fact.offset, fact.body,
+                 summary.envelope_end, summary.actor, summary.changes, summary.run_id)
+
+
+def chain(head: ChainHead | None, where: bytes, offset: int, body: bytes, envelope_end: int,
+          actor: bytes, changes: bytes, run_id: str) -> tuple[ChainHead, bytes]:
+    """`link` from parts: `where` is `source(topic, partition)`, then the summary's fields;
+    `head` must be the run's (the generated recorders call this, the replay's fast path)."""
+    if head is None:
+        sequence, prev = 1, _GENESIS_DIGEST
     else:
-        sequence, prev = head.sequence + 1, head.digest
-    body = fact.body
+        sequence, prev = head[1] + 1, head[2]
     event_digest = sha256(body).digest()
-    prefix = b"".join((write_long(sequence), _source(fact.topic, fact.partition),
-                       write_long(fact.offset), body[:summary.envelope_end], summary.actor,
-                       summary.changes))
-    digest = sha256(b"".join((prev, event_digest, prefix))).digest()
-    record = b"".join((prefix, _HEX_PREFIX, hexlify(prev), _HEX_PREFIX, hexlify(event_digest),
-                       _HEX_PREFIX, hexlify(digest)))
-    return ChainHead(summary.run_id, sequence, digest), record
+    prefix = b"".join((write_long(sequence), where, write_long(offset), body[:envelope_end],
+                       actor, changes))
+    digest = sha256(prev + event_digest + prefix).digest()
+    hexes = hexlify(prev + event_digest + digest)
+    record = b"".join((prefix, _HEX_PREFIX, hexes[:64], _HEX_PREFIX, hexes[64:128],
+                       _HEX_PREFIX, hexes[128:]))
+    return _new(ChainHead, (run_id, sequence, digest)), record
 
 
 @cache
-def _source(topic: str, partition: int) -> bytes:
+def source(topic: str, partition: int) -> bytes:
+    """The Avro encoding of a record's `topic` and `partition` fields."""
     return write_string(topic) + write_long(partition)
 
 
@@ -211,6 +222,14 @@ def from_dict(values: dict[str, Any]) -> AuditRecord:
 def schema() -> ProjectionSchema:
     """The audit record's shipped schema."""
     return load(SCHEMA)
+
+
+@cache
+def recorders() -> dict[bytes, Recorder]:
+    """`compile_recorder`s over `chain` keyed by the single-object header of the event values
+    they read (C3 01 + fingerprint), for every shipped event schema: the replay's fast path."""
+    return {MARKER + e.fingerprint: compile_recorder(e, chain) for e in default_catalog().entries
+            if e.kind == "event"}
 
 
 @cache

@@ -21,10 +21,12 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from runfacts.projections.avrocode import _VARINTS, AvroDecodeError, _Gen, write_long, write_string
+from runfacts.schemas.avrocode import AvroDecodeError, _Gen, write_long, write_string
+from runfacts.schemas.avrovarint import VARINTS as _VARINTS
 from runfacts.schemas.catalog import SchemaEntry
 
 LONG_VALUE = 256
+_json_string = json.encoder.encode_basestring  # what json.dumps uses with ensure_ascii=False
 ACTOR_PATH = "payload.actor"
 _NULL = b"\x00"
 _SET = b"\x02"
@@ -155,11 +157,57 @@ def _emit(parts: list[bytes], path: str, value: Any, personal: bool, config: Aud
     return 1
 
 
+def _emit_strings(parts: list[bytes], path: str, values: list[str], personal: bool,
+                  config: AuditConfig) -> int:
+    """`_emit` of an array of strings: the JSON text `text_of` gives, built without
+    json.dumps' per-call set-up."""
+    if not values:
+        return 0
+    text = "[" + ",".join(map(_json_string, values)) + "]"
+    if personal or len(text.encode()) > LONG_VALUE:
+        parts.append(encode_change(path, None, digest(text, config)))
+    else:
+        parts.append(encode_change(path, text, None))
+    return 1
+
+
 def compile_summarizer(entry: SchemaEntry) -> Summarizer:
     """`summarize(body, config) -> Summary` for bodies written with `entry`'s schema."""
+    return _guarded(compile_unguarded(entry), entry)
+
+
+def compile_unguarded(entry: SchemaEntry) -> Summarizer:
+    """`compile_summarizer` without the error wrapper: bad bytes may raise IndexError,
+    UnicodeDecodeError, … as well as AvroDecodeError (hosts that catch them themselves)."""
+    gen = _summary_body(entry)
+    gen.line(1, "return new(Summary, (run_id, envelope_end, actor, changes))")
+    summarize: Summarizer = gen.build("def summarize(buf, config):", "summarize")
+    return summarize
+
+
+Chain = Callable[[Any, bytes, int, bytes, int, bytes, bytes, str], tuple[Any, bytes]]
+"""(head, where, offset, body, envelope end, actor, changes, run id) -> (head', record)."""
+Recorder = Callable[[bytes, AuditConfig, Any, bytes, int], tuple[Any, bytes]]
+
+
+def compile_recorder(entry: SchemaEntry, chain: Chain) -> Recorder:
+    """`record(body, config, heads, where, offset) -> chain(heads.get(run), …)`: summarize
+    and link in one call, the summary handed to `chain` as is (unguarded, like
+    `compile_unguarded`)."""
+    gen = _summary_body(entry)
+    gen.consts["chain"] = chain
+    gen.line(1, "return chain(heads.get(run_id), where, offset, buf, envelope_end, actor, "
+                "changes, run_id)")
+    record: Recorder = gen.build("def record(buf, config, heads, where, offset):", "record")
+    return record
+
+
+def _summary_body(entry: SchemaEntry) -> _SummaryGen:
+    """The summarizer's code up to its result: run_id, envelope_end, actor, changes."""
     gen = _SummaryGen(entry.raw)
     gen.consts.update(emit=_emit, encode_actor=encode_actor, digest=digest, ws=write_string,
-                      Summary=Summary, LONG_VALUE=LONG_VALUE, VARINTS=_VARINTS)
+                      Summary=Summary, LONG_VALUE=LONG_VALUE, VARINTS=_VARINTS,
+                      emit_strings=_emit_strings, new=tuple.__new__)
     ns = gen.namespace(entry.raw)
     gen.resolve(entry.raw, ns)
     gen.line(1, "pos = 0")
@@ -175,12 +223,10 @@ def compile_summarizer(entry: SchemaEntry) -> Summarizer:
     payload, payload_ns = gen.resolve(entry.raw["fields"][-1]["type"], ns)
     gen.fields(payload, payload_ns, "payload", 1)
     gen.line(1, "if pos != len(buf):")
-    gen.line(2, "raise AvroDecodeError(f'{len(buf) - pos} bytes left after the record')")
-    gen.line(1, "changes = (ws_count(count) + b''.join(parts) + b'\\x00') if count else b'\\x00'")
-    gen.line(1, "return Summary(run_id, envelope_end, actor, changes)")
-    gen.consts["ws_count"] = write_long
-    summarize: Summarizer = gen.build("def summarize(buf, config):", "summarize")
-    return _guarded(summarize, entry)
+    gen.line(2, "raise AvroDecodeError(f'{len(buf) - pos} bytes left after the record' "
+                "if pos < len(buf) else 'truncated record')")
+    gen.line(1, "changes = (VARINTS[count] + b''.join(parts) + b'\\x00') if count else b'\\x00'")
+    return gen
 
 
 def _guarded(summarize: Summarizer, entry: SchemaEntry) -> Summarizer:
@@ -212,12 +258,12 @@ class _SummaryGen(_Gen):
 
     def leaf(self, node: Any, ns: str, path: str, personal: bool, ind: int) -> None:
         if isinstance(node, list) and len(node) == 2 and "null" in node:
-            self._read_long(None, ns, "i", ind)
             set_branch = 1 - node.index("null")
-            self.line(ind, f"if i == {set_branch}:")
+            self._union_index(ind)
+            self.line(ind, f"if i == {2 * set_branch}:")
             self.leaf(*self.resolve(node[set_branch], ns), path, personal, ind + 1)
-            self.line(ind, f"elif i != {1 - set_branch}:")
-            self.line(ind + 1, "raise AvroDecodeError(f'union index {i} out of range')")
+            self.line(ind, f"elif i != {2 - 2 * set_branch}:")
+            self.line(ind + 1, "raise AvroDecodeError(f'union index {i >> 1} out of range')")
         elif isinstance(node, dict) and node.get("type") == "record" and not personal:
             self.fields(node, ns, path, ind)
         elif node == "string" and not personal:
@@ -225,26 +271,50 @@ class _SummaryGen(_Gen):
         elif node in ("int", "long") or (isinstance(node, dict) and node.get("type") == "long"):
             self._number(path, personal, ind)
         elif isinstance(node, dict) and node.get("type") == "enum" and not personal:
-            encoded = self.const(tuple(encode_change(path, s, None) for s in node["symbols"]))
-            self._read_long(None, ns, "i", ind)
-            self.line(ind, f"parts.append({encoded}[i])")
-            self.line(ind, "count += 1")
+            self._enum(node, path, ind)
+        elif isinstance(node, dict) and node.get("type") == "array" and node["items"] == "string":
+            value = self.var("v")
+            self.read(node, ns, value, ind)
+            self.line(ind, f"count += emit_strings(parts, {path!r}, {value}, {personal}, config)")
         else:
             value = self.var("v")
             self.read(node, ns, value, ind)
             self.line(ind, f"count += emit(parts, {path!r}, {value}, {personal}, config)")
 
+    def _enum(self, node: dict[str, Any], path: str, ind: int) -> None:
+        """An enum leaf: the change for each symbol is built once, picked by the index byte."""
+        symbols = node["symbols"]
+        changes = self.const({2 * i: encode_change(path, s, None) for i, s in enumerate(symbols)})
+        self.line(ind, f"change = {changes}.get(buf[pos])")
+        self.line(ind, "if change is None:")  # a bad index (or a needlessly long varint)
+        self.line(ind + 1, "i, _ = read_long(buf, pos)")
+        self.line(ind + 1, f"change = {changes}.get(2 * i) if i >= 0 else None")
+        self.line(ind + 1, "if change is None:")
+        self.line(ind + 2, "raise AvroDecodeError(f'enum index {i} out of range')")
+        self.line(ind + 1, "pos = skip_long(buf, pos) - 1")
+        self.line(ind, "pos += 1")
+        self.line(ind, "parts.append(change)")
+        self.line(ind, "count += 1")
+
     def _number(self, path: str, personal: bool, ind: int) -> None:
-        """An int/long leaf: its decimal text (never long enough for the digest rule)."""
+        """An int/long leaf: its decimal text (never long enough for the digest rule); the
+        changes of one-byte values are built once."""
         if personal:
             value = self.var("v")
             self._read_long(None, "", value, ind)
             self.line(ind, f"count += emit(parts, {path!r}, {value}, True, config)")
             return
-        head = self.const(write_string(path) + _SET)
-        self._read_long(None, "", "v", ind)
-        self.line(ind, "t = str(v).encode()")
-        self.line(ind, f"parts.append({head} + VARINTS[len(t)] + t + b'\\x00')")
+        head = write_string(path) + _SET
+        small = self.const(tuple(head + write_string(str((b >> 1) ^ -(b & 1))) + _NULL
+                                 for b in range(128)))
+        self.line(ind, "b = buf[pos]")
+        self.line(ind, "if b < 0x80:")
+        self.line(ind + 1, f"parts.append({small}[b])")
+        self.line(ind + 1, "pos += 1")
+        self.line(ind, "else:")
+        self.line(ind + 1, "v, pos = read_long(buf, pos)")
+        self.line(ind + 1, "t = str(v).encode()")
+        self.line(ind + 1, f"parts.append({self.const(head)} + VARINTS[len(t)] + t + b'\\x00')")
         self.line(ind, "count += 1")
 
     def _string(self, path: str, ind: int) -> None:
@@ -252,18 +322,16 @@ class _SummaryGen(_Gen):
         not re-validated as UTF-8: eventHash covers the bytes either way)."""
         name = self.const(write_string(path))
         head = self.const(write_string(path) + _SET)
-        self.line(ind, "start = pos")
-        self._read_long(None, "", "n", ind)
-        self.line(ind, "end = pos + n")
-        self.line(ind, "if n < 0 or end > len(buf):")
-        self.line(ind + 1, "raise AvroDecodeError(f'bad length {n} at {pos}')")
-        self.line(ind, "if n > LONG_VALUE:")
-        self.line(ind + 1, f"parts.append({name} + b'\\x00\\x02' + "
-                           "ws(digest(buf[pos:end].decode(), config)))")
+        self.line(ind, "k = SHORT[buf[pos]]")
+        self.line(ind, "if k:")  # under 64 bytes: the length byte and the bytes as written
+        self.line(ind + 1, "end = pos + k")
+        self.line(ind + 1, f"parts.append({head} + buf[pos:end] + b'\\x00')")
         self.line(ind, "else:")
-        self.line(ind + 1, f"parts.append({head})")
-        self.line(ind + 1, "parts.append(buf[start:end] if pos - start == 1 "
-                           "else ws_count(n) + buf[pos:end])")
-        self.line(ind + 1, "parts.append(b'\\x00')")
+        self._long_length(ind + 1)
+        self.line(ind + 1, "if n > LONG_VALUE:")
+        self.line(ind + 2, f"parts.append({name} + b'\\x00\\x02' + "
+                           "ws(digest(buf[pos:end].decode(), config)))")
+        self.line(ind + 1, "else:")
+        self.line(ind + 2, f"parts.append({head} + VARINTS[n] + buf[pos:end] + b'\\x00')")
         self.line(ind, "pos = end")
         self.line(ind, "count += 1")

@@ -18,10 +18,10 @@ from confluent_kafka import Message
 from runfacts.projections import audit
 from runfacts.projections.audit_check import ChainCheck, Finding
 from runfacts.projections.audit_summary import AuditConfig
-from runfacts.projections.avrocode import AvroDecodeError
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
 from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
+from runfacts.schemas.avrocode import AvroDecodeError
 from runfacts.schemas.errors import InvalidInput
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames

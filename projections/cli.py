@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -87,15 +89,24 @@ def replay_command(
     log = snapshot(kafka, topic, from_offset)
     target = into or _default_target(kafka, projection, sum(log.end.values()))
     settings = ReplaySettings(projection, target, topic, from_offset)
-    columns = [TextColumn(f"replay {projection}"), BarColumn(), MofNCompleteColumn(),
-               RateColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*columns, console=console, disable=quiet) as bar:
-        task = bar.add_task("replay", total=log.total)
-        report = replay(kafka, settings, log, lambda n: bar.advance(task, n))
-        bar.update(task, completed=log.total)
+    with progress_bar(projection, log.total, console, quiet) as advance:
+        report = replay(kafka, settings, log, advance)
     typer.echo(f"{report.events} events -> {report.records} {projection} records into "
                f"{report.destination} in {report.wall_s:.2f}s "
                f"({report.events_per_cpu_s:,.0f} events per CPU-second)")
+
+
+@contextmanager
+def progress_bar(projection: str, total: int, out: Console,
+                 quiet: bool = False) -> Iterator[Callable[[int], None]]:
+    """The replay's progress bar (count, rate, ETA; redrawn 4 times a second: about 1% of a core);
+    yields the per-batch `advance(n)`."""
+    columns = [TextColumn(f"replay {projection}"), BarColumn(), MofNCompleteColumn(),
+               RateColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=out, disable=quiet, refresh_per_second=4) as bar:
+        task = bar.add_task("replay", total=total)
+        yield lambda n: bar.advance(task, n)
+        bar.update(task, completed=total)
 
 
 def _default_target(kafka: KafkaSettings, projection: str, end: int) -> str:

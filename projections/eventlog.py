@@ -10,13 +10,12 @@ shape, so a reducer sees one shape per type whatever version wrote it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
-from runfacts.projections.avrocode import compile_reader
 from runfacts.projections.facts import Fact, ReadSettings
+from runfacts.schemas.avrocode import compile_reader
 from runfacts.schemas.catalog import SchemaEntry, envelope_prefix
 from runfacts.schemas.codec import CONFLUENT_MAGIC, SINGLE_OBJECT_MARKER, Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput, RecordPosition
@@ -25,11 +24,15 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MILLISECOND = timedelta(milliseconds=1)
 
 
-@dataclass(frozen=True)
-class _Plan:
-    entry: SchemaEntry
+class _Plan(NamedTuple):
+    """How to read one writer schema: `read` None means bytes only (or the codec's path)."""
+
     read: Callable[[bytes, int], tuple[dict[str, Any], int]] | None
     whole: bool
+    entry: SchemaEntry
+
+
+_new_fact = tuple.__new__  # Fact(...) without the NamedTuple's Python-level __new__
 
 
 class EventReader:
@@ -40,50 +43,41 @@ class EventReader:
         self.codec = codec or Codec(CodecSettings(validate=False))
         self._plans = {e.fingerprint: self._plan(e) for e in self.codec.catalog.entries
                        if e.kind == "event"}
+        self._framed = {SINGLE_OBJECT_MARKER + f: p for f, p in self._plans.items()}
 
     def _plan(self, entry: SchemaEntry) -> _Plan:
         whole = self.settings.whole(entry.type_name)
         if not self.settings.decode:
-            return _Plan(entry, None, False)
+            return _Plan(None, False, entry)
         if whole and self.codec.catalog.current[entry.fullname] is not entry:
-            return _Plan(entry, None, True)  # resolution + upcast: the codec's path
-        if not whole:
-            return _Plan(entry, compile_reader(envelope_prefix(entry.raw),
-                                               self.settings.keep(entry)), False)
-        return _Plan(entry, compile_reader(entry.raw, self.settings.keep(entry)), True)
+            return _Plan(None, True, entry)  # resolution + upcast: the codec's path
+        identity = {"eventType": entry.type_name, "schemaVersion": entry.version}
+        schema = entry.raw if whole else envelope_prefix(entry.raw)
+        return _Plan(compile_reader(schema, self.settings.keep(entry), expect=identity,
+                                    exact=whole), whole, entry)
 
     def fact(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
         """The Fact of one framed event record; InvalidInput naming the position if bad."""
-        plan = self._plans.get(bytes(data[2:10])) if data[:2] == SINGLE_OBJECT_MARKER else None
+        if type(data) is not bytes and isinstance(data, bytes | bytearray | memoryview):
+            data = bytes(data)  # anything else: the codec names what it is
+        plan = self._framed.get(data[:10])
         if plan is None:
             return self._other_framing(data, topic, partition, offset)
-        body = data[10:]
-        if not self.settings.decode:
-            return Fact(topic, partition, offset, None, body, plan.entry.fingerprint)
-        if plan.read is None:
-            return self._resolved(plan.entry, data, body, RecordPosition(topic, partition, offset))
-        event = self._read(plan, data, RecordPosition(topic, partition, offset))
-        return Fact(topic, partition, offset, event, body, plan.entry.fingerprint)
-
-    def _read(self, plan: _Plan, data: bytes, position: RecordPosition) -> dict[str, Any]:
-        assert plan.read is not None
-        entry = plan.entry
+        read, whole, entry = plan
+        if read is None:
+            if not self.settings.decode:
+                return _new_fact(Fact, (topic, partition, offset, None, data[10:],
+                                        entry.fingerprint))
+            return self._resolved(entry, data, data[10:], RecordPosition(topic, partition, offset))
         try:
-            event, end = plan.read(data, 10)
+            event = read(data, 10)[0]  # checks eventType, schemaVersion and the length
         except Exception as exc:  # noqa: BLE001 - any failure to parse means bad bytes
-            raise InvalidInput(f"cannot read body: {type(exc).__name__}: {exc}", position=position,
+            raise InvalidInput(f"cannot read body: {type(exc).__name__}: {exc}",
+                               position=RecordPosition(topic, partition, offset),
                                schema=entry.fullname, version=entry.version) from exc
-        if (plan.whole and end != len(data)) or end > len(data):
-            raise InvalidInput(f"{len(data) - end} bytes left after the record" if end < len(data)
-                               else "truncated record", position=position,
-                               schema=entry.fullname, version=entry.version)
-        if event["eventType"] != entry.type_name or event["schemaVersion"] != entry.version:
-            raise InvalidInput(f"eventType {event['eventType']!r} v{event['schemaVersion']} does "
-                               "not match the writer schema", position=position,
-                               schema=entry.fullname, version=entry.version)
-        if not plan.whole:
+        if not whole:
             event["payload"] = None
-        return event
+        return _new_fact(Fact, (topic, partition, offset, event, data[10:], entry.fingerprint))
 
     def _other_framing(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
         """Confluent framing (schema id -> entry through the codec's registry), or bad bytes."""

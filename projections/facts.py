@@ -11,10 +11,10 @@ fingerprint of the schema that wrote it (the catalog's key).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from runfacts.projections.avrocode import Keep
+from runfacts.schemas.avrocode import Keep
 
 if TYPE_CHECKING:
     from runfacts.schemas.catalog import SchemaEntry
@@ -69,6 +69,8 @@ class ReadSettings:
     the whole payload); types not listed: envelope only (payload None). ALL: every payload."""
     envelope: frozenset[str] | None = ALL
     """Envelope fields to read (ALL: all); eventId, eventType, runId, schemaVersion always."""
+    envelope_of: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per event type, envelope fields read for that type only, on top of `envelope`."""
     decode: bool = True
     """False: bytes-only facts (event None), for projections that parse bytes themselves."""
 
@@ -77,8 +79,9 @@ class ReadSettings:
         fields, plus the payload's when `whole(type)`; for the others it selects within the
         envelope-only schema."""
         names = [f["name"] for f in entry.raw["fields"][:-1]]
+        extra = self.envelope_of.get(entry.type_name, frozenset())
         envelope = {n: None for n in names if self.envelope is None or n in self.envelope
-                    or n in ALWAYS}
+                    or n in ALWAYS or n in extra}
         if not self.whole(entry.type_name):
             return None if self.envelope is None else envelope
         payload = None if self.payloads is None else self.payloads[entry.type_name]

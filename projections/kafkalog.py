@@ -39,6 +39,11 @@ FETCH_CONFIG = {
 }
 
 
+SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+"""Answers about a topic created a moment ago whose leaders are still being elected: worth a
+retry even where librdkafka does not flag them retriable."""
+
+
 @dataclass(frozen=True)
 class LogRange:
     """Per partition: first offset to read and the end offset (exclusive) of one topic."""
@@ -79,8 +84,8 @@ def snapshot(settings: KafkaSettings, topic: str, from_offset: int | None = None
              timeout: float = 30.0) -> LogRange:
     """The range to read now: from the beginning (or `from_offset` per partition) to the end.
 
-    Retries retriable broker answers (a topic created a moment ago may have no leader yet)
-    until `timeout`."""
+    Retries retriable broker answers and `SETTLING` ones (a topic created a moment ago may
+    have no leader yet) until `timeout`."""
     client = consumer(settings)
     deadline = time.monotonic() + timeout
     try:
@@ -89,7 +94,8 @@ def snapshot(settings: KafkaSettings, topic: str, from_offset: int | None = None
                 return _range(client, topic, from_offset, timeout)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                retriable = isinstance(error, KafkaError) and error.retriable()
+                retriable = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in SETTLING)
                 if not retriable or time.monotonic() > deadline:
                     raise InfrastructureError(f"reading offsets of {topic}: {exc}",
                                               retryable=retriable) from exc

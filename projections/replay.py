@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +34,8 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, runfacts_topics
 
 Emit = Callable[[int, str, bytes | None], None]
+Handle = Callable[[bytes, int, int], None]
+"""Takes one record of the events topic: (value, partition, offset)."""
 
 
 class Projector(Protocol):
@@ -44,6 +46,10 @@ class Projector(Protocol):
     read: ReadSettings
 
     def apply(self, fact: Fact, emit: Emit) -> None: ...
+
+    def handler(self, topic: str, emit: Emit) -> Handle:
+        """The per-record function of a replay of `topic` (same output as `apply`)."""
+        ...
 
     def finish(self, emit: Emit) -> None: ...
 
@@ -65,6 +71,31 @@ class AuditProjector:
         self.heads[summary.run_id] = head
         emit(fact.partition, summary.run_id, body)
 
+    def handler(self, topic: str, emit: Emit) -> Handle:
+        """`apply` straight from the value: the recorder (summarize + link) is picked by the
+        value's first ten bytes; other framings and bad bytes take `apply`'s path."""
+        recorders, heads, config = audit.recorders(), self.heads, self.config
+        sources: dict[int, bytes] = {}
+        fact = EventReader(self.read).fact
+
+        def handle(value: bytes, partition: int, offset: int) -> None:
+            record = recorders.get(value[:10])
+            if record is None:  # Confluent framing, or not an event: the reader sorts it out
+                self.apply(fact(value, topic, partition, offset), emit)
+                return
+            where = sources.get(partition)
+            if where is None:
+                where = sources[partition] = audit.source(topic, partition)
+            try:
+                head, body = record(value[10:], config, heads, where, offset)
+            except Exception:  # noqa: BLE001 - bad bytes: `apply` raises the precise error
+                self.apply(fact(value, topic, partition, offset), emit)
+                raise  # (not reached: the same bytes fail the same way there)
+            heads[head[0]] = head
+            emit(partition, head[0], body)
+
+        return handle
+
     def finish(self, emit: Emit) -> None:
         return None
 
@@ -84,6 +115,20 @@ class LatestProjector:
         if run not in self.partitions:
             self.partitions[run] = fact.partition
         self.views[run] = self.evolve(self.views.get(run), fact)
+
+    def handler(self, topic: str, emit: Emit) -> Handle:
+        """`apply` with the views and the reader at hand."""
+        fact, evolve = EventReader(self.read).fact, self.evolve
+        views, partitions = self.views, self.partitions
+
+        def handle(value: bytes, partition: int, offset: int) -> None:
+            read = fact(value, topic, partition, offset)
+            run = _run_id(read) if read.event is None else read.event["runId"]
+            if run not in partitions:
+                partitions[run] = partition
+            views[run] = evolve(views.get(run), read)
+
+        return handle
 
     def finish(self, emit: Emit) -> None:
         for run, view in self.views.items():
@@ -136,7 +181,7 @@ def trajectory_projector() -> Projector:
 
 def _run_id(fact: Fact) -> str:
     """The runId of a bytes-only fact (third envelope field)."""
-    from runfacts.projections.avrocode import read_long
+    from runfacts.schemas.avrocode import read_long
 
     pos = 0
     for _ in range(2):  # eventId, eventType
@@ -158,6 +203,8 @@ class ReplaySettings:
     from_offset: int | None = None
     """None: from the beginning; else this offset in every partition."""
     read: ReadOptions = ReadOptions()
+    producer: Mapping[str, Any] = field(default_factory=dict)
+    """librdkafka settings over the sink's `PRODUCER_CONFIG` (replays into a topic)."""
 
 
 @dataclass(frozen=True)
@@ -197,44 +244,36 @@ def replay(kafka: KafkaSettings, settings: ReplaySettings, log: LogRange | None 
 def run(kafka: KafkaSettings, settings: ReplaySettings, projector: Projector, sink: Sink,
         log: LogRange, on_batch: Progress | None = None) -> ReplayReport:
     """Steps 2-5: read the range, fold, write, close."""
-    reader = EventReader(projector.read)
-    fact, apply, topic = reader.fact, projector.apply, log.topic
-    counter = _Counter(sink)
+    handle = projector.handler(log.topic, sink.write)
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     events = 0
     with relaxed_gc():
         for batch in batches(kafka, log, settings.read):
             for message in batch:
-                apply(fact(message.value(), topic, message.partition(), message.offset()),
-                      counter.write)
+                handle(message.value(), message.partition(), message.offset())
             events += len(batch)
             if on_batch is not None:
                 on_batch(len(batch))
-        projector.finish(counter.write)
+        projector.finish(sink.write)
     destination = sink.close(log)
-    return ReplayReport(projector.name, log, destination, events, counter.records,
+    return ReplayReport(projector.name, log, destination, events, sink.records,
                         time.perf_counter() - start_wall, time.process_time() - start_cpu)
 
 
 @contextmanager
 def relaxed_gc() -> Iterator[None]:
     """Far fewer cyclic-GC passes while folding: views are acyclic tuples and dicts, and a
-    full collection over millions of them costs more than the fold itself."""
+    full collection over millions of them costs more than the fold itself. On the way out
+    the young objects move to the oldest generation (freeze + unfreeze), so restoring the
+    thresholds does not set off a collection over everything the fold allocated."""
     old = gc.get_threshold()
     gc.set_threshold(200_000, 50, 1_000)
     try:
         yield
     finally:
+        gc.freeze()
         gc.set_threshold(*old)
-
-
-class _Counter:
-    def __init__(self, sink: Sink) -> None:
-        self.sink, self.records = sink, 0
-
-    def write(self, partition: int, key: str, body: bytes | None) -> None:
-        self.records += 1
-        self.sink.write(partition, key, body)
+        gc.unfreeze()
 
 
 def open_sink(kafka: KafkaSettings, settings: ReplaySettings, projector: Projector,
@@ -243,7 +282,7 @@ def open_sink(kafka: KafkaSettings, settings: ReplaySettings, projector: Project
     if "/" in settings.into:
         return DirSink(Path(settings.into), projector.schema, projector.name)
     return TopicSink(kafka, topic_spec(kafka, projector.name, settings.into, partitions),
-                     projector.schema)
+                     projector.schema, settings.producer)
 
 
 def topic_spec(kafka: KafkaSettings, projection: str, name: str, partitions: int) -> TopicSpec:

@@ -20,7 +20,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from runfacts.projections.avrocode import Writer, compile_writer
+from runfacts.schemas.avrocode import Writer
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import SINGLE_OBJECT_MARKER
 from runfacts.schemas.errors import InfrastructureError

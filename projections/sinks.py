@@ -11,25 +11,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
-from runfacts.projections.avrocode import write_long, write_string
 from runfacts.projections.kafkalog import LogRange, snapshot
 from runfacts.projections.records import ProjectionSchema
+from runfacts.schemas.avrocode import write_long, write_string
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics
 
 OCF_MAGIC = b"Obj\x01"
 BLOCK_RECORDS = 4096
+PRODUCER_CONFIG: dict[str, Any] = {
+    "enable.idempotence": True, "compression.type": "none", "linger.ms": 100,
+    "batch.num.messages": 100_000, "queue.buffering.max.messages": 1_000_000}
+"""The replay's producer: full batches (a replay is a bulk write, no latency to keep low;
+`batch.size` stays at its 1 MB default, the broker's message size limit), no compression,
+as the live projector writes (lz4 costs about 0.4 µs per record); `ReplaySettings.producer`
+overrides any of it."""
 
 
 class Sink(Protocol):
     """Receives projection records (Avro bodies, unframed) per partition."""
+
+    records: int
+    """How many records `write` was given (tombstones included)."""
 
     def write(self, partition: int, key: str, body: bytes | None) -> None: ...
 
@@ -45,15 +56,25 @@ class DirSink:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.schema, self.projection = folder, schema, projection
         self._files: dict[int, ContainerFile] = {}
+        self._blocks: dict[int, list[bytes]] = {}
+        self.records = 0
 
     def write(self, partition: int, key: str, body: bytes | None) -> None:
+        self.records += 1
         if body is None:
             return  # a tombstone: the key is absent from a rebuilt compacted view
-        out = self._files.get(partition)
-        if out is None:
-            out = self._files[partition] = ContainerFile(
-                self.folder / f"part-{partition:05d}.avro", self.schema, partition)
-        out.append(body)
+        block = self._blocks.get(partition)
+        if block is None:
+            block = self._open(partition)
+        block.append(body)
+        if len(block) >= BLOCK_RECORDS:
+            self._files[partition].flush()
+
+    def _open(self, partition: int) -> list[bytes]:
+        out = self._files[partition] = ContainerFile(
+            self.folder / f"part-{partition:05d}.avro", self.schema, partition)
+        self._blocks[partition] = out.block
+        return out.block
 
     def close(self, log: LogRange) -> str:
         files = {}
@@ -105,18 +126,20 @@ class ContainerFile:
     def append(self, body: bytes) -> None:
         self.block.append(body)
         if len(self.block) >= BLOCK_RECORDS:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the records appended to `block` so far as one block (`block` is emptied in
+        place: writers may hold on to it)."""
         if not self.block:
             return
         data = b"".join(self.block)
         self._put(write_long(len(self.block)) + write_long(len(data)) + data + self.sync)
         self.records += len(self.block)
-        self.block = []
+        self.block.clear()
 
     def close(self) -> Written:
-        self._flush()
+        self.flush()
         self.handle.close()
         return Written(self.path, self.records, self.digest.hexdigest())
 
@@ -124,26 +147,37 @@ class ContainerFile:
 class TopicSink:
     """Produces framed records to a fresh topic with the source's partition count."""
 
-    def __init__(self, settings: KafkaSettings, spec: TopicSpec, schema: ProjectionSchema) -> None:
+    def __init__(self, settings: KafkaSettings, spec: TopicSpec, schema: ProjectionSchema,
+                 producer: Mapping[str, Any] | None = None) -> None:
         apply_topics(settings, [spec])
         if _has_records(settings, spec.name):
             raise ConfigError("--into", spec.name, "topic already holds records; replay into a "
                               "fresh topic")
         self.topic, self.schema, self.prefix = spec.name, schema, schema.prefix()
         self.errors: list[str] = []
+        self.records = 0
         self.producer = Producer(settings.client_config(**{
-            "enable.idempotence": True, "linger.ms": 20, "batch.num.messages": 10_000,
-            "compression.type": "lz4", "queue.buffering.max.messages": 500_000,
+            **PRODUCER_CONFIG, **(producer or {}),
             "on_delivery": self._delivered, "delivery.report.only.error": True}))
+        self._produce = self.producer.produce
 
     def write(self, partition: int, key: str, body: bytes | None) -> None:
+        self.records += 1
         value = None if body is None else self.prefix + body
+        try:
+            self._produce(self.topic, value, key.encode(), partition)
+        except BufferError:
+            self._wait_and_produce(partition, key.encode(), value)
+
+    def _wait_and_produce(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """The producer's queue is full: serve it until the record fits."""
         while True:
+            self.producer.poll(0.05)
             try:
-                self.producer.produce(self.topic, value, key.encode(), partition=partition)
+                self._produce(self.topic, value, key, partition)
                 return
             except BufferError:
-                self.producer.poll(0.05)
+                continue
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None:

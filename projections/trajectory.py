@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runfacts.projections.avrocode import Keep
 from runfacts.projections.facts import Fact, ReadSettings
 from runfacts.projections.trajectory_model import (
     Action,
@@ -37,17 +36,22 @@ from runfacts.projections.trajectory_model import (
     Turn,
     Verification,
 )
+from runfacts.schemas.avrocode import Keep
 
 Parts = tuple[RunPart, tuple[Step, ...], Budget]
+_new = tuple.__new__  # a NamedTuple from a tuple, without its Python-level __new__
+_NO_RUN, _NO_BUDGET = RunPart(), Budget()
 Handler = Callable[[State, dict[str, Any], Any], Parts]
 initial: State | None = None
 
 
 def evolve(view: State | None, fact: Fact) -> State:
     """The run's trajectory state after `fact`."""
-    event = fact.values
+    event = fact.event
+    if event is None:
+        event = fact.values  # raises, naming the position
     if view is None:
-        view = State(event["runId"], RunPart(), (), Budget(), 0, "", 0)
+        view = _new(State, (event["runId"], _NO_RUN, (), _NO_BUDGET, 0, "", 0))
     elif view.runId != event["runId"]:
         raise ValueError(f"trajectory of run {view.runId} fed an event of run {event['runId']} "
                          f"at {fact.where()}")
@@ -59,8 +63,8 @@ def evolve(view: State | None, fact: Fact) -> State:
     else:
         raise ValueError(f"trajectory has no rule for event type {event['eventType']!r} "
                          f"at {fact.where()}")
-    return State(view.runId, run, steps, budget, view.eventCount + 1, event["eventId"],
-                 event["occurredAt"])
+    return _new(State, (view.runId, run, steps, budget, view.eventCount + 1, event["eventId"],
+                        event["occurredAt"]))
 
 
 # -- run status ---------------------------------------------------------------------------------
@@ -285,6 +289,7 @@ def _fields(*names: str) -> Keep:
 
 
 _CALL = ("toolCallId", "attempt")
+_TURN = frozenset({"turnId"})
 _DECIDED = {"approvalId": None, "toolCallId": None, "actor": {"roles": None}}
 READS = ReadSettings(
     payloads={
@@ -313,6 +318,10 @@ READS = ReadSettings(
                                      "targetReasoningObjectId"),
         "budget.debited": _fields("amounts"),
     },
-    envelope=frozenset({"turnId", "reasoningObjectId", "capabilityId", "occurredAt"}))
-"""What the trajectory decodes: these payload fields of these types, envelope for the rest."""
+    envelope=frozenset({"occurredAt"}),
+    envelope_of={"turn.started": _TURN, "turn.completed": _TURN, "budget.debited": _TURN,
+                 "reasoning.recorded": _TURN | {"reasoningObjectId"},
+                 "tool.call.proposed": _TURN | {"reasoningObjectId", "capabilityId"}})
+"""What the trajectory decodes: these payload fields of these types (envelope only for the
+rest), occurredAt and the ids every fact has, and the envelope ids the rules above use."""
 

@@ -3,15 +3,19 @@
 Format version `FORMAT_VERSION` (documented in docs/projections.md): the JSONL export and
 the Avro schema `schemas/avro/projections/Trajectory.v1.avsc` carry the same fields in the
 same order. Timestamps are epoch milliseconds. Pure.
+
+The fold replaces a few fields of these tuples per event, so each class gets a generated
+`_replace` (same result as namedtuple's, without its `_make`/`map`/`pop` round trip).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from runfacts.projections.records import ProjectionSchema, load
 
 FORMAT_VERSION = 1
+_new = tuple.__new__  # a NamedTuple from a tuple, without its Python-level __new__
 
 
 class Budget(NamedTuple):
@@ -22,9 +26,10 @@ class Budget(NamedTuple):
     costMicros: int = 0
 
     def plus(self, amounts: dict[str, int]) -> Budget:
-        return Budget(self.steps + amounts["steps"], self.toolCalls + amounts["toolCalls"],
-                      self.tokens + amounts["tokens"], self.wallTimeMs + amounts["wallTimeMs"],
-                      self.costMicros + amounts["costMicros"])
+        return _new(Budget, (self.steps + amounts["steps"], self.toolCalls + amounts["toolCalls"],
+                             self.tokens + amounts["tokens"],
+                             self.wallTimeMs + amounts["wallTimeMs"],
+                             self.costMicros + amounts["costMicros"]))
 
 
 class Reasoning(NamedTuple):
@@ -145,6 +150,27 @@ class State(NamedTuple):
     eventCount: int
     lastEventId: str
     lastOccurredAt: int
+
+
+T = TypeVar("T", bound=tuple[Any, ...])
+_KEEP = object()
+
+
+def _fast_replace(cls: type[T]) -> None:
+    """Give `cls` a generated `_replace(**changes)`: keyword-only arguments defaulting to
+    'keep', one tuple built (an unknown field name raises TypeError)."""
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    params = ", ".join(f"{f}=_KEEP" for f in fields)
+    values = "".join(f"self[{i}] if {f} is _KEEP else {f}, " for i, f in enumerate(fields))
+    scope: dict[str, Any] = {"_new": _new, "cls": cls, "_KEEP": _KEEP}
+    exec(f"def _replace(self, *, {params}):\n    return _new(cls, ({values}))",  # noqa: S102
+         scope)
+    setattr(cls, "_replace", scope["_replace"])  # noqa: B010 - a method mypy cannot see
+
+
+for _cls in (Budget, Reasoning, Action, Approval, Execution, Verification, Feedback, Turn, Step,
+             Trajectory, RunPart, State):
+    _fast_replace(_cls)
 
 
 def trajectory_of(view: State) -> Trajectory:

@@ -23,12 +23,15 @@ from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
 
 from runfacts.schemas import construct
+from runfacts.schemas.avrocode import Reader, Writer, compile_reader
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import (
     ID_FIELD,
     TYPE_FIELD,
     Catalog,
     SchemaEntry,
     default_catalog,
+    envelope_prefix,
 )
 from runfacts.schemas.commands import COMMAND_CLASSES
 from runfacts.schemas.common import CommandBase, CommandEnvelope, EventBase, EventEnvelope
@@ -84,6 +87,7 @@ class Codec:
         if self.settings.confluent and schema_ids is None:
             raise ConfigError("CodecSettings.confluent", True, "needs a registry (SchemaIds)")
         self._plans = {e.fingerprint: _plan(self.catalog, e) for e in self.catalog.entries}
+        self._framed = {SINGLE_OBJECT_MARKER + f: p for f, p in self._plans.items()}
         self._models = {cls: self.catalog.by_type[t] for t, cls in _classes().items()
                         if t in self.catalog.by_type}
 
@@ -91,7 +95,10 @@ class Codec:
 
     def encode(self, model: Model) -> bytes:
         """Framed bytes of a model under its current schema."""
-        return self._write(self._entry_of(model), construct.dump(model))
+        entry = self._entry_of(model)
+        prefix = self._confluent_prefix(entry) if self.settings.confluent \
+            else SINGLE_OBJECT_MARKER + entry.fingerprint
+        return prefix + _model_body(entry, model)
 
     def encode_dict(self, values: dict[str, Any], version: int | None = None) -> bytes:
         """Framed bytes of a plain dict (its type field picks the schema; default: current)."""
@@ -105,10 +112,7 @@ class Codec:
 
     def body(self, model: Model) -> bytes:
         """Canonical Avro body (no framing) under the model's current schema: hash this."""
-        entry = self._entry_of(model)
-        out = io.BytesIO()
-        self._write_body(out, entry, construct.dump(model))
-        return out.getvalue()
+        return _model_body(self._entry_of(model), model)
 
     def headers(self, model: Model) -> Headers:
         """Kafka headers: the type, schemaVersion and the event or command id."""
@@ -167,9 +171,12 @@ class Codec:
     def decode_envelope(self, data: bytes, position: RecordPosition | None = None,
                         headers: Headers | None = None) -> Envelope:
         """Only the envelope (ids, type, time; schemaVersion as written): payload bytes unread."""
-        plan, stream = self._open(data, position, headers)
-        values = self._read_body(stream, plan, plan.entry.envelope, plan.envelope_reader,
-                                 position, whole=False)
+        plan, data, start = self._open(data, position, headers)
+        if plan.envelope_reader is None:
+            values = self._compiled(plan.entry, True, data, start, position)
+        else:
+            values = self._read_body(_stream(data, start), plan, plan.entry.envelope,
+                                     plan.envelope_reader, position, whole=False)
         envelope = EventEnvelope if plan.entry.kind == "event" else CommandEnvelope
         if not self.settings.validate:
             built: Envelope = construct.build(envelope, values)
@@ -181,25 +188,27 @@ class Codec:
 
     def _read(self, data: bytes, position: RecordPosition | None,
               headers: Headers | None) -> tuple[_Plan, dict[str, Any]]:
-        plan, stream = self._open(data, position, headers)
-        values = self._read_body(stream, plan, plan.entry.parsed, plan.reader, position)
-        if plan.entry.version != plan.current.version:
-            values = self._upcast(plan, values, position)
-        return plan, values
+        plan, data, start = self._open(data, position, headers)
+        if plan.reader is None:  # written with the current schema: the compiled reader
+            return plan, self._compiled(plan.entry, False, data, start, position)
+        values = self._read_body(_stream(data, start), plan, plan.entry.parsed, plan.reader,
+                                 position)
+        return plan, self._upcast(plan, values, position)
 
     def _open(self, data: bytes, position: RecordPosition | None,
-              headers: Headers | None) -> tuple[_Plan, io.BytesIO]:
-        """Check the framing and find the writer schema's plan."""
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise _invalid(None, position, f"expected bytes, got {type(data).__name__}")
+              headers: Headers | None) -> tuple[_Plan, bytes, int]:
+        """Check the framing and find the writer schema's plan: (plan, data, body start)."""
+        if type(data) is not bytes:
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise _invalid(None, position, f"expected bytes, got {type(data).__name__}")
+            data = bytes(data)
+        plan = self._framed.get(data[:10])
+        if plan is not None:
+            return plan, data, 10
         if data[:2] == SINGLE_OBJECT_MARKER and len(data) >= 10:
-            fingerprint = bytes(data[2:10])
-            plan = self._plans.get(fingerprint)
-            if plan is None:
-                raise self._unknown(f"unknown fingerprint {fingerprint.hex()}", position, headers)
-            return plan, _stream(data, 10)
+            raise self._unknown(f"unknown fingerprint {data[2:10].hex()}", position, headers)
         if data[:1] == bytes([CONFLUENT_MAGIC]) and len(data) >= 5:
-            return self._confluent_plan(data, position, headers), _stream(data, 5)
+            return self._confluent_plan(data, position, headers), data, 5
         raise _invalid(None, position, f"not a runfacts record: {len(data)} bytes starting "
                        f"{bytes(data[:10]).hex() or '(empty)'} (want C3 01 + fingerprint)")
 
@@ -214,6 +223,20 @@ class Codec:
             raise self._unknown(f"schema id {schema_id} is not a shipped runfacts schema",
                                 position, headers)
         return self._plans[entry.fingerprint]
+
+    def _compiled(self, entry: SchemaEntry, envelope: bool, data: bytes, start: int,
+                  position: RecordPosition | None) -> dict[str, Any]:
+        """Read a body written with the current schema through its generated reader."""
+        read = _generated(entry, envelope)
+        try:
+            values, end = read(data, start)
+        except Exception as exc:  # any failure to parse means bad input, as with fastavro
+            raise _invalid(entry, position, f"cannot read body: {type(exc).__name__}: {exc}") \
+                from exc
+        if not envelope and end != len(data):
+            raise _invalid(entry, position, f"{len(data) - end} trailing bytes after the record")
+        _check_identity(entry, values, position)
+        return values
 
     def _read_body(self, stream: io.BytesIO, plan: _Plan, writer: dict[str, Any],
                    reader: dict[str, Any] | None, position: RecordPosition | None,
@@ -262,6 +285,35 @@ def _plan(catalog: Catalog, entry: SchemaEntry) -> _Plan:
     return _Plan(entry, None if same else current.parsed,
                  None if same_envelope else current.envelope, current, model,
                  construct.builder(model))
+
+
+_GENERATED: dict[tuple[bytes, bool], Reader] = {}
+_WRITERS: dict[bytes, Writer] = {}
+
+
+def _model_body(entry: SchemaEntry, model: Model) -> bytes:
+    """A model's Avro body through its schema's generated writer (the bytes fastavro writes
+    for `construct.dump(model)`; a model's fields already have the schema's types)."""
+    write = _WRITERS.get(entry.fingerprint)
+    if write is None:
+        write = _WRITERS[entry.fingerprint] = compile_writer(entry.raw, attrs=True,
+                                                             datetimes=True)
+    try:
+        return write(model)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        raise InvalidInput(f"cannot encode: {type(exc).__name__}: {exc}", schema=entry.fullname,
+                           version=entry.version) from exc
+
+
+def _generated(entry: SchemaEntry, envelope: bool) -> Reader:
+    """The generated reader of a schema (or of its envelope), compiled on first use and shared
+    by every codec (same fingerprint, same bytes layout)."""
+    key = (entry.fingerprint, envelope)
+    read = _GENERATED.get(key)
+    if read is None:
+        schema = envelope_prefix(entry.raw) if envelope else entry.raw
+        read = _GENERATED[key] = compile_reader(schema, datetimes=True)
+    return read
 
 
 @cache

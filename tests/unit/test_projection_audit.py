@@ -57,7 +57,7 @@ def test_step_encodes_the_reference_record_when_payload_values_are_random(type_n
 
 
 def _framed(entry, values) -> bytes:
-    from runfacts.projections.avrocode import compile_writer
+    from runfacts.schemas.avrowriter import compile_writer
 
     return b"\xc3\x01" + entry.fingerprint + compile_writer(entry.raw)(values)
 

@@ -10,15 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import values_of
 
-from runfacts.projections.avrocode import (
+from runfacts.projections.eventlog import plain
+from runfacts.schemas.avrocode import (
     AvroDecodeError,
     checked,
     compile_reader,
-    compile_writer,
     read_long,
     write_long,
 )
-from runfacts.projections.eventlog import plain
+from runfacts.schemas.avrowriter import compile_writer
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.samples import sample as contract_sample
 
