@@ -8,19 +8,17 @@ bytes, and for the golden files of every shipped version (older ones are upcast)
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastavro import schemaless_writer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import values_of
 
 from runfacts.processors.decider_app import InputLimits
-from runfacts.processors.decider_codec import DeciderCodec, from_millis, to_millis, write_varlong
+from runfacts.processors.decider_codec import DeciderCodec
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput
@@ -128,15 +126,6 @@ def test_command_datetimes_are_fastavros_when_decoded() -> None:
     assert fast.issuedAt == slow.issuedAt and fast.issuedAt.tzinfo is slow.issuedAt.tzinfo
 
 
-@given(st.integers(-2**62, 2**62))
-def test_millis_round_trip_when_any_instant_is_converted(millis: int) -> None:
-    try:
-        instant = from_millis(millis)
-    except OverflowError:  # outside datetime's years 1-9999: fastavro cannot either
-        return
-    assert to_millis(instant) == millis
-
-
 @pytest.mark.parametrize("entry", COMMANDS, ids=lambda e: e.type_name)
 def test_extent_leaves_no_text_or_array_unchecked_when_commands_are_random(entry) -> None:
     limits = InputLimits(max_record_bytes=1 << 20, max_text_chars=6, max_items=1)
@@ -152,13 +141,6 @@ def test_extent_leaves_no_text_or_array_unchecked_when_commands_are_random(entry
             assert limits.check(model) is None
 
     check()
-
-
-@given(st.integers(-2**63, 2**63 - 1))
-def test_write_varlong_matches_fastavro_when_numbers_span_every_varint_size(number: int) -> None:
-    out = io.BytesIO()
-    schemaless_writer(out, "long", number)
-    assert write_varlong(number) == out.getvalue()
 
 
 def test_unknown_fingerprints_are_not_remembered_when_records_name_them() -> None:
