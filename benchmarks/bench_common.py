@@ -4,7 +4,7 @@ so the Quix and Faust virtualenvs import it too (the harness puts this folder on
 PYTHONPATH).
 
 The shared decoder is chosen by BENCH_DECODER (the harness sets it for every processor alike):
-  avrocode (default) - runfacts' schema-compiled Avro reader (projections/avrocode.py, pure
+  avrocode (default) - runfacts' schema-compiled Avro reader (schemas/avrocode.py, pure
                        Python, loaded from its file so the peers' virtualenvs run the very same
                        code without installing runfacts); every field decoded, the record must
                        consume the buffer exactly; timestamps stay epoch-millisecond ints;
@@ -18,7 +18,9 @@ import io
 import json
 import os
 import random
+import sys
 import time
+import types
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-AVROCODE = Path(__file__).resolve().parent.parent / "projections" / "avrocode.py"
+SCHEMAS_DIR = Path(__file__).resolve().parent.parent / "schemas"
 SCHEMA: dict[str, Any] = {
     "type": "record", "name": "RunEvent", "namespace": "runfacts.bench",
     "fields": [
@@ -60,14 +62,28 @@ def fastavro_decode(raw: bytes) -> dict:
     return schemaless_reader(io.BytesIO(raw), ENVELOPE, None)
 
 
-def avrocode_decoder() -> Callable[[bytes], dict]:
-    """The compiled reader of the envelope, from runfacts' avrocode module file."""
-    spec = importlib.util.spec_from_file_location("bench_avrocode", AVROCODE)
+def _load(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {AVROCODE}")
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.checked(module.compile_reader(SCHEMA), "bench envelope")
+    return module
+
+
+def avrocode_decoder() -> Callable[[bytes], dict]:
+    """The compiled reader of the envelope, from runfacts' schemas/avrocode.py. The peer venvs
+    (Faust, Quix) do not install runfacts, so the two module files it needs are loaded by path
+    under their package names (pure Python, standard library only)."""
+    try:
+        from runfacts.schemas import avrocode
+    except ImportError:
+        for package in ("runfacts", "runfacts.schemas"):
+            sys.modules.setdefault(package, types.ModuleType(package))
+        _load("runfacts.schemas.avrovarint", SCHEMAS_DIR / "avrovarint.py")
+        avrocode = _load("runfacts.schemas.avrocode", SCHEMAS_DIR / "avrocode.py")
+    return avrocode.checked(avrocode.compile_reader(SCHEMA), "bench envelope")
 
 
 def decoder(name: str) -> Callable[[bytes], dict]:
