@@ -205,6 +205,7 @@ def restore_child(args: argparse.Namespace) -> None:
     """In a fresh process: restore all 6 partitions of the changelog into empty RocksDBs."""
     from runfacts.processors.api import Application, Source
     from runfacts.processors.changelog import Restorer
+    from runfacts.processors.gctune import tune_gc
     from runfacts.processors.settings import EngineSettings
     from runfacts.processors.store import RocksBackend
 
@@ -212,6 +213,7 @@ def restore_child(args: argparse.Namespace) -> None:
     settings = EngineSettings(bootstrap_servers=args.bootstrap, state_dir=Path(args.state_dir))
     backends = {p: RocksBackend(Path(args.state_dir) / str(p), app.all_stores) for p in range(6)}
     restorer = Restorer(app, settings)
+    tune_gc(settings.gc_threshold)  # as Engine.run does before it restores
     usage0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     records = restorer.restore(backends)  # type: ignore[arg-type]
     seconds = time.perf_counter() - t0

@@ -46,6 +46,7 @@ from runfacts.crashpoints import crash_point
 from runfacts.processors.api import Application
 from runfacts.processors.changelog import Restorer, prepare_topics
 from runfacts.processors.commit import AtLeastOnce, ExactlyOnce, TransactionAborted
+from runfacts.processors.gctune import tune_gc
 from runfacts.processors.settings import (
     EngineSettings,
     consumer_config,
@@ -111,6 +112,7 @@ class Engine:
     def run(self) -> None:
         """Run until stop() or SIGTERM; raises ProcessingError / InfrastructureError on failure."""
         prepare_topics(self.app, self.settings)
+        tune_gc(self.settings.gc_threshold)
         try:
             self._connect()
             with _signals(self.stop):

@@ -51,6 +51,9 @@ class EngineSettings(BaseSettings):
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
     timer_batch: int = Field(1_000, ge=1)
     max_consecutive_aborts: int = Field(3, ge=1)
+    gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
+                              "threshold while the engine runs (0: leave the interpreter's); see "
+                              "runfacts.processors.gctune")
     changelog_replication_factor: int = Field(-1, description="-1: the broker default")
     kafka: KafkaOptions = Field(default_factory=dict)
     consumer: KafkaOptions = Field(default_factory=dict)
