@@ -154,7 +154,9 @@ class ViewFeed:
                 for msg in consumer.consume(500, self.settings.poll_s):
                     err = msg.error()
                     if err is None:
-                        self.apply(msg.key(), msg.value(), msg.headers())
+                        key = msg.key()
+                        if key is not None:  # an unkeyed record names no run
+                            self.apply(key, msg.value(), _pairs(msg.headers()))
                     elif err.code() == KafkaError._PARTITION_EOF:
                         behind.discard(msg.partition())
                     else:
@@ -181,3 +183,8 @@ def _version(value: Any) -> int:
 def _offer(queue: asyncio.Queue[str], run_id: str) -> None:
     if not queue.full():
         queue.put_nowait(run_id)
+
+
+def _pairs(headers: Any) -> telemetry.Headers | None:
+    """confluent-kafka's headers (a list of pairs, or None) as the telemetry Headers type."""
+    return list(headers) if headers else None

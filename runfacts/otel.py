@@ -58,8 +58,9 @@ class OtelSpan(Span):
     def __enter__(self) -> OtelSpan:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
+    def __exit__(self, *info: object) -> None:
+        exc = info[1] if len(info) > 1 else None
+        if isinstance(exc, BaseException):
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         self.span.end()
@@ -113,7 +114,7 @@ class OtelTelemetry(Telemetry):
     def _instrument(self, kind: str, name: str) -> Any:
         found = self._instruments.get((kind, name))
         if found is None:
-            make = {"counter": self.meter.create_counter, "histogram": self.meter.create_histogram,
+            make: Any = {"counter": self.meter.create_counter, "histogram": self.meter.create_histogram,
                     "gauge": self.meter.create_gauge}[kind]
             found = self._instruments[(kind, name)] = make(name)
         return found

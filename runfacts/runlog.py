@@ -129,10 +129,11 @@ class StateReader:
                     _eof_or_raise(msg, todo, topic)
                     continue
                 done += 1
-                if only is None or msg.key() == only:
-                    latest[msg.key()] = msg.value()
-                if msg.offset() + 1 >= ends[msg.partition()][1]:
-                    todo.discard(msg.partition())
+                key, partition, offset = msg.key(), msg.partition(), msg.offset()
+                if key is not None and (only is None or key == only):
+                    latest[key] = msg.value()
+                if partition is not None and offset is not None and offset + 1 >= ends[partition][1]:
+                    todo.discard(partition)
             if progress is not None:
                 progress(done, total)
         return latest
@@ -185,9 +186,14 @@ class CommandClient:
     def _produce(self, command: CommandBase, headers: Headers | None) -> None:
         producer = self.producer()
         errors: list[str] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
         all_headers = self.codec.headers(command) + list(headers or [])
         producer.produce(self.names.commands, self.codec.encode(command), command.runId.encode(),
-                         headers=all_headers, on_delivery=lambda err, _m: err and errors.append(str(err)))
+                         headers=all_headers, on_delivery=delivered)
         left = producer.flush(self.settings.outcome_timeout_s)
         if left or errors:
             why = errors[0] if errors else "not delivered in time"
@@ -200,8 +206,9 @@ class CommandClient:
         deadline = time.monotonic() + self.settings.outcome_timeout_s
         while time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.05):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF and found:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and found:
                         return found
                     continue
                 env = self.codec.decode_envelope(msg.value())
