@@ -16,11 +16,11 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -35,6 +35,8 @@ from runfacts.topics import watermarks
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
 _error = Message.error
+# A data message (error events are filtered out before grouping) always has a partition.
+_partition = cast("Callable[[Message], int]", Message.partition)
 
 
 def prepare_topics(app: Application, settings: EngineSettings) -> int:
@@ -140,7 +142,7 @@ class Restorer:
                 if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
                     data = [m for m in msgs if m.error() is None]
                     pending -= {m.partition() for m in msgs if _is_eof(m)}
-                for partition, run in groupby(data, key=Message.partition):
+                for partition, run in groupby(data, key=_partition):
                     batch = list(run)
                     _, end, backend = todo[partition]
                     prepared = backend.prepare(store, batch)

@@ -173,7 +173,7 @@ class Engine:
         tasks = self._tasks
         for partition, run in groupby(msgs, _partition):
             batch = list(run)
-            task = tasks.get(partition)
+            task = tasks.get(partition)  # type: ignore[arg-type]  # None (error events) finds no task
             if task is not None and not any(map(_error, batch)):
                 task.process_batch(batch)
             else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from rocksdict import DBCompressionType, Options, Rdict, WriteBatch
 
@@ -77,7 +77,7 @@ class RocksBackend:
         return self._cf[store].get
 
     def scan(self, store: str, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for key, value in self._cf[store].items(from_key=start):
+        for key, value in _raw_items(self._cf[store], start):
             if key >= end:
                 return
             yield key, value
@@ -97,7 +97,7 @@ class RocksBackend:
         self._db.write(batch)
 
     def meta(self) -> dict[bytes, bytes]:
-        return dict(self._cf[META].items())
+        return dict(_raw_items(self._cf[META]))
 
     def restore(self, store: str, messages: list[Any]) -> None:
         """Apply changelog messages and the last one's offset in one WriteBatch."""
@@ -144,6 +144,11 @@ class RocksBackend:
         """Close and delete the files (e.g. a store that must be rebuilt from its changelog)."""
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _raw_items(cf: Rdict, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """Items of a raw-mode Rdict: bytes keys and values (its stub allows any key type)."""
+    return cast(Iterator[tuple[bytes, bytes]], cf.items(from_key=start))
 
 
 def _options() -> Options:

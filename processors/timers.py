@@ -45,7 +45,7 @@ class Timers:
         self._state = state
         self._store = state.stores[TIMER_STORE]
         self._buffer = state.buffers[TIMER_STORE]
-        self._next_due = _UNKNOWN
+        self._next_due: int | None = _UNKNOWN
 
     def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
         """Set (or move) the timer (key, timer_id) to fire at due_ms with payload."""
