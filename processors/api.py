@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from runfacts.processors.task import Context
 
 Deserializer = Callable[[bytes | None], Any]
+# A value deserializer of a source with value_headers=True: (value, headers) -> value
+HeadersDeserializer = Callable[[bytes | None, list[tuple[str, bytes]] | None], Any]
 Serializer = Callable[[Any], bytes | None]
 ProcessFn = Callable[["Record", "Context"], None]
 TimerFn = Callable[["Timer", "Context"], None]
@@ -82,7 +84,7 @@ class Source:
 
     topic: str
     key_deserializer: Deserializer = raw
-    value_deserializer: Deserializer = raw
+    value_deserializer: Deserializer | HeadersDeserializer = raw
     on_invalid: OnInvalid = "dead_letter"
     value_headers: bool = False
     """Call value_deserializer(value, headers): a codec can then name e.g. a newer schema version."""

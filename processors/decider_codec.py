@@ -12,7 +12,7 @@ errors read the same. Events are encoded by the Codec itself (its writers are co
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
@@ -93,7 +93,7 @@ class DeciderCodec:
                      headers: Headers | None = None) -> tuple[Model, Extent | None]:
         """`decode`, and the record's `Extent` when the compiled reader read it (else None)."""
         fingerprint = data[2:10] if type(data) is bytes and data[:2] == SINGLE_OBJECT_MARKER else b""
-        plan = self._readers.get(fingerprint, False)
+        plan: _Reading | None | Literal[False] = self._readers.get(fingerprint, False)
         if plan is False:
             plan = self._reading(fingerprint)
             if fingerprint in self.codec.catalog.by_fingerprint:  # never grow on made-up ones

@@ -32,7 +32,8 @@ DeliveryCallback = Callable[[Any, Any], None]
 _new = tuple.__new__  # builds a Record without NamedTuple's Python-level __new__
 
 
-def _unless_raw(deserializer: Callable[[Any], Any]) -> Callable[[Any], Any] | None:
+def _unless_raw(deserializer: Callable[..., Any]) -> Callable[..., Any] | None:
+    """None for `raw`; else the deserializer (its arity follows the source's value_headers)."""
     return None if deserializer is raw else deserializer
 
 
