@@ -42,6 +42,12 @@ class OutboxRow:
     created_at: Any
 
 
+def _outbox_row(seq: int, event_id: str, run_id: str, topic: str, value: Any, headers: str,
+                created_at: Any) -> OutboxRow:
+    """An OutboxRow from a fetched row (PostgreSQL returns bytea as memoryview)."""
+    return OutboxRow(seq, event_id, run_id, topic, bytes(value), headers, created_at)
+
+
 @dataclass(frozen=True)
 class Lease:
     """The right to publish an outbox: who holds it and its fencing token."""
@@ -116,7 +122,7 @@ class OutboxStore:
     def fetch_pending(self, limit: int) -> list[OutboxRow]:
         """Up to `limit` pending rows in seq order, skipping parked runs from their parked seq."""
         rows = self.conn.execute(self.sql.fetch_pending(), (limit,)).fetchall()
-        return [OutboxRow(*row[:4], bytes(row[4]), *row[5:]) for row in rows]
+        return [_outbox_row(*row) for row in rows]
 
     def _fence(self, conn: Any, lease: Lease) -> None:
         row = conn.execute(self.sql.lease_token()).fetchone()

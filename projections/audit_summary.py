@@ -261,7 +261,8 @@ class _SummaryGen(_Gen):
             set_branch = 1 - node.index("null")
             self._union_index(ind)
             self.line(ind, f"if i == {2 * set_branch}:")
-            self.leaf(*self.resolve(node[set_branch], ns), path, personal, ind + 1)
+            branch, branch_ns = self.resolve(node[set_branch], ns)
+            self.leaf(branch, branch_ns, path, personal, ind + 1)
             self.line(ind, f"elif i != {2 - 2 * set_branch}:")
             self.line(ind + 1, "raise AvroDecodeError(f'union index {i >> 1} out of range')")
         elif isinstance(node, dict) and node.get("type") == "record" and not personal:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -38,6 +38,10 @@ FETCH_CONFIG = {
     "queued.min.messages": 200_000,
 }
 
+
+# A data message (not an error event) always names its partition and offset.
+_data_partition = cast("Callable[[Message], int]", Message.partition)
+_data_offset = cast("Callable[[Message], int]", Message.offset)
 
 SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 """Answers about a topic created a moment ago whose leaders are still being elected: worth a
@@ -147,12 +151,14 @@ def _drain(client: Consumer, log: LogRange, pending: set[int],
                                       f"{sorted(pending)} for {idle:.0f}s", retryable=True)
         batch = []
         for message in messages:
-            partition = message.partition()
-            if message.error() is not None:
-                _on_error(message, log.topic, pending)
-            elif partition in pending and message.offset() < log.end[partition]:
+            error = message.error()
+            if error is not None:
+                _on_error(error, message.partition(), log.topic, pending)
+                continue
+            partition, offset = _data_partition(message), _data_offset(message)
+            if partition in pending and offset < log.end[partition]:
                 batch.append(message)
-                if message.offset() >= log.end[partition] - 1:
+                if offset >= log.end[partition] - 1:
                     pending.discard(partition)
             else:
                 pending.discard(partition)
@@ -160,10 +166,10 @@ def _drain(client: Consumer, log: LogRange, pending: set[int],
             yield batch
 
 
-def _on_error(message: Message, topic: str, pending: set[int]) -> None:
-    error = message.error()
+def _on_error(error: KafkaError, partition: int | None, topic: str, pending: set[int]) -> None:
     if error.code() == KafkaError._PARTITION_EOF:
-        pending.discard(message.partition())
+        if partition is not None:
+            pending.discard(partition)
         return
-    raise InfrastructureError(f"reading {topic}[{message.partition()}]: {error}",
+    raise InfrastructureError(f"reading {topic}[{partition}]: {error}",
                               retryable=error.retriable())

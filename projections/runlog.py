@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypedDict
 
 from confluent_kafka import Producer
 
@@ -133,7 +133,8 @@ class RunScript:
         if approved:
             yield from self._dispatch(run, call, env)
 
-    def _approval(self, run: _Run, call: str, args_hash: str) -> Iterator[dict[str, Any]]:
+    def _approval(self, run: _Run, call: str, args_hash: str) -> Generator[dict[str, Any], None, bool]:
+        """The approval events of a high-risk call; returns whether it was granted."""
         approval = f"approval-{call}"
         ids = {"approvalId": approval, "toolCallId": call}
         yield self._event(run, "approval.required", {
@@ -253,7 +254,7 @@ def produce_log(kafka: KafkaSettings, topic: str, events: Iterable[dict[str, Any
     count = 0
     for event in events:
         key = event["runId"].encode()
-        extra = {} if partitions is None else {"partition": zlib.crc32(key) % partitions}
+        extra: _Placement = {} if partitions is None else {"partition": zlib.crc32(key) % partitions}
         _produce(producer, topic, key, encode_event(event), extra)
         count += 1
     if producer.flush(60):
@@ -262,8 +263,14 @@ def produce_log(kafka: KafkaSettings, topic: str, events: Iterable[dict[str, Any
     return count
 
 
+class _Placement(TypedDict, total=False):
+    """Keyword arguments of Producer.produce that place a record (none: the partitioner's)."""
+
+    partition: int
+
+
 def _produce(producer: Producer, topic: str, key: bytes, value: bytes,
-             extra: dict[str, int]) -> None:
+             extra: _Placement) -> None:
     while True:
         try:
             producer.produce(topic, value, key, **extra)

@@ -95,7 +95,7 @@ class Turn(NamedTuple):
 
 
 class Step(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the Avro field name; shadows tuple.index (never called)
     turnId: str | None
     turnNumber: int | None
     reasoning: Reasoning | None = None
