@@ -116,10 +116,11 @@ class KafkaPublisher:
             if err is not None:
                 failures.append(Failure(row.seq, _describe(err)))
 
+        # confluent's stub types headers as an invariant list of (str, str | bytes | None)
+        headers: list[tuple[str, str | bytes | None]] = [*decode_headers(row.headers)]
         while True:
             try:
-                self.producer.produce(row.topic, value=row.value, key=row.run_id.encode(),
-                                      headers=decode_headers(row.headers),
+                self.producer.produce(row.topic, value=row.value, key=row.run_id.encode(), headers=headers,
                                       on_delivery=on_delivery)
                 return
             except BufferError:

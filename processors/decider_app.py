@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
@@ -45,7 +45,7 @@ from runfacts.processors.state_json import Parts, dump_state
 from runfacts.processors.task import Context
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
-from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions
+from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
 from runfacts.schemas.errors import InvalidInput
 from runfacts.topics import TopicNames
 
@@ -208,7 +208,8 @@ class DeciderShell:
         fire = cmd.FireTimer(
             commandId=f"timer:{timer.timer_id}:{timer.due_ms}", runId=timer.key.decode(),
             actor=TIMER_ACTOR, issuedAt=at, correlationId=f"timer:{timer.timer_id}",
-            payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=kind, targetId=target, dueAt=at))
+            payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=cast(TimerKind, kind),  # pydantic checks it
+                                         targetId=target, dueAt=at))
         self.handle(fire, ctx)
 
     def handle(self, command: CommandBase, ctx: Context, trace: list[tuple[str, bytes]] | None = None) -> None:

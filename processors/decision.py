@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, NamedTuple
 
 from runfacts.processors.capabilities import CapabilityCatalog, CapabilityManifest
@@ -18,6 +17,7 @@ from runfacts.schemas import commands as cmd
 from runfacts.schemas.base import Record
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import DomainError
+from runfacts.schemas.models import payload_class
 
 PRODUCER = "run-decider"
 class Rejected(DomainError):
@@ -74,15 +74,7 @@ class Draft(NamedTuple):
 def draft(event: type[EventBase], *, turnId: str | None = None, capabilityId: str | None = None,
           reasoningObjectId: str | None = None, **payload: Any) -> Draft:
     """A draft of `event` with a payload built (and validated) from keyword arguments."""
-    # mypy#11470: a type[Any] (mypy does not resolve runfacts.schemas, see Makefile) is not "Hashable"
-    return Draft(event, payload_class(event)(**payload),  # type: ignore[arg-type]
-                 turnId, capabilityId, reasoningObjectId)
-
-
-@cache
-def payload_class(event: type[EventBase]) -> type[Record]:
-    """The payload model of an event class."""
-    return event.model_fields["payload"].annotation  # type: ignore[return-value]
+    return Draft(event, payload_class(event)(**payload), turnId, capabilityId, reasoningObjectId)
 
 
 Handler = Callable[[Any, RunState, DecideContext], list[Draft]]

@@ -49,6 +49,7 @@ from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.base import Record
 from runfacts.schemas.common import CommandBase, EventBase
+from runfacts.schemas.models import payload_class
 
 Phase = Literal["idle", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
@@ -92,7 +93,7 @@ class Draft(NamedTuple):
 
 def draft(command: type[CommandBase], **payload: Any) -> Draft:
     """A draft of `command` with a payload built (and validated) from keyword arguments."""
-    return Draft(command, command.model_fields["payload"].annotation(**payload))
+    return Draft(command, payload_class(command)(**payload))
 
 
 class Step(NamedTuple):

@@ -47,6 +47,7 @@ from runfacts.processors.task import Context
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
 from runfacts.schemas.errors import InvalidInput
+from runfacts.schemas.models import new_command
 from runfacts.topics import TopicNames
 
 log = logging.getLogger("runfacts.dispatcher")
@@ -296,9 +297,9 @@ class DispatcherShell:
     def _send(self, ctx: Context, run_id: str, corr: str, drafts: list[core.Draft]) -> None:
         issued = datetime.fromtimestamp(self.clock(), tz=UTC)
         for d in drafts:
-            command = d.command(commandId=f"dsp-{ctx.derive_id(self._sent)}", runId=run_id,
-                                actor=self.actor, issuedAt=issued, correlationId=corr,
-                                causationId=self._cause, payload=d.payload)
+            command = new_command(d.command, commandId=f"dsp-{ctx.derive_id(self._sent)}", runId=run_id,
+                                  actor=self.actor, issuedAt=issued, correlationId=corr,
+                                  causationId=self._cause, payload=d.payload)
             self._sent += 1
             ctx.emit(self.settings.names.commands, run_id.encode(), self.codec.encode(command),
                      self.codec.headers(command) + self._trace)

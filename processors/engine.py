@@ -74,6 +74,10 @@ class EngineStats:
 class ProducerOutput:
     """The tasks' output: the producer's own `produce`, plus a back-off when its queue is full."""
 
+    # librdkafka takes any list of (str, bytes | None) headers; confluent's stub wants exactly
+    # list[tuple[str, str | bytes | None]] (invariant), which no narrower list matches.
+    produce: Callable[..., None]
+
     def __init__(self, producer: Producer) -> None:
         self.produce = producer.produce
         self._producer = producer

@@ -9,7 +9,7 @@ objects with the `confluent_kafka.Message` accessors, and outputs leave through 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any, Protocol
 
@@ -29,6 +29,8 @@ from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 
 log = logging.getLogger("runfacts.engine")
 DeliveryCallback = Callable[[Any, Any], None]
+OutHeaders = Sequence[tuple[str, bytes | None]]
+"""Headers of an output record (a value may be None: a consumed record's headers pass on as is)."""
 _new = tuple.__new__  # builds a Record without NamedTuple's Python-level __new__
 
 
@@ -44,7 +46,7 @@ class Output(Protocol):
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 partition: int = -1, on_delivery: DeliveryCallback | None = None,
-                timestamp: int = 0, headers: list[tuple[str, bytes]] | None = None) -> None: ...
+                timestamp: int = 0, headers: OutHeaders | None = None) -> None: ...
 
     def backoff(self) -> None: ...
 
@@ -89,7 +91,7 @@ class Context:
         return TypedStore(self.store(name), key, value)
 
     def emit(self, topic: str, key: Any, value: Any,
-             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
+             headers: OutHeaders | None = None, partition: int | None = None) -> None:
         """Send an output record in the current transaction (serialized by the topic's Sink);
         `partition` pins it (default: the producer's murmur2 of the key)."""
         if self._sinks and (sink := self._sinks.get(topic)) is not None:

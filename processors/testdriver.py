@@ -17,7 +17,7 @@ from runfacts.partitioning import partition_for
 from runfacts.processors.api import Application
 from runfacts.processors.commit import TransactionAborted, flush_changelogs
 from runfacts.processors.store import MemoryBackend, changelog_key
-from runfacts.processors.task import DeliveryCallback, Task
+from runfacts.processors.task import DeliveryCallback, OutHeaders, Task
 
 Headers = list[tuple[str, bytes | None]] | None
 
@@ -73,8 +73,9 @@ class MemoryLog:
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 partition: int = -1, on_delivery: DeliveryCallback | None = None,
-                timestamp: int = 0, headers: Headers = None) -> None:
-        self._pending.append((topic, key, value, headers, partition, on_delivery))
+                timestamp: int = 0, headers: OutHeaders | None = None) -> None:
+        copied = None if headers is None else list(headers)  # as Kafka does: later edits do not leak
+        self._pending.append((topic, key, value, copied, partition, on_delivery))
 
     def backoff(self) -> None:
         """The in-memory queue is never full."""
@@ -122,7 +123,11 @@ class TestDriver:
     def pipe_batch(self, records: Iterable[InputRecord]) -> None:
         """Process records in ONE transaction (like one consumed batch of the engine)."""
         msgs = [self._message(r) for r in records]
-        self._transaction(lambda: [self.tasks[m.partition()].process(m) for m in msgs])
+
+        def process() -> None:
+            for m in msgs:
+                self.tasks[m.partition()].process(m)
+        self._transaction(process)
 
     def advance(self, ms: int) -> int:
         """Move the clock and fire the timers now due, in one transaction; returns how many."""

@@ -13,14 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from confluent_kafka import Message
-
 from runfacts.projections import audit
 from runfacts.projections.audit_check import ChainCheck, Finding
 from runfacts.projections.audit_summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
+from runfacts.projections.kafkalog import DataMessage, ReadOptions, batches, snapshot
 from runfacts.schemas.avrocode import AvroDecodeError
 from runfacts.schemas.errors import InvalidInput
 from runfacts.settings import KafkaSettings
@@ -70,7 +68,7 @@ def verify(kafka: KafkaSettings, settings: VerifySettings) -> VerifyReport:
     return VerifyReport(check.events, check.records, check.verified_runs, findings)
 
 
-def _event(check: ChainCheck, reader: EventReader, message: Message) -> None:
+def _event(check: ChainCheck, reader: EventReader, message: DataMessage) -> None:
     where = f"{message.topic()}[{message.partition()}]@{message.offset()}"
     try:
         fact = reader.fact(message.value(), message.topic(), message.partition(),
@@ -80,7 +78,7 @@ def _event(check: ChainCheck, reader: EventReader, message: Message) -> None:
         check.unreadable(_key(message), where, f"event cannot be read: {exc}")
 
 
-def _record(check: ChainCheck, prefix: bytes, message: Message) -> None:
+def _record(check: ChainCheck, prefix: bytes, message: DataMessage) -> None:
     where = f"{message.topic()}[{message.partition()}]@{message.offset()}"
     value = message.value() or b""
     if value[:10] != prefix:
@@ -92,7 +90,7 @@ def _record(check: ChainCheck, prefix: bytes, message: Message) -> None:
         check.unreadable(_key(message), where, f"audit record cannot be read: {exc}")
 
 
-def _key(message: Message) -> str:
+def _key(message: DataMessage) -> str:
     key = message.key()
     return key.decode(errors="replace") if key else "<no key>"
 

@@ -51,15 +51,16 @@ class EventReader:
             return _Plan(None, False, entry)
         if whole and self.codec.catalog.current[entry.fullname] is not entry:
             return _Plan(None, True, entry)  # resolution + upcast: the codec's path
-        identity = {"eventType": entry.type_name, "schemaVersion": entry.version}
+        identity: dict[str, str | int] = {"eventType": entry.type_name, "schemaVersion": entry.version}
         schema = entry.raw if whole else envelope_prefix(entry.raw)
         return _Plan(compile_reader(schema, self.settings.keep(entry), expect=identity,
                                     exact=whole), whole, entry)
 
-    def fact(self, data: bytes, topic: str, partition: int, offset: int) -> Fact:
-        """The Fact of one framed event record; InvalidInput naming the position if bad."""
-        if type(data) is not bytes and isinstance(data, bytes | bytearray | memoryview):
-            data = bytes(data)  # anything else: the codec names what it is
+    def fact(self, data: bytes | None, topic: str, partition: int, offset: int) -> Fact:
+        """The Fact of one framed event record; InvalidInput naming the position if bad
+        (a tombstone included)."""
+        if type(data) is not bytes:
+            data = _as_bytes(data, RecordPosition(topic, partition, offset))
         plan = self._framed.get(data[:10])
         if plan is None:
             return self._other_framing(data, topic, partition, offset)
@@ -99,6 +100,14 @@ class EventReader:
         values = plain(self.codec.decode_dict(data, position))
         return Fact(position.topic or "", position.partition or 0, position.offset or 0, values,
                     body, entry.fingerprint)
+
+
+def _as_bytes(data: object, position: RecordPosition) -> bytes:
+    """A bytes-like value as bytes; InvalidInput naming the position for anything else."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    what = "empty event (tombstone)" if data is None else f"expected bytes, got {type(data).__name__}"
+    raise InvalidInput(what, position=position, schema="runfacts.events")
 
 
 def plain(value: Any) -> Any:

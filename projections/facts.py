@@ -80,8 +80,8 @@ class ReadSettings:
         envelope-only schema."""
         names = [f["name"] for f in entry.raw["fields"][:-1]]
         extra = self.envelope_of.get(entry.type_name, frozenset())
-        envelope = {n: None for n in names if self.envelope is None or n in self.envelope
-                    or n in ALWAYS or n in extra}
+        envelope: Keep = {n: None for n in names if self.envelope is None or n in self.envelope
+                          or n in ALWAYS or n in extra}
         if not self.whole(entry.type_name):
             return None if self.envelope is None else envelope
         payload = None if self.payloads is None else self.payloads[entry.type_name]

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -42,6 +42,18 @@ FETCH_CONFIG = {
 # A data message (not an error event) always names its partition and offset.
 _data_partition = cast("Callable[[Message], int]", Message.partition)
 _data_offset = cast("Callable[[Message], int]", Message.offset)
+
+
+
+class DataMessage(Protocol):
+    """A consumed record that is not an error event: its topic, partition and offset are set."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+
 
 SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 """Answers about a topic created a moment ago whose leaders are still being elected: worth a
@@ -125,7 +137,7 @@ def _range(client: Consumer, topic: str, from_offset: int | None, timeout: float
 
 
 def batches(settings: KafkaSettings, log: LogRange,
-            options: ReadOptions | None = None) -> Iterator[list[Message]]:
+            options: ReadOptions | None = None) -> Iterator[list[DataMessage]]:
     """The messages of `log`, in batches, per-partition order kept; stops at the range's end."""
     options = options or ReadOptions()
     pending = {p for p in log.partitions if log.start[p] < log.end[p]}
@@ -141,7 +153,7 @@ def batches(settings: KafkaSettings, log: LogRange,
 
 
 def _drain(client: Consumer, log: LogRange, pending: set[int],
-           options: ReadOptions) -> Iterator[list[Message]]:
+           options: ReadOptions) -> Iterator[list[DataMessage]]:
     idle = 0.0
     while pending:
         messages = client.consume(options.batch_size, options.poll_timeout_s)
@@ -163,7 +175,7 @@ def _drain(client: Consumer, log: LogRange, pending: set[int],
             else:
                 pending.discard(partition)
         if batch:
-            yield batch
+            yield cast("list[DataMessage]", batch)
 
 
 def _on_error(error: KafkaError, partition: int | None, topic: str, pending: set[int]) -> None:

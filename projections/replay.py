@@ -34,7 +34,7 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, runfacts_topics
 
 Emit = Callable[[int, str, bytes | None], None]
-Handle = Callable[[bytes, int, int], None]
+Handle = Callable[[bytes | None, int, int], None]
 """Takes one record of the events topic: (value, partition, offset)."""
 
 
@@ -78,9 +78,9 @@ class AuditProjector:
         sources: dict[int, bytes] = {}
         fact = EventReader(self.read).fact
 
-        def handle(value: bytes, partition: int, offset: int) -> None:
-            record = recorders.get(value[:10])
-            if record is None:  # Confluent framing, or not an event: the reader sorts it out
+        def handle(value: bytes | None, partition: int, offset: int) -> None:
+            if value is None or (record := recorders.get(value[:10])) is None:
+                # a tombstone, Confluent framing or not an event: the reader sorts it out
                 self.apply(fact(value, topic, partition, offset), emit)
                 return
             where = sources.get(partition)
@@ -121,7 +121,7 @@ class LatestProjector:
         fact, evolve = EventReader(self.read).fact, self.evolve
         views, partitions = self.views, self.partitions
 
-        def handle(value: bytes, partition: int, offset: int) -> None:
+        def handle(value: bytes | None, partition: int, offset: int) -> None:
             read = fact(value, topic, partition, offset)
             run = _run_id(read) if read.event is None else read.event["runId"]
             if run not in partitions:

@@ -290,7 +290,7 @@ def _fields(*names: str) -> Keep:
 
 _CALL = ("toolCallId", "attempt")
 _TURN = frozenset({"turnId"})
-_DECIDED = {"approvalId": None, "toolCallId": None, "actor": {"roles": None}}
+_DECIDED: Keep = {"approvalId": None, "toolCallId": None, "actor": {"roles": None}}
 READS = ReadSettings(
     payloads={
         "run.created": _fields("goalRef"), "run.paused": _fields("reason"),

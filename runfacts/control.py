@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from runfacts.processors.run_state import RunState
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import Actor, CommandBase, EventBase
+from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase
 from runfacts.schemas.errors import RunfactsError
 
 
@@ -38,7 +38,14 @@ def _envelope(state: RunState, issue: Issue) -> dict[str, Any]:
             "correlationId": issue.correlation_id or f"ops:{issue.command_id}"}
 
 
-def resume_command(state: RunState, approval_id: str, decision: str, issue: Issue,
+def approval_decision(value: str) -> ApprovalDecision:
+    """`value` as an approval decision; ValueError naming it when it is neither."""
+    if value not in ("approve", "reject"):
+        raise ValueError(f"decision {value!r}: must be approve or reject")
+    return cast(ApprovalDecision, value)
+
+
+def resume_command(state: RunState, approval_id: str, decision: ApprovalDecision, issue: Issue,
                    token: str | None = None) -> cmd.ResumeRun:
     """Approve or reject `approval_id` at the run's current version, bound to its arguments."""
     approval = state.approvals.get(approval_id)

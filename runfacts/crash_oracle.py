@@ -29,8 +29,10 @@ from runfacts.processors.decider import decide_evolve
 from runfacts.processors.decider_app import DeciderShell, effective_command
 from runfacts.processors.run_state import RunState
 from runfacts.schemas import codec
+from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.errors import InvalidInput
+from runfacts.schemas.models import decode_event
 
 Publish = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 
@@ -135,7 +137,7 @@ def _first_copies(events: list[LogRecord], problems: list[str]) -> tuple[dict[st
     runs: dict[str, list[EventBase]] = {}
     duplicates = 0
     for record in events:
-        event = codec.decode(record.value or b"")
+        event = decode_event(codec.default_codec(), record.value)
         if event.eventId in first:
             duplicates += 1
             if first[event.eventId] != record.value:
@@ -208,7 +210,7 @@ def ledger_problems(expected: Expected, refunds: list[Any]) -> list[str]:
     problems = []
     authorized = [(run, call) for run, state in expected.states.items() for call in state.toolCalls.values()
                   if call.execution not in ("proposed",) and call.capabilityId == "payments.refund"
-                  and any(e.eventType == "tool.call.authorized" and e.payload.toolCallId == call.toolCallId
+                  and any(isinstance(e, ev.ToolCallAuthorized) and e.payload.toolCallId == call.toolCallId
                           for e in expected.events.get(run, []))]
     for run, call in authorized:
         if keys.get(call.idempotencyKey, 0) != 1:

@@ -20,6 +20,7 @@ from runfacts.processors.retry import args_hash, idempotency_key
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase
+from runfacts.schemas.models import new_command, payload_class
 
 AGENT = Actor(subjectId="agent-harness", roles=("agent",), authSource="agent-harness")
 USER = Actor(subjectId="user-7", roles=("user",), authSource="dashboard")
@@ -53,10 +54,9 @@ class Commands:
 
     def make(self, cls: type[CommandBase], run: str, actor: Actor = AGENT, *,
              expected: int | None = None, command_id: str | None = None, **payload: Any) -> Any:
-        payload_cls = cls.model_fields["payload"].annotation
-        return cls(commandId=command_id or f"{self.prefix}-c{next(self._ids)}", runId=run,
-                   expectedVersion=expected, actor=actor, issuedAt=self._clock(),
-                   correlationId=f"{run}-intent", payload=payload_cls(**payload))
+        return new_command(cls, commandId=command_id or f"{self.prefix}-c{next(self._ids)}", runId=run,
+                           expectedVersion=expected, actor=actor, issuedAt=self._clock(),
+                           correlationId=f"{run}-intent", payload=payload_class(cls)(**payload))
 
     def create(self, run: str, **kw: Any) -> cmd.CreateRun:
         return self.make(cmd.CreateRun, run, USER, goalRef=f"goal:{run}", goalSummary="refund a damaged item",

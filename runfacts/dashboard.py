@@ -315,9 +315,7 @@ def _issue(session: Session) -> Issue:
 
 
 def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
-    decision, approval_id = str(form.get("decision", "")), form["approval_id"]
-    if decision not in ("approve", "reject"):
-        raise ValueError(f"decision {decision!r}: must be approve or reject")
+    decision, approval_id = control.approval_decision(str(form.get("decision", ""))), form["approval_id"]
     approval = state.approvals.get(approval_id)
     if approval is None:
         raise ControlError(f"run {state.runId} has no approval {approval_id}")

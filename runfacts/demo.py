@@ -35,6 +35,7 @@ from runfacts.devenv import LocalKafka
 from runfacts.projections.audit_summary import AuditConfig
 from runfacts.projections.audit_verify import VerifyReport, VerifySettings, findings_lines, verify
 from runfacts.projections.kafkalog import ReadOptions
+from runfacts.schemas import events as ev
 from runfacts.settings import KafkaSettings
 
 __all__ = ["DemoOptions", "DemoResult", "demo", "run_demo"]
@@ -108,8 +109,8 @@ def checks(refund: RunStory, expiry: RunStory, ledger: list[dict[str, Any]], log
 def _refund_checks(refund: RunStory, ledger: list[dict[str, Any]], log: EventLog) -> list[Check]:
     events = log.of(refund.run_id)
     types = [e.eventType for e in events]
-    dispatching = [e.payload for e in events if e.eventType == "tool.call.dispatching"]
-    outcomes = [e.payload.outcome for e in events if e.eventType == "tool.call.reconciled"]
+    dispatching = [e.payload for e in events if isinstance(e, ev.ToolCallDispatching)]
+    outcomes = [e.payload.outcome for e in events if isinstance(e, ev.ToolCallReconciled)]
     mine = [r for r in ledger if r["orderId"] == "order-001"]
     state = refund.state or {}
     call = state.get("toolCalls", {}).get("call-order-001", {})

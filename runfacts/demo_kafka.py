@@ -16,6 +16,7 @@ from runfacts.projections import audit, user_view
 from runfacts.schemas import codec
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.errors import InvalidInput, RunfactsError
+from runfacts.schemas.models import decode_event
 from runfacts.settings import KafkaSettings
 
 Predicate = Callable[[list[EventBase]], bool]
@@ -46,7 +47,7 @@ class EventLog:
     def poll(self, timeout: float = 0.05) -> None:
         for msg in self._consumer.consume(500, timeout):
             if msg.error() is None:
-                event = codec.decode(msg.value())
+                event = decode_event(codec.default_codec(), msg.value())
                 self.runs.setdefault(event.runId, []).append(event)
                 self.ids.append(event.eventId)
 

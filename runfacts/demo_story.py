@@ -31,7 +31,9 @@ from runfacts.demo_view import Entry
 from runfacts.processors.decider_app import DEFAULT_VERSIONS
 from runfacts.projections.audit import AuditRecord
 from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
+from runfacts.schemas.models import new_command, payload_class
 
 REFUND_CAPABILITY = "payments.refund"
 EXPIRING_CAPABILITY = "payments.refund.expiring"  # same refund, short approval window (demo_stack)
@@ -65,10 +67,9 @@ class Story:
         self._ids = count(1)
 
     def command(self, cls: type[CommandBase], run_id: str, actor: Actor = AGENT, **payload: Any) -> Any:
-        payload_cls = cls.model_fields["payload"].annotation
-        return cls(commandId=f"{run_id}-c{next(self._ids)}", runId=run_id, actor=actor,
-                   issuedAt=datetime.now(UTC), correlationId=f"{run_id}-intent",
-                   payload=payload_cls(**payload))
+        return new_command(cls, commandId=f"{run_id}-c{next(self._ids)}", runId=run_id, actor=actor,
+                           issuedAt=datetime.now(UTC), correlationId=f"{run_id}-intent",
+                           payload=payload_class(cls)(**payload))
 
     def note(self, story: RunStory, text: str, at: float | None = None) -> None:
         story.notes.append(Entry(at or time.time(), "note", text))
@@ -205,7 +206,7 @@ def expiry_story(story: Story, run_id: str, ttl_ms: int) -> RunStory:
     story.note(s, "approval expired → run paused for re-authorization")
     story.approve(s, "approval-call-order-002", digest)
     events = story.wait(s, "the late approval's rejection", has("command.rejected", commandType="run.resume"))
-    s.facts["late_approval"] = [e.payload.reasonCode for e in events if e.eventType == "command.rejected"]
+    s.facts["late_approval"] = [e.payload.reasonCode for e in events if isinstance(e, ev.CommandRejected)]
     story.note(s, f"late approve rejected: {s.facts['late_approval'][-1]}")
     story.finish(s)
     return s

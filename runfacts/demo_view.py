@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from runfacts.projections.audit import GENESIS, AuditRecord
+from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
 
 
@@ -25,8 +26,8 @@ def describe(event: EventBase) -> str:
             "errorClass", "reasonCode", "detail", "lastError", "pendingVerifications")
     parts = [f"{k}={_short(getattr(p, k))}" for k in keys
              if getattr(p, k, None) not in (None, "", (), [])]
-    if event.eventType == "tool.call.dispatching":
-        parts.append(f"leaseEpoch={p.leaseEpoch}")
+    if isinstance(event, ev.ToolCallDispatching):
+        parts.append(f"leaseEpoch={event.payload.leaseEpoch}")
     return " ".join(parts)
 
 

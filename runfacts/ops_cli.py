@@ -26,7 +26,7 @@ from runfacts.ops_render import inspect_panel, print_outcome, progress_bar, runs
 from runfacts.processors.run_state import RunState
 from runfacts.run_views import RunFilter, list_rows, operator_summary, parse_duration, view_of
 from runfacts.runlog import CommandClient, ReaderSettings, StateReader
-from runfacts.schemas.common import CommandBase
+from runfacts.schemas.common import ApprovalDecision, CommandBase
 from runfacts.schemas.errors import RunfactsError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
@@ -142,7 +142,7 @@ def inspect(run_id: str = typer.Argument(..., help="The run's id."), as_json: bo
         Console().print(inspect_panel(summary))
 
 
-def _decide(approval_id: str, run_id: str | None, decision: str, timeout: float) -> None:
+def _decide(approval_id: str, run_id: str | None, decision: ApprovalDecision, timeout: float) -> None:
     identity = _identity()
     state = _state(run_id) if run_id else control.find_approval(_all_states(), approval_id)
     approval = state.approvals.get(approval_id)

@@ -27,6 +27,7 @@ from runfacts.projections import user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.models import decode_event
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
@@ -191,7 +192,8 @@ class CommandClient:
             if err is not None:
                 errors.append(str(err))
 
-        all_headers = self.codec.headers(command) + list(headers or [])
+        # confluent's stub types headers as an invariant list of (str, str | bytes | None)
+        all_headers: list[tuple[str, str | bytes | None]] = [*self.codec.headers(command), *(headers or [])]
         producer.produce(self.names.commands, self.codec.encode(command), command.runId.encode(),
                          headers=all_headers, on_delivery=delivered)
         left = producer.flush(self.settings.outcome_timeout_s)
@@ -211,9 +213,12 @@ class CommandClient:
                     if err.code() == KafkaError._PARTITION_EOF and found:
                         return found
                     continue
-                env = self.codec.decode_envelope(msg.value())
+                value = msg.value()
+                if value is None:  # a tombstone is no command's outcome
+                    continue
+                env = self.codec.decode_envelope(value)
                 if getattr(env, "causationId", None) == command.commandId:
-                    found.append(self.codec.decode(msg.value()))
+                    found.append(decode_event(self.codec, value))
         if found:
             return found
         raise InfrastructureError(

@@ -17,6 +17,7 @@ from runfacts.logread import LogRecord
 from runfacts.processors.decider_app import DeciderShell
 from runfacts.processors.testdriver import TestDriver
 from runfacts.projections.user_view import publisher
+from runfacts.schemas import events as ev
 
 VIEWS = DeciderShell(NAMES, SHELL.ctx, views=(publisher(NAMES.user_view),)).application()
 
@@ -98,7 +99,9 @@ def test_counts_do_not_balance_when_a_dead_letter_is_lost() -> None:
 
 def _refund_state(key: str) -> Expected:
     call = SimpleNamespace(toolCallId="c1", idempotencyKey=key, execution="completed", capabilityId="payments.refund")
-    authorized = SimpleNamespace(eventType="tool.call.authorized", payload=SimpleNamespace(toolCallId="c1"))
+    authorized = ev.ToolCallAuthorized(eventId="e1", runId="r1", producer="test", correlationId="x",
+                                       occurredAt=T0, payload=ev.ToolCallAuthorizedPayload(toolCallId="c1",
+                                                                                         argsHash="h"))
     return Expected(events={"r1": [authorized]}, states={"r1": SimpleNamespace(toolCalls={"c1": call})})  # type: ignore[dict-item]
 
 
