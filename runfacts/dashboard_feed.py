@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from runfacts import telemetry
-from runfacts.acls import group_prefix, reader_group
+from runfacts.acls import reader_group
 from runfacts.processors.run_state import RunState
 from runfacts.projections import user_view
 from runfacts.run_views import stuck_for
@@ -54,7 +54,7 @@ class FeedSettings:
     decode: Callable[[bytes], Any] = decode_state
     stuck_after: timedelta = timedelta(minutes=10)
     poll_s: float = 0.1
-    group_prefix: str = group_prefix("runfacts", "dashboard")
+    group_prefix: str = "runfacts-dashboard"
     """The feed reads in a fresh group `<group_prefix>-<12 hex>`: pass `<topic prefix>-dashboard`,
     the group prefix the dashboard principal's ACLs grant."""
 
