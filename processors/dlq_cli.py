@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
+from runfacts.acls import group_prefix
 from runfacts.logread import LogRecord, snapshot
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
@@ -114,9 +115,12 @@ def _topic(prefix: str, topic: str) -> str:
     return topic or TopicNames(prefix or KafkaSettings().topic_prefix).dlq
 
 
-def _letters(topic: str) -> list[DeadLetter]:
+def _letters(prefix: str, topic: str) -> list[DeadLetter]:
+    """The letters, read as the CLI principal (group `<prefix>-cli-…`, the prefix its ACLs grant)."""
     kafka = KafkaSettings()
-    return read_letters(snapshot(kafka.bootstrap_servers, [topic], config=kafka.client_config())[topic])
+    group = group_prefix(prefix or kafka.topic_prefix, "cli")
+    return read_letters(snapshot(kafka.bootstrap_servers, [topic], config=kafka.client_config(),
+                                 group_prefix=group)[topic])
 
 
 def _table(letters: list[DeadLetter]) -> Table:
@@ -139,7 +143,7 @@ def list_command(prefix: Prefix = "", topic: Topic = "", filter_: Filters = None
                  as_json: Annotated[bool, typer.Option("--json", help="One JSON object per letter.")] = False) -> None:
     """Show dead letters with their reasons (and whether they were redriven)."""
     filters = parse_filters(filter_ or [])
-    letters = [x for x in _letters(_topic(prefix, topic)) if matches(x, filters)]
+    letters = [x for x in _letters(prefix, _topic(prefix, topic)) if matches(x, filters)]
     if as_json:
         for x in letters:
             typer.echo(json.dumps({"position": x.position, **x.reasons, "redrivenTo": x.redriven_to}))
@@ -158,7 +162,7 @@ def redrive_command(prefix: Prefix = "", topic: Topic = "", filter_: Filters = N
     if not filters and not all_:
         raise ConfigError("--filter", None, "give at least one filter, or --all to redrive every dead letter")
     dlq = _topic(prefix, topic)
-    plan = redrive_plan(_letters(dlq), filters, again)
+    plan = redrive_plan(_letters(prefix, dlq), filters, again)
     console.print(_table(plan))
     if dry_run:
         console.print(f"dry run: {len(plan)} dead letter(s) would be redriven")

@@ -53,8 +53,8 @@ class VerifyReport:
 def verify(kafka: KafkaSettings, settings: VerifySettings) -> VerifyReport:
     """Compare the audit topic with the chains the events topic implies."""
     names = TopicNames(kafka.topic_prefix)
-    events_log = snapshot(kafka, settings.events_topic or names.events)
-    audit_log = snapshot(kafka, settings.audit_topic or names.audit)
+    events_log = snapshot(kafka, settings.events_topic or names.events, options=settings.read)
+    audit_log = snapshot(kafka, settings.audit_topic or names.audit, options=settings.read)
     check = ChainCheck(settings.run_id, settings.config)
     reader = EventReader(ReadSettings(decode=False))
     prefix = audit.schema().prefix()

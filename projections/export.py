@@ -58,7 +58,7 @@ def _from_topic(kafka: KafkaSettings, settings: ExportSettings) -> dict[str, dic
     topic = settings.topic or TopicNames(kafka.topic_prefix).trajectory
     schema = trajectory_model.schema()
     latest: dict[str, dict[str, Any]] = {}
-    for batch in batches(kafka, snapshot(kafka, topic), settings.read):
+    for batch in batches(kafka, snapshot(kafka, topic, options=settings.read), settings.read):
         for message in batch:
             key = (message.key() or b"").decode()
             value = message.value()
@@ -76,7 +76,7 @@ def _from_events(kafka: KafkaSettings, settings: ExportSettings) -> dict[str, di
     topic = settings.events_topic or TopicNames(kafka.topic_prefix).events
     reader = EventReader(trajectory.READS)
     views: dict[str, trajectory_model.State] = {}
-    for batch in batches(kafka, snapshot(kafka, topic), settings.read):
+    for batch in batches(kafka, snapshot(kafka, topic, options=settings.read), settings.read):
         for message in batch:
             fact = reader.fact(message.value(), topic, message.partition(), message.offset())
             run = fact.run_id

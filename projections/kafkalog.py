@@ -4,13 +4,14 @@
 stop (each partition's end as a read_committed consumer sees it now: the last stable
 offset); `batches` then yields the messages in that range and stops, even when writers go
 on appending. No consumer group, no commits: partitions are assigned by hand, so a replay
-or a verification never disturbs the live applications' offsets.
+or a verification never disturbs the live applications' offsets. librdkafka still looks up
+the coordinator of the (required) group.id, so on a secured cluster it is a fresh one under
+the reading component's ACL prefix: `<topic prefix>-<ReadOptions.component>-<12 hex>`.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -24,6 +25,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from runfacts.acls import group_prefix, reader_group
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import watermarks
@@ -87,22 +89,25 @@ class ReadOptions:
     idle_timeout_s: float = 30.0
     """Give up when no message or end-of-partition arrives for this long."""
     client: dict[str, Any] = field(default_factory=dict)
+    component: str = "auditor"
+    """Whose reader this is: the group id goes under the prefix its ACLs grant (runfacts.acls)."""
 
 
 def consumer(settings: KafkaSettings, options: ReadOptions | None = None) -> Consumer:
-    """A group-less, read_committed consumer for hand-assigned partitions."""
-    conf = settings.client_config(**{**FETCH_CONFIG, **(options.client if options else {})})
-    conf["group.id"] = f"runfacts-reader-{uuid.uuid4().hex[:12]}"  # required; never committed
+    """A never-committing, read_committed consumer for hand-assigned partitions."""
+    options = options or ReadOptions()
+    conf = settings.client_config(**{**FETCH_CONFIG, **options.client})
+    conf["group.id"] = reader_group(group_prefix(settings.topic_prefix, options.component))
     return Consumer(conf)
 
 
 def snapshot(settings: KafkaSettings, topic: str, from_offset: int | None = None,
-             timeout: float = 30.0) -> LogRange:
+             timeout: float = 30.0, options: ReadOptions | None = None) -> LogRange:
     """The range to read now: from the beginning (or `from_offset` per partition) to the end.
 
     Retries retriable broker answers and `SETTLING` ones (a topic created a moment ago may
     have no leader yet) until `timeout`."""
-    client = consumer(settings)
+    client = consumer(settings, options)
     deadline = time.monotonic() + timeout
     try:
         while True:

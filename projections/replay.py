@@ -236,7 +236,7 @@ def replay(kafka: KafkaSettings, settings: ReplaySettings, log: LogRange | None 
                           f"unknown; choose one of {sorted(projectors())}")
     projector = factory()
     topic = settings.events_topic or TopicNames(kafka.topic_prefix).events
-    log = log or snapshot(kafka, topic, settings.from_offset)
+    log = log or snapshot(kafka, topic, settings.from_offset, options=settings.read)
     sink = open_sink(kafka, settings, projector, len(log.partitions))
     return run(kafka, settings, projector, sink, log, on_batch)
 

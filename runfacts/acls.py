@@ -17,10 +17,19 @@ An engine application named `<prefix>-<app>` uses that name as its group id (and
 `<name>-<store>-changelog` as store changelogs, so one PREFIXED pattern per resource
 type covers them. Only the decider writes the events log; nobody but the writers listed
 can put a command on the commands topic.
+
+The client components read with assign()-only consumers that never commit, but librdkafka
+still asks for the coordinator of their `group.id` (FindCoordinator needs DESCRIBE on the
+group) and reports GROUP_AUTHORIZATION_FAILED to the reader when refused. So every reader
+takes `reader_group(group_prefix(<prefix>, <component>))`, `<prefix>-<component>-<12 hex>`:
+the dashboard's feeds and command client `<prefix>-dashboard-…`, the CLI's state reader,
+command client and `dlq` `<prefix>-cli-…`, audit verify, trajectory export and replay
+(`projections.kafkalog`) `<prefix>-auditor-…`.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -61,6 +70,16 @@ ENGINE_APPS = {"decider": "run-decider", "projector": "projector", "dispatcher":
 COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor")
 
 
+def group_prefix(prefix: str, component: str) -> str:
+    """The consumer-group prefix `component`'s ACLs grant under topic prefix `prefix`."""
+    return f"{prefix}-{component}"
+
+
+def reader_group(prefix_of_group: str) -> str:
+    """A fresh group id under `prefix_of_group` for one never-committing reader."""
+    return f"{prefix_of_group}-{uuid.uuid4().hex[:12]}"
+
+
 def component_access(names: TopicNames, principals: Mapping[str, str] | None = None) -> list[ComponentAccess]:
     """Every component's access under `names`; `principals` overrides `User:<prefix>-<component>`."""
     unknown = sorted(set(principals or {}) - set(COMPONENTS))
@@ -74,7 +93,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         return ComponentAccess(component, who[component], reads, writes, app, app, f"{app}-")
 
     def client(component: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> ComponentAccess:
-        group = f"{n.prefix}-{component}" if reads else None
+        group = group_prefix(n.prefix, component) if reads else None
         return ComponentAccess(component, who[component], reads, writes, group_prefix=group)
 
     relay = ComponentAccess("outbox-relay", who["outbox-relay"], writes=(n.commands,),

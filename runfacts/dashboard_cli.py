@@ -10,6 +10,7 @@ import typer
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runfacts import telemetry
+from runfacts.acls import group_prefix
 from runfacts.dashboard import Dashboard, create_app
 from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.identity import load_users, users_file
@@ -42,12 +43,14 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashbo
     signer, client."""
     names = TopicNames(kafka.topic_prefix)
     secret = settings.session_secret.encode() or secrets.token_bytes(32)
-    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s)))
+    group = group_prefix(names.prefix, "dashboard")  # what the dashboard principal's ACLs grant
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view, group_prefix=group))
+    states = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s),
+                                          group_prefix=group))
     return Dashboard(views=views, states=states, users=load_users(),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
-                         outcome_timeout_s=settings.outcome_timeout_s)),
+                         outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),
                      cookie_secure=settings.cookie_secure, policy=load_policy(settings.policy_file))
 
 

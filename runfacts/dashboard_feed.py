@@ -18,7 +18,6 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from runfacts import telemetry
+from runfacts.acls import reader_group
 from runfacts.processors.run_state import RunState
 from runfacts.projections import user_view
 from runfacts.run_views import stuck_for
@@ -54,6 +54,9 @@ class FeedSettings:
     decode: Callable[[bytes], Any] = decode_state
     stuck_after: timedelta = timedelta(minutes=10)
     poll_s: float = 0.1
+    group_prefix: str = "runfacts-dashboard"
+    """The feed reads in a fresh group `<group_prefix>-<12 hex>`: pass `<topic prefix>-dashboard`,
+    the group prefix the dashboard principal's ACLs grant."""
 
 
 @dataclass
@@ -143,7 +146,7 @@ class ViewFeed:
 
     def _follow(self) -> None:
         consumer = Consumer(self.kafka.client_config(**{
-            "group.id": f"runfacts-dashboard-{uuid.uuid4().hex}", "enable.auto.commit": False,
+            "group.id": reader_group(self.settings.group_prefix), "enable.auto.commit": False,
             "enable.partition.eof": True, "isolation.level": "read_committed", "fetch.wait.max.ms": 50}))
         try:
             topic = self.settings.topic

@@ -8,13 +8,13 @@ each partition in offset order. Used by the crash matrix's oracle and `runfacts 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from runfacts.acls import reader_group
 from runfacts.schemas.errors import InfrastructureError
 
 
@@ -32,12 +32,14 @@ class LogRecord:
 
 
 def snapshot(bootstrap: str, topics: Iterable[str], timeout_s: float = 20.0,
-             config: dict[str, Any] | None = None, committed: bool = True) -> dict[str, list[LogRecord]]:
+             config: dict[str, Any] | None = None, committed: bool = True,
+             group_prefix: str = "runfacts-snapshot") -> dict[str, list[LogRecord]]:
     """Every committed record of `topics` up to their current end, per partition in offset order
-    (committed=False: also records of open and aborted transactions)."""
+    (committed=False: also records of open and aborted transactions). The reader's group id is
+    a fresh one under `group_prefix` (on a secured cluster: the prefix the reader's ACLs grant)."""
     topics = list(topics)
     consumer = Consumer({**(config or {}), "bootstrap.servers": bootstrap,
-                         "group.id": f"runfacts-snapshot-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                         "group.id": reader_group(group_prefix), "enable.auto.commit": False,
                          "enable.partition.eof": True,
                          "isolation.level": "read_committed" if committed else "read_uncommitted",
                          "fetch.wait.max.ms": 20})
@@ -62,10 +64,20 @@ def _drain(consumer: Consumer, open_parts: set[tuple[str, int]], found: dict[str
             raise InfrastructureError(f"snapshot did not reach the end of {sorted(open_parts)}", retryable=True)
         for msg in consumer.consume(1000, 0.2):
             if msg.error() is not None:
-                open_parts.discard((msg.topic(), msg.partition()))
+                _end_or_raise(msg, open_parts)
                 continue
             record = _record(msg)
             found[record.topic].append(record)
+
+
+def _end_or_raise(msg: Any, open_parts: set[tuple[str, int]]) -> None:
+    """An end of partition closes it; a retriable error waits (up to the timeout); any other raises,
+    so a refused read (e.g. GROUP_AUTHORIZATION_FAILED) is never mistaken for an empty topic."""
+    err = msg.error()
+    if err.code() == KafkaError._PARTITION_EOF:
+        open_parts.discard((msg.topic(), msg.partition()))
+    elif not err.retriable():
+        raise InfrastructureError(f"reading {msg.topic()}[{msg.partition()}]: {err}", retryable=False)
 
 
 def _record(msg: Any) -> LogRecord:

@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from runfacts.acls import group_prefix, reader_group
 from runfacts.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
 from runfacts.processors.run_state import RunState
@@ -37,16 +37,18 @@ Headers = list[tuple[str, bytes]]
 
 @dataclass(frozen=True)
 class ReaderSettings:
-    """How long reads may take."""
+    """How long reads may take, and which component reads (its groups: `<prefix>-<component>-…`)."""
 
     metadata_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
     outcome_timeout_s: float = 30.0
+    component: str = "cli"  # "dashboard" for the dashboard's command client
 
 
-def _consumer(kafka: KafkaSettings) -> Consumer:
+def _consumer(kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings) -> Consumer:
+    """A never-committing reader in a fresh group under the prefix the component's ACLs grant."""
     return Consumer(kafka.client_config(**{
-        "group.id": f"runfacts-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
+        "group.id": reader_group(group_prefix(names.prefix, settings.component)), "enable.auto.commit": False,
         "enable.partition.eof": True, "isolation.level": "read_committed",
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20}))  # short reads: answer at the end fast
 
@@ -93,7 +95,7 @@ class StateReader:
 
     def _latest(self, topic: str, run_id: str, progress: Progress | None) -> bytes | None:
         """The run's latest value in `topic` (only the run's partition is read)."""
-        consumer = _consumer(self.kafka)
+        consumer = _consumer(self.kafka, self.names, self.settings)
         try:
             count = partition_count(consumer, topic, self.settings.metadata_timeout_s)
             part = partition_for(run_id.encode(), count)
@@ -103,7 +105,7 @@ class StateReader:
 
     def scan(self, progress: Progress | None = None) -> dict[str, RunState]:
         """Every run's current State."""
-        consumer = _consumer(self.kafka)
+        consumer = _consumer(self.kafka, self.names, self.settings)
         try:
             count = partition_count(consumer, self.names.state, self.settings.metadata_timeout_s)
             found = self._read(consumer, self.names.state, list(range(count)), progress, None)
@@ -169,7 +171,7 @@ class CommandClient:
         if not wait:
             self._produce(command, headers)
             return Outcome(command, ())
-        consumer = _consumer(self.kafka)
+        consumer = _consumer(self.kafka, self.names, self.settings)
         try:
             tp = self._events_partition(consumer, command.runId)
             start = watermarks(consumer, tp, self.settings.metadata_timeout_s)[1]

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AclBindingFilter, AdminClient
-from decider_support import CTX, RUN, USER, command, create, propose_refund, resume
+from decider_support import CTX, RUN, USER, Scenario, command, create, propose_refund, resume
 from engine_support import EngineThread
+from ops_support import write_users
 from typer.testing import CliRunner
 
 from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.cli import app
+from runfacts.dashboard_cli import DashboardSettings, build_dashboard
 from runfacts.devenv import SCRIPTS, port_open
 from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.processors.decider import DecideContext
@@ -32,6 +34,10 @@ from runfacts.processors.decider_app import DeciderShell
 from runfacts.processors.decider_security import policy_checks
 from runfacts.processors.policy import load_policy
 from runfacts.processors.settings import EngineSettings
+from runfacts.projections import user_view
+from runfacts.projections.audit_verify import VerifySettings, verify
+from runfacts.projections.replay import ReplaySettings, replay
+from runfacts.runlog import CommandClient, ReaderSettings, StateReader
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.settings import KafkaSettings
@@ -82,6 +88,7 @@ class Deployment:
         """A component's client settings, built the way a deployment builds them: from the environment."""
         user = f"{self.names.prefix}-{component}"
         monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", self.broker.bootstrap)
+        monkeypatch.setenv("RUNFACTS_KAFKA_TOPIC_PREFIX", self.names.prefix)
         monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", json.dumps(
             {**SASL, "sasl.username": user, "sasl.password": f"pw-{user}"}))
         return KafkaSettings()
@@ -196,8 +203,7 @@ def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_p
     outsider = USER.model_copy(update={"authSource": "intranet-script"})
     commands = [create(), propose_refund(),
                 approve.model_copy(update={"payload": approve.payload.model_copy(
-                    update={"approvalToken": issue_token(keyring, "k1", claims)})}),
-                command(cmd.StopRun, outsider, reason="not trusted")]
+                    update={"approvalToken": issue_token(keyring, "k1", claims)})})]
     cli = deployment.principal_settings(monkeypatch, "cli")
     producer = Producer(cli.client_config())
     for c in commands:
@@ -208,6 +214,11 @@ def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_p
                                      state_dir=tmp_path / "state", instance_id="sec-1")
     engine = EngineThread(DeciderShell(names, ctx).application(), engine_settings).start()
     try:
+        # the CLI's command client sends and reads the decider's answer from the events topic
+        client = CommandClient(cli, names, settings=ReaderSettings(outcome_timeout_s=60))
+        outcome = client.send(command(cmd.StopRun, outsider, reason="not trusted"))
+        client.close()
+        assert [e.eventType for e in outcome.events] == ["command.rejected"]
         events = read_events(deployment.principal_settings(monkeypatch, "auditor"), names.events,
                              f"{names.prefix}-auditor-read",
                              until=lambda found: bool(found) and found[-1].eventType == "command.rejected")
@@ -216,3 +227,59 @@ def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_p
     types = [e.eventType for e in events]
     assert "approval.granted" in types and "tool.call.authorized" in types
     assert events[-1].eventType == "command.rejected" and events[-1].payload.reasonCode == "untrusted_source"
+
+
+def seed_run(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> Scenario:
+    """A run created with a refund proposed: its events, State, user view and a dead letter,
+    written as the decider principal (the only writer of those topics)."""
+    run, names, key = Scenario().given(create(), propose_refund()), deployment.names, RUN.encode()
+    producer = Producer(deployment.principal_settings(monkeypatch, "decider").client_config())
+    for event in run.log:
+        producer.produce(names.events, codec.encode(event), key)
+    producer.produce(names.state, run.s.model_dump_json().encode(), key)
+    for topic, view_key, view in user_view.publisher(names.user_view)(run.s):
+        producer.produce(topic, view, view_key)
+    producer.produce(names.dlq, b"not a command", key, headers=[
+        ("dlq.topic", names.commands.encode()), ("dlq.partition", b"0"), ("dlq.offset", b"7"),
+        ("dlq.error", b"undecodable"), ("dlq.app", f"{names.prefix}-run-decider".encode())])
+    assert producer.flush(15) == 0
+    return run
+
+
+def test_dashboard_feeds_read_runs_unrefused_when_run_as_dashboard_principal(
+        deployment, monkeypatch, tmp_path, caplog):
+    run = seed_run(deployment, monkeypatch)
+    monkeypatch.setenv("RUNFACTS_USERS_FILE", str(write_users(tmp_path / "users.toml")))
+    dashboard = build_dashboard(DashboardSettings(), deployment.principal_settings(monkeypatch, "dashboard"))
+    views, states = dashboard.views.start(), dashboard.states.start()
+    try:
+        assert views.wait_ready(20), views.error
+        assert states.wait_ready(20), states.error
+        assert views.get(RUN)["runId"] == RUN and views.get(RUN)["approvalBanner"] is not None
+        assert states.get(RUN) == run.s
+        time.sleep(1)  # the group coordinator's answer, refused or not, has long arrived
+    finally:
+        views.stop()
+        states.stop()
+    assert "GROUP_AUTHORIZATION_FAILED" not in caplog.text  # the feeds log (and skip) refusals
+
+
+def test_cli_reader_reads_state_view_and_dead_letters_when_run_as_cli_principal(deployment, monkeypatch):
+    run = seed_run(deployment, monkeypatch)
+    reader = StateReader(deployment.principal_settings(monkeypatch, "cli"), deployment.names,
+                         ReaderSettings(read_timeout_s=20))
+    assert reader.latest(RUN) == run.s
+    assert reader.latest_view(RUN)["runId"] == RUN
+    assert set(reader.scan()) == {RUN}
+    listed = CliRunner().invoke(app, ["dlq", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output)["error"] == "undecodable"
+
+
+def test_audit_verify_and_replay_read_events_when_run_as_auditor_principal(deployment, monkeypatch, tmp_path):
+    run = seed_run(deployment, monkeypatch)
+    kafka = deployment.principal_settings(monkeypatch, "auditor")
+    report = verify(kafka, VerifySettings())
+    assert report.events == len(run.log) and report.records == 0  # nothing projected: no projector ran
+    replayed = replay(kafka, ReplaySettings("audit", into=str(tmp_path / "audit")))
+    assert replayed.events == len(run.log) and replayed.records > 0
