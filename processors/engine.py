@@ -151,6 +151,7 @@ class Engine:
         s = self.settings
         timeout, interval = s.poll_timeout_ms / 1000, s.commit_interval_ms / 1000
         next_timers = 0.0
+        self._last_commit = time.monotonic()  # the first commit, too, waits one interval (Kafka Streams)
         while not self._stopping:
             msgs = self._consumer.consume(s.consume_batch, timeout)
             if self._failure is not None:

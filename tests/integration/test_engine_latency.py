@@ -52,3 +52,19 @@ def test_transactions_commit_about_once_per_interval_when_input_keeps_flowing(
     runner.stop()
     assert len(outputs(kafka_bootstrap, f"lat-out-{unique}")) == sent
     assert 3 <= runner.engine.stats.commits <= sent // 20, "batched per interval, not per record"
+
+
+def test_first_transaction_stays_open_for_the_interval_when_idle_commits_are_off(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    conf = settings(kafka_bootstrap, tmp_path, "c", commit_interval_ms=60_000, commit_on_idle=False)
+    runner = EngineThread(_app(unique), conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"x")])
+    runner.wait_until(lambda: runner.engine.stats.processed >= 1, 30)
+    time.sleep(0.5)
+    commits_before_stop = runner.engine.stats.commits
+    runner.stop()  # drains: commits the open transaction
+    assert commits_before_stop == 0, "the first batch committed at once, not one interval after start"
+    assert runner.engine.stats.commits == 1
+    assert [o["n"] for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [1]
