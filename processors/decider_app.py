@@ -7,7 +7,10 @@ Per command record (all in the engine's transaction for the batch):
 2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
 3. Load the run's state: as an earlier command of this batch left it, else from the `runs`
    store (None: no run yet).
-4. `decide` (pure) -> events; `fold` -> the new state.
+4. `decide` (pure) -> events; `fold` -> the new state. A command that starts new work
+   (`GROWS`) and would take the run's state JSON past `InputLimits.max_state_bytes` is
+   dead-lettered instead, never decided: the state record must stay under the broker's
+   1 MB message limit, and results, controls and timers still get through to end the run.
 5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
 6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
    `flush` stores each changed run's last state once, emits it to the run-state topic and
@@ -50,6 +53,9 @@ from runfacts.schemas.errors import InvalidInput
 from runfacts.topics import TopicNames
 
 APP_NAME = "runfacts-run-decider"
+GROWS = frozenset({cmd.ProposeToolCall, cmd.StartTurn, cmd.RecordReasoning, cmd.UpdateProgress,
+                   cmd.RecordFeedback, cmd.SaveCheckpoint})
+"""Commands that start new work or add data; only these are held to `max_state_bytes`."""
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
 ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
@@ -67,11 +73,13 @@ DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManife
 
 @dataclass(frozen=True)
 class InputLimits:
-    """The largest command the shell accepts; anything bigger is dead-lettered, never decided."""
+    """The largest command the shell accepts; anything bigger is dead-lettered, never decided.
+    `max_state_bytes`: the largest run state (JSON) a command that starts new work may leave."""
 
     max_record_bytes: int = 64 * 1024
     max_text_chars: int = 4_096
     max_items: int = 256
+    max_state_bytes: int = 512 * 1024
 
     def within(self, extent: Extent | None) -> bool:
         """True when a record of this `Extent` cannot be over a limit (None: unknown)."""
@@ -219,20 +227,26 @@ class DeciderShell:
         if state is None and self._orphan_seen(command, ctx):
             return
         events, new = decide_evolve(command, state, self.ctx)
+        dumped = None
+        if new is not None and new is not state and type(command) in GROWS:
+            dumped = self._dump(key, new)
+            if len(dumped[0]) > self.limits.max_state_bytes:
+                self._refuse_growth(command, len(dumped[0]), ctx)
+                return
         if new is None:
             self._mark_orphan(command, ctx)
         for event in events:
             self._emit_event(event, ctx, trace)
         if new is not None and new is not state:
-            ctx.batch[key] = (new, trace)  # step 6 runs once per run and batch: see flush
+            ctx.batch[key] = (new, trace, dumped)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""
-        for key, (state, trace) in ctx.batch.items():
-            self._save(key, state, ctx, trace)
+        for key, (state, trace, dumped) in ctx.batch.items():
+            self._save(key, state, ctx, trace, dumped)
 
     def _current(self, key: bytes, ctx: Context) -> RunState | None:
         """The run's state: as this batch left it, else as stored."""
@@ -274,9 +288,24 @@ class DeciderShell:
         headers = fast.headers(event)
         ctx.emit(self.names.events, event.runId.encode(), fast.encode(event), headers + trace if trace else headers)
 
-    def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
+    def _dump(self, key: bytes, state: RunState) -> tuple[bytes, dict[str, Parts]]:
         cached = self.cache.get(key)
-        body, parts = dump_state(state, cached.parts if cached is not None else None)
+        return dump_state(state, cached.parts if cached is not None else None)
+
+    def _refuse_growth(self, command: CommandBase, size: int, ctx: Context) -> None:
+        """Step 4's state limit: the command goes to the dead-letter topic, the run stays as it was."""
+        record = ctx.record
+        bad = InvalidInput(f"run state would grow to {size} bytes (limit {self.limits.max_state_bytes}): "
+                           f"{command.commandType} not decided; stop, complete or archive the run",
+                           position=record.position if record is not None else None,
+                           schema=type(command).__name__, version=command.schemaVersion)
+        headers = list(record.headers or []) if record is not None else []
+        ctx.emit(self.names.dlq, command.runId.encode(), self.codec.encode(command),
+                 headers + bad.headers() + [("dlq.app", self.app_name.encode())])
+
+    def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None,
+              dumped: tuple[bytes, dict[str, Parts]] | None = None) -> None:
+        body, parts = dumped if dumped is not None else self._dump(key, state)
         ctx.store("runs").put(key, body)
         self._remember(key, Cached(body, state, parts))
         headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
@@ -355,15 +384,17 @@ def decide_context(capabilities: str = "", policy: str = "", versions: str = "")
     return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
 
 
-def input_limits(max_record_bytes: str = "", max_text_chars: str = "") -> InputLimits:
+def input_limits(max_record_bytes: str = "", max_text_chars: str = "", max_state_bytes: str = "") -> InputLimits:
     """The shell's `InputLimits` from factory parameters (empty: the default)."""
     default = InputLimits()
     return InputLimits(max_record_bytes=int(max_record_bytes or default.max_record_bytes),
-                       max_text_chars=int(max_text_chars or default.max_text_chars))
+                       max_text_chars=int(max_text_chars or default.max_text_chars),
+                       max_state_bytes=int(max_state_bytes or default.max_state_bytes))
 
 
 def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "", versions: str = "",
-                user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "") -> Application:
+                user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "",
+                max_state_bytes: str = "") -> Application:
     """Worker factory: `python -m runfacts.processors.worker --app ...decider_app:decider_app`.
 
     The user view is published to `<prefix>.view.user` in the same transaction as events and
@@ -375,4 +406,5 @@ def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = 
     ctx = decide_context(capabilities, policy, versions)
     names = TopicNames(prefix)
     views = (publisher(names.user_view),) if user_view == "true" else ()
-    return DeciderShell(names, ctx, views=views, limits=input_limits(max_record_bytes, max_text_chars)).application()
+    limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
+    return DeciderShell(names, ctx, views=views, limits=limits).application()

@@ -9,16 +9,21 @@ from decider_support import (  # noqa: I001
     RUN,
     T0,
     claim,
+    command,
+    completed,
     create,
     propose_refund,
     resume,
 )
 
-from runfacts.processors.decider_app import DeciderShell
+from runfacts.processors.decider_app import DeciderShell, InputLimits
+from runfacts.processors.retry import args_hash
 from runfacts.processors.run_state import RunState
 from runfacts.processors.testdriver import InputRecord, TestDriver
 from runfacts.projections.user_view import publisher, schema
 from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.common import BudgetAmounts
 from runfacts.topics import TopicNames
 
 NAMES = TopicNames("t")
@@ -125,3 +130,30 @@ def test_shell_publishes_each_runs_last_state_and_view_once_when_a_batch_holds_s
     assert driver.read_store("runs")[RUN.encode()] == states[RUN.encode()].model_dump_json().encode()
     views = {r.key: schema().decode(r.value)["version"] for r in driver.outputs(NAMES.user_view)}
     assert views == {RUN.encode(): 11, b"run-other": 2}
+
+
+def test_new_work_is_dead_lettered_and_results_still_decided_when_the_state_limit_is_reached() -> None:
+    limits = InputLimits(max_state_bytes=12_000)
+    driver = TestDriver(DeciderShell(NAMES, CTX, limits=limits).application(), start_ms=T0_MS)
+    _send(driver, create(budget=BudgetAmounts(toolCalls=50, steps=500)), propose_refund(), resume(),
+          claim())
+    long_summary = "look up order-001 " * 200  # ~3.6 KB per proposal, kept in the run's state
+    calls = [command(cmd.ProposeToolCall, toolCallId=f"tool-call-{i}", capabilityId="orders.lookup",
+                     argsHash=args_hash({"orderId": f"order-{i}"}), argsRef=f"args/{i}",
+                     target=f"order-{i}", action="lookup", risk="low", summary=long_summary)
+             for i in range(100, 106)]
+    _send(driver, *calls)
+    proposed = {codec.decode(r.value).payload.toolCallId for r in driver.outputs(NAMES.events)
+                if codec.decode(r.value).eventType == "tool.call.proposed"}
+    refused = driver.outputs(NAMES.dlq)
+    assert refused, "no proposal was refused: the test's limit is not reached"
+    assert all(b"run state would grow to" in dict(r.headers)["dlq.error"] for r in refused)
+    assert {codec.decode(r.value).payload.toolCallId for r in refused} == \
+        {c.payload.toolCallId for c in calls} - proposed
+    stored = json.loads(driver.outputs(NAMES.state)[-1].value)
+    assert len(json.dumps(stored, separators=(",", ":")).encode()) <= limits.max_state_bytes
+
+    _send(driver, completed())  # a result is never refused: the side effect happened
+    assert _event_types(driver)[-1] in ("tool.call.completed", "verification.updated")
+    assert json.loads(driver.outputs(NAMES.state)[-1].value)["toolCalls"]["tool-call-031"]["execution"] == \
+        "completed"
