@@ -56,6 +56,13 @@ APP_NAME = "runfacts-run-decider"
 GROWS = frozenset({cmd.ProposeToolCall, cmd.StartTurn, cmd.RecordReasoning, cmd.UpdateProgress,
                    cmd.RecordFeedback, cmd.SaveCheckpoint})
 """Commands that start new work or add data; only these are held to `max_state_bytes`."""
+GROWTH_PER_BYTE = 40
+"""How much state JSON one byte of a command can become, at most: a text may be JSON-escaped to
+6 bytes a byte (control characters) and is kept up to five times (e.g. a toolCallId: the map
+key, its field, the approval's id, key and field)."""
+GROWTH_FIXED = 16 * 1024
+"""What a command adds regardless of its size, at most (new entries' field names, timestamps,
+derived ids and hashes)."""
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
 ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
@@ -227,25 +234,28 @@ class DeciderShell:
         if state is None and self._orphan_seen(command, ctx):
             return
         events, new = decide_evolve(command, state, self.ctx)
-        dumped = None
-        if new is not None and new is not state and type(command) in GROWS:
-            dumped = self._dump(key, new)
-            if len(dumped[0]) > self.limits.max_state_bytes:
-                self._refuse_growth(command, len(dumped[0]), ctx)
-                return
+        dumped, bound = None, 0
+        if new is not None and new is not state:
+            bound = self._size_bound(key, ctx)
+            if type(command) in GROWS and bound > self.limits.max_state_bytes:
+                dumped = self._dump(key, new)  # might not fit: measure
+                if len(dumped[0]) > self.limits.max_state_bytes:
+                    self._refuse_growth(command, len(dumped[0]), ctx)
+                    return
+                bound = len(dumped[0])
         if new is None:
             self._mark_orphan(command, ctx)
         for event in events:
             self._emit_event(event, ctx, trace)
         if new is not None and new is not state:
-            ctx.batch[key] = (new, trace, dumped)  # step 6 runs once per run and batch: see flush
+            ctx.batch[key] = (new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""
-        for key, (state, trace, dumped) in ctx.batch.items():
+        for key, (state, trace, dumped, _) in ctx.batch.items():
             self._save(key, state, ctx, trace, dumped)
 
     def _current(self, key: bytes, ctx: Context) -> RunState | None:
@@ -287,6 +297,17 @@ class DeciderShell:
         fast = self.fast
         headers = fast.headers(event)
         ctx.emit(self.names.events, event.runId.encode(), fast.encode(event), headers + trace if trace else headers)
+
+    def _size_bound(self, key: bytes, ctx: Context) -> int:
+        """An upper bound of the run's state JSON after the current command: the last known size
+        (or bound, within this batch) plus GROWTH_PER_BYTE per byte of the command's record and
+        GROWTH_FIXED. Only a bound over the limit costs a real measurement (`_dump`)."""
+        pending = ctx.batch.get(key)
+        cached = self.cache.get(key)
+        known = pending[3] if pending is not None else (len(cached.raw) if cached is not None else 0)
+        record = ctx.record
+        size = len(record.message.value() or b"") if record is not None else 0  # timers: tiny, internal
+        return int(known + GROWTH_PER_BYTE * size + GROWTH_FIXED)
 
     def _dump(self, key: bytes, state: RunState) -> tuple[bytes, dict[str, Parts]]:
         cached = self.cache.get(key)
