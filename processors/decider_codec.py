@@ -29,19 +29,7 @@ class _ModelGen(_Gen):
     def __init__(self, schema: dict[str, Any]) -> None:
         super().__init__(schema)
         self.datetimes = True
-
-    def _read_bytes(self, node: Any, ns: str, target: str, ind: int, decode: str = "") -> None:
-        self.line(ind, "k = SHORT[buf[pos]]")
-        self.line(ind, "if k:")
-        self.line(ind + 1, "end = pos + k")
-        self.line(ind + 1, f"{target} = buf[pos + 1:end]{decode}")
-        self.line(ind + 1, "n = k - 1")
-        self.line(ind, "else:")
-        self._long_length(ind + 1)
-        self.line(ind + 1, f"{target} = buf[pos:end]{decode}")
-        self.line(ind, "pos = end")
-        self.line(ind, "if n > longest:")
-        self.line(ind + 1, "longest = n")
+        self.longest_text = True
 
     def _read_array(self, node: Any, ns: str, target: str, ind: int) -> None:
         super()._read_array(node, ns, target, ind)

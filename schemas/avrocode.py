@@ -112,6 +112,7 @@ class _Gen:
         self.attrs = False
         self.selection: Keep | None = None
         self.datetimes = False
+        self.longest_text = False  # also track `longest`: the most bytes of one string/bytes
         self.expect: dict[str, str | int] = {}
 
     def namespace(self, schema: dict[str, Any]) -> str:
@@ -150,16 +151,21 @@ class _Gen:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read(self, node: Any, ns: str, target: str, ind: int) -> None:
+    def emit(self, verb: str, node: Any, ns: str, name: str, ind: int) -> None:
+        """Emit the code that does `verb` ("read" or "write") for a type node, through the
+        `_<verb>_<avro type>` method of this generator."""
         node, ns = self.resolve(node, ns)
         kind = node if isinstance(node, str) else ("union" if isinstance(node, list)
                                                    else node["type"])
         if isinstance(kind, dict | list):
-            return self.read(kind, ns, target, ind)
-        method = getattr(self, f"_read_{kind}", None)
+            return self.emit(verb, kind, ns, name, ind)
+        method = getattr(self, f"_{verb}_{kind}", None)
         if method is None:
-            raise ValueError(f"avrocode cannot read Avro type {kind!r}")
-        method(node, ns, target, ind)
+            raise ValueError(f"avrocode cannot {verb} Avro type {kind!r}")
+        method(node, ns, name, ind)
+
+    def read(self, node: Any, ns: str, target: str, ind: int) -> None:
+        self.emit("read", node, ns, target, ind)
 
     def _read_null(self, node: Any, ns: str, target: str, ind: int) -> None:
         self.line(ind, f"{target} = None")
@@ -194,11 +200,16 @@ class _Gen:
         self.line(ind, "k = SHORT[buf[pos]]")
         self.line(ind, "if k:")
         self.line(ind + 1, "end = pos + k")
+        if self.longest_text:
+            self.line(ind + 1, "n = k - 1")
         self.line(ind + 1, f"{target} = buf[pos + 1:end]{decode}")
         self.line(ind, "else:")
         self._long_length(ind + 1)
         self.line(ind + 1, f"{target} = buf[pos:end]{decode}")
         self.line(ind, "pos = end")
+        if self.longest_text:  # `n`: this string's length, set on both paths above
+            self.line(ind, "if n > longest:")
+            self.line(ind + 1, "longest = n")
 
     def _long_length(self, ind: int) -> None:
         """A length over one byte (two inline: 64 to 8191): sets `n` and `end`, moves `pos`

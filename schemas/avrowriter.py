@@ -33,15 +33,7 @@ class _WriteGen(_Gen):
     """Emits the source of one writer function."""
 
     def write(self, node: Any, ns: str, source: str, ind: int) -> None:
-        node, ns = self.resolve(node, ns)
-        kind = node if isinstance(node, str) else ("union" if isinstance(node, list)
-                                                   else node["type"])
-        if isinstance(kind, dict | list):
-            return self.write(kind, ns, source, ind)
-        method = getattr(self, f"_write_{kind}", None)
-        if method is None:
-            raise ValueError(f"avrocode cannot write Avro type {kind!r}")
-        method(node, ns, source, ind)
+        self.emit("write", node, ns, source, ind)
 
     def _write_null(self, node: Any, ns: str, source: str, ind: int) -> None:
         self.line(ind, "pass")
