@@ -40,24 +40,9 @@ from runfacts.topics import TopicNames, apply_topics, changelog_spec, delete_top
 API_KEY = "sk-demo-not-a-secret"
 DISPATCH_CRASH_POINT = "dispatcher.after_call_before_record"
 REFUND_TTL_MS = 600_000  # the refund story's approval must not expire on a slow machine
-MANIFEST = """
+REFUND_CAPABILITY = """
 [[capability]]
-capabilityId = "payments.refund"
-risk = "high"
-requiredRole = "support_agent"
-needsApproval = true
-reconciliationDeadlineMs = 60000
-approvalTtlMs = {refund_ttl_ms}
-selfApproval = false
-[capability.retry]
-maxAttempts = 4
-baseBackoffMs = 200
-maxBackoffMs = 2000
-deadlineMs = 10000
-
-# the same refund with a short approval window: the expiry story
-[[capability]]
-capabilityId = "payments.refund.expiring"
+capabilityId = "{capability}"
 risk = "high"
 requiredRole = "support_agent"
 needsApproval = true
@@ -70,6 +55,13 @@ baseBackoffMs = 200
 maxBackoffMs = 2000
 deadlineMs = 10000
 """
+
+
+def demo_manifest(expiring_ttl_ms: int) -> str:
+    """The demo's capabilities: the refund, and the same refund with a short approval window
+    (the expiry story)."""
+    return (REFUND_CAPABILITY.format(capability="payments.refund", ttl_ms=REFUND_TTL_MS)
+            + REFUND_CAPABILITY.format(capability="payments.refund.expiring", ttl_ms=expiring_ttl_ms))
 
 
 class StackError(RunfactsError):
@@ -127,7 +119,7 @@ class DemoStack:
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        manifest = MANIFEST.format(ttl_ms=self.options.approval_ttl_ms, refund_ttl_ms=REFUND_TTL_MS)
+        manifest = demo_manifest(self.options.approval_ttl_ms)
         (self.dir / "capabilities.toml").write_text(manifest)
         self._topics()
         self.provider_url = self._start_provider()
