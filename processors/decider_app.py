@@ -68,6 +68,17 @@ ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
 
 
+class Pending(NamedTuple):
+    """A run this batch changed (`ctx.batch[key]`): its last state, the trace headers for its
+    outputs, the state's JSON if the size check measured it (reused by `flush`), and an upper
+    bound of that JSON's size (`_size_bound`)."""
+
+    state: RunState
+    trace: list[tuple[str, bytes]] | None
+    dumped: tuple[bytes, dict[str, Parts]] | None
+    size_bound: int
+
+
 class Cached(NamedTuple):
     """A run's stored state bytes, the state they hold and their reusable JSON parts."""
 
@@ -248,21 +259,21 @@ class DeciderShell:
         for event in events:
             self._emit_event(event, ctx, trace)
         if new is not None and new is not state:
-            ctx.batch[key] = (new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
+            ctx.batch[key] = Pending(new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""
-        for key, (state, trace, dumped, _) in ctx.batch.items():
-            self._save(key, state, ctx, trace, dumped)
+        for key, pending in ctx.batch.items():
+            self._save(key, pending.state, ctx, pending.trace, pending.dumped)
 
     def _current(self, key: bytes, ctx: Context) -> RunState | None:
         """The run's state: as this batch left it, else as stored."""
         pending = ctx.batch.get(key)
         if pending is not None:
-            return pending[0]  # type: ignore[no-any-return]
+            return pending.state  # type: ignore[no-any-return]
         return self._load(key, ctx.store("runs").get(key))
 
     def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
@@ -304,7 +315,7 @@ class DeciderShell:
         GROWTH_FIXED. Only a bound over the limit costs a real measurement (`_dump`)."""
         pending = ctx.batch.get(key)
         cached = self.cache.get(key)
-        known = pending[3] if pending is not None else (len(cached.raw) if cached is not None else 0)
+        known = pending.size_bound if pending is not None else (len(cached.raw) if cached is not None else 0)
         record = ctx.record
         size = len(record.message.value() or b"") if record is not None else 0  # timers: tiny, internal
         return int(known + GROWTH_PER_BYTE * size + GROWTH_FIXED)
