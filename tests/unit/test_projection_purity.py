@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PURE = [f"runfacts.projections.{m}" for m in ("audit", "audit_summary", "audit_check",
-                                              "avrocode", "facts", "trajectory",
+                                              "facts", "trajectory",
                                               "trajectory_model", "user_view", "records")] + [
     "runfacts.schemas.avrocode", "runfacts.schemas.avrovarint", "runfacts.schemas.avrowriter"]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os",
