@@ -41,6 +41,11 @@ PEERS = {
     "quix": ("peers/quix_app.py", ["quixstreams==3.28.1", "fastavro==1.13.1"]),
     "faust": ("peers/faust_app.py", ["faust-streaming[rocksdict]==0.15.3", "fastavro==1.13.1"]),
 }
+OWN_VENV = {"runfacts": ("runfacts_app.py", []),
+            "plain": ("peers/plain_app.py", ["--state", "rocksdb"]),
+            "floor": ("peers/plain_app.py", ["--state", "memory"])}
+"""Processors in the project's own virtualenv: the engine and two hand-written loops (plain:
+per-record rocksdict, the issue's starting point; floor: a dict, no store at all)."""
 sys.path.insert(0, str(HERE))
 from bench_common import generate  # noqa: E402
 
@@ -66,7 +71,7 @@ class Result:
 
 def python_for(framework: str) -> str:
     """The interpreter for a framework: this one for runfacts, a pinned virtualenv otherwise."""
-    if framework == "runfacts":
+    if framework in OWN_VENV:
         return sys.executable
     venv = VENVS / framework
     pins = PEERS[framework][1]
@@ -116,8 +121,9 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace, round
     group = f"bench-{ctx.tag}-{framework}-{guarantee.replace('_', '')}-r{round_no}"
     output = f"{group}-out"
     create_topics(ctx.bootstrap, [output])
-    script = HERE / (PEERS[framework][0] if framework != "runfacts" else "runfacts_app.py")
-    args = ["--input", ctx.input, "--output", output, "--group", group]
+    script, extra = OWN_VENV[framework] if framework in OWN_VENV else (PEERS[framework][0], [])
+    args = ["--input", ctx.input, "--output", output, "--group", group, *extra]
+    script = HERE / script
     return launch(framework, guarantee, ctx, script, args, ctx.events)
 
 
@@ -293,6 +299,18 @@ def shared_cost_us(pairs: list[tuple[bytes, bytes]], decoder: str) -> tuple[floa
     return min(both) / len(sample) * 1e6, min(alone) / len(sample) * 1e6
 
 
+def floor_lines(by: dict[tuple[str, str], Result], g: str) -> list[str]:
+    """Where runfacts stands against the hand-written floor loop, and the floor against Quix:
+    the highest runfacts/quix ratio any engine on confluent-kafka and CPython could show."""
+    ours, floor, quix = by.get(("runfacts", g)), by.get(("floor", g)), by.get(("quix", g))
+    if not (ours and floor and ours.per_cpu and floor.per_cpu):
+        return []
+    line = f"runfacts reaches {ours.per_cpu / floor.per_cpu:.0%} of the floor loop's events/CPU-s ({g})"
+    if quix and quix.per_cpu:
+        line += f"; floor/quix = {floor.per_cpu / quix.per_cpu:.2f}x"
+    return [line]
+
+
 def context_lines(results: list[Result], restore: dict | None,
                   ctx: argparse.Namespace) -> list[str]:
     """What the ratios rest on: overhead ratios (independent of the shared work) and restore CPU."""
@@ -306,6 +324,7 @@ def context_lines(results: list[Result], restore: dict | None,
                 mine, other = 1e6 / ours.per_cpu - ctx.shared_us, 1e6 / theirs.per_cpu - ctx.shared_us
                 lines.append(f"{peer}/runfacts framework overhead per event ({g}): "
                              f"{other:.1f} / {mine:.1f} µs = {other / mine:.1f}x")
+        lines += floor_lines(by, g)
     if restore and restore.get("ok"):
         lines.append(f"restore: {restore['records']:,} records in {restore['seconds']:.2f} s wall "
                      f"(median of rounds {', '.join(f'{s:.2f}' for s in restore.get('rounds_s', []))}), "
