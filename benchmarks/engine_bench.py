@@ -1,4 +1,7 @@
-"""One command: the runfacts engine vs Quix Streams 3.28.1 vs faust-streaming 0.15.3.
+"""One command: the runfacts engine vs Quix Streams 3.28.1 vs faust-streaming 0.15.3, and
+against two hand-written confluent-kafka loops in the project venv (peers/plain_app.py):
+"floor" keeps its state in a dict written nowhere (what any engine on this stack pays before
+it keeps state), "plain" reads and writes a rocksdict per record.
 
     .venv/bin/python benchmarks/engine_bench.py                    # full size (lead's run)
     .venv/bin/python benchmarks/engine_bench.py --events 20000 --restore-records 200000
@@ -444,7 +447,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=1_000)
     parser.add_argument("--restore-records", type=int, default=1_000_000)
-    parser.add_argument("--frameworks", default="runfacts,quix,faust")
+    parser.add_argument("--frameworks", default="runfacts,floor,plain,quix,faust")
     parser.add_argument("--decider-commands", type=int, default=50_000,
                         help="commands for the full run-state reduction (0: skip)")
     parser.add_argument("--decider-view", action="store_true",
