@@ -3,7 +3,8 @@
 Steps for every command (docs/decider.md has the rules):
 1. A command id the run has already seen yields nothing (no second effect).
 2. The actor and its source are checked against the policy (`ctx.check_command`).
-3. `run.create` needs no run; every other command needs one, not archived.
+3. `run.create` needs no run; every other command needs one, not archived. A tenant-bound
+   actor acts only in its own tenant (`ctx.check_tenant`: the run's, or the new run's).
 4. A given `expectedVersion` must equal the run's version (stale -> rejected).
 5. The command's handler returns drafts (event class + payload) or raises `Rejected`.
 6. Drafts are stamped into events: ids from (runId, commandId, index), time from
@@ -59,9 +60,11 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if isinstance(command, cmd.CreateRun):
         if state is not None:
             raise Rejected(command, "run_exists")
+        _check_tenant(command, command.payload.tenant, ctx)
         return create_run(command, ctx)
     if state is None:
         raise Rejected(command, "unknown_run")
+    _check_tenant(command, state.tenant, ctx)
     if state.archived:
         raise Rejected(command, "run_archived")
     if command.expectedVersion is not None and command.expectedVersion != state.version:
@@ -71,6 +74,14 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if handler is None:
         raise Rejected(command, "unsupported_command", command.commandType)
     return handler(command, state, ctx)
+
+
+def _check_tenant(command: CommandBase, run_tenant: str | None, ctx: DecideContext) -> None:
+    denied = ctx.check_tenant(command, run_tenant)
+    if denied is not None:
+        actor = command.actor
+        raise Rejected(command, denied, f"actor {actor.subjectId} via {actor.authSource} is in tenant "
+                       f"{actor.tenant or '<none>'}, the run in {run_tenant or '<none>'}")
 
 
 def event_id(run_id: str, command_id: str, index: int) -> str:

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from runfacts.processors.approval_tokens import ApprovalBinding, Keyring, verify_token
-from runfacts.processors.policy import Policy, check_approver, check_command
+from runfacts.processors.policy import Policy, check_approver, check_command, check_tenant
 from runfacts.schemas.commands import ResumeRun
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -51,5 +51,6 @@ def policy_checks(policy: Policy, keyring: Keyring | None = None) -> dict[str, A
         "policy_version": policy.version,
         "check_command": partial(check_command, policy),
         "check_approver": partial(check_approver, policy),
+        "check_tenant": partial(check_tenant, policy),
         "verify_token": None if keyring is None else approval_token_check(keyring),
     }

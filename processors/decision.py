@@ -44,6 +44,11 @@ def default_check_approver(manifest: CapabilityManifest, approver: Actor, reques
     return None
 
 
+def default_check_tenant(command: CommandBase, run_tenant: str | None) -> str | None:
+    """Without a policy there is no tenancy: every actor may act on every run."""
+    return None
+
+
 TokenCheck = Callable[["cmd.ResumeRun", Any], "str | None"]
 
 
@@ -58,6 +63,8 @@ class DecideContext:
     policy_version: str = "default"
     check_command: Callable[[CommandBase], str | None] = default_check_command
     check_approver: Callable[[CapabilityManifest, Actor, str], str | None] = default_check_approver
+    check_tenant: Callable[[CommandBase, str | None], str | None] = default_check_tenant
+    """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
 
 

@@ -2,12 +2,22 @@
 
 The policy file is TOML (`policy.toml` next to this module is the packaged default):
 
-    policyVersion = "2026-11-30.1"
+    policyVersion = "2026-11-30.2"
     [sources.dashboard]                 # a trusted auth source ...
     roles = ["user", "operator"]        # ... and the only roles it may vouch for
+    tenantScoped = true                 # (default) its actors act within their tenant
+    [sources.dispatcher]
+    roles = ["dispatcher"]
+    tenantScoped = false                # a service acting for every tenant
+    crossTenantRoles = ["operator"]     # top level: roles that act on any tenant's runs
     [commands]
     "run.stop" = { roles = ["user", "operator"] }
     "run.resume" = { roleFromCapability = true }   # the capability manifest decides
+
+Tenancy: an actor of a tenant-scoped source acts only on runs of its own tenant (a tenantless
+actor only on tenantless runs), and creates runs only in its own tenant, unless it holds a
+cross-tenant role (`check_tenant`). Sources default to tenant-scoped: a new source fails
+closed until it is marked as a service.
 
 Invariants checked at load: every command type of the contract has exactly one rule, and
 every role a rule or a capability manifest names can be vouched for by some source (so a
@@ -39,15 +49,18 @@ DEFAULT_POLICY = "policy.toml"
 VERSION_PATTERN = r"^\d{4}-\d{2}-\d{2}\.\d+$"
 
 CommandDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "no_policy_rule"]
+TenantDenial = Literal["tenant_mismatch"]
 ApproverDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "self_approval_forbidden"]
 
 
 class SourceRule(BaseModel):
-    """A trusted auth source and the roles it may vouch for."""
+    """A trusted auth source, the roles it may vouch for, and whether its actors are tenant-bound."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
 
     roles: frozenset[str] = Field(min_length=1)
+    tenant_scoped: bool = Field(default=True, alias="tenantScoped")
+    """Its actors act within their own tenant; false for services that act for every tenant."""
 
 
 class CommandRule(BaseModel):
@@ -75,6 +88,8 @@ class Policy(BaseModel):
     sources: dict[str, SourceRule]
     commands: dict[str, CommandRule]
     capabilities: CapabilityCatalog
+    cross_tenant_roles: frozenset[str] = frozenset()
+    """Roles whose holders act on runs of any tenant (e.g. platform operators)."""
 
 
 def effective_roles(policy: Policy, actor: Actor) -> frozenset[str]:
@@ -112,6 +127,24 @@ def check_command(policy: Policy, command: CommandEnvelope) -> CommandDenial | N
     return None
 
 
+def check_tenant(policy: Policy, command: CommandEnvelope, run_tenant: str | None) -> TenantDenial | None:
+    """None when the command's actor may act on a run of `run_tenant` (for run.create: the
+    tenant the run is created in); otherwise why not. Call after `check_command`."""
+    actor = command.actor
+    if actor.tenant == run_tenant or not tenant_bound(policy, actor):
+        return None
+    return "tenant_mismatch"
+
+
+def tenant_bound(policy: Policy, actor: Actor) -> bool:
+    """True when the actor acts only within its own tenant: its source is tenant-scoped and it
+    holds no cross-tenant role that source may vouch for."""
+    source = policy.sources.get(actor.authSource)
+    if source is None or not source.tenant_scoped:
+        return False
+    return not effective_roles(policy, actor) & policy.cross_tenant_roles
+
+
 def check_approver(
     policy: Policy, manifest: CapabilityManifest, approver: Actor, requested_by: str | Collection[str]
 ) -> ApproverDenial | None:
@@ -145,7 +178,7 @@ def parse_policy(text: str, catalog: CapabilityCatalog, source: str = "<policy>"
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, f"not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - {"policyVersion", "sources", "commands"})
+    unknown = sorted(set(data) - {"policyVersion", "sources", "commands", "crossTenantRoles"})
     if unknown:
         raise ConfigError(f"{source}:{unknown[0]}", data[unknown[0]], "unknown top-level key")
     raw = {
@@ -154,12 +187,14 @@ def parse_policy(text: str, catalog: CapabilityCatalog, source: str = "<policy>"
         "sources": data.get("sources", {}),
         "commands": data.get("commands", {}),
         "capabilities": catalog,
+        "cross_tenant_roles": data.get("crossTenantRoles", []),
     }
     try:
         policy = Policy.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         path = ".".join(str(part) for part in first["loc"]).replace("version", "policyVersion", 1)
+        path = path.replace("cross_tenant_roles", "crossTenantRoles").replace("tenant_scoped", "tenantScoped")
         raise ConfigError(f"{source}:{path}", first.get("input"), first["msg"]) from exc
     _check_complete(policy, source)
     return policy
@@ -176,6 +211,8 @@ def _check_complete(policy: Policy, source: str) -> None:
     for command_type, rule in sorted(policy.commands.items()):
         for role in sorted(rule.roles - vouchable):
             raise ConfigError(f"{source}:commands.{command_type}", role, "no trusted source vouches for this role")
+    for role in sorted(policy.cross_tenant_roles - vouchable):
+        raise ConfigError(f"{source}:crossTenantRoles", role, "no trusted source vouches for this role")
     for cap_id, manifest in sorted(policy.capabilities.capabilities.items()):
         if manifest.required_role not in vouchable:
             why = "capability's requiredRole: no trusted source vouches for it"

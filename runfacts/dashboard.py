@@ -42,7 +42,7 @@ from runfacts.approval_signing import ApprovalRequest, sign_approval
 from runfacts.control import ControlError, Issue
 from runfacts.dashboard_feed import ViewFeed
 from runfacts.identity import AuthenticationFailed, UserDirectory
-from runfacts.processors.policy import Policy, allowed_command_types
+from runfacts.processors.policy import Policy, allowed_command_types, tenant_bound
 from runfacts.processors.run_state import RunState
 from runfacts.run_views import Viewer, page_view, view_of
 from runfacts.runlog import CommandClient
@@ -89,8 +89,11 @@ def _now_s() -> int:
 
 def _viewer(session: Session, policy: Policy | None = None) -> Viewer:
     identity = session.identity
-    allowed = None if policy is None else allowed_command_types(policy, identity.actor(AUTH_SOURCE))
-    return Viewer(identity.subject, identity.roles, allowed)
+    if policy is None:  # no policy, no tenancy (as in the decider)
+        return Viewer(identity.subject, identity.roles)
+    actor = identity.actor(AUTH_SOURCE)
+    return Viewer(identity.subject, identity.roles, allowed_command_types(policy, actor),
+                  identity.tenant, tenant_bound(policy, actor))
 
 
 class _Pages:
@@ -179,7 +182,8 @@ class _Pages:
 def shown(d: Dashboard, viewer: Viewer, run_id: str) -> dict[str, Any] | None:
     """The run as this viewer may see it (None: unknown, archived, or not theirs)."""
     state = d.states.get(run_id)
-    if not viewer.may_see(None if state is None else state.userId):
+    owner, tenant = (None, None) if state is None else (state.userId, state.tenant)
+    if not viewer.may_see(owner, tenant):
         return None
     if viewer.role == "user":
         return page_view(d.views.get(run_id), viewer)
@@ -287,7 +291,7 @@ async def _command(d: Dashboard, request: Request, session: Session | None, buil
     if not _csrf_passed(request, session, form):
         return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
     run_id = request.path_params["run_id"]
-    state, view = d.states.get(run_id), shown(d, _viewer(session), run_id)
+    state, view = d.states.get(run_id), shown(d, _viewer(session, d.policy), run_id)
     if state is None or view is None:
         return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
     try:

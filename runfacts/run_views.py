@@ -135,6 +135,9 @@ class Viewer:
     subject: str
     roles: tuple[str, ...]
     allowed: frozenset[str] | None = None
+    tenant: str | None = None
+    tenant_bound: bool = False
+    """True: sees only runs of `tenant` (the policy's tenancy rule, `policy.tenant_bound`)."""
 
     @property
     def role(self) -> Role:
@@ -148,8 +151,11 @@ class Viewer:
             return command_type in self.allowed
         return bool(fallback_roles & set(self.roles))
 
-    def may_see(self, owner: str | None) -> bool:
-        """Staff see every run; an end user only their own (`owner`: the run's userId)."""
+    def may_see(self, owner: str | None, tenant: str | None = None) -> bool:
+        """Staff see every run of their tenant (cross-tenant staff: every run); an end user
+        only their own (`owner`: the run's userId; `tenant`: the run's)."""
+        if self.tenant_bound and tenant != self.tenant:
+            return False
         return bool(STAFF_ROLES & set(self.roles)) or (owner is not None and owner == self.subject)
 
 

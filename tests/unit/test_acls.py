@@ -104,7 +104,7 @@ def test_security_acls_cli_fails_naming_option_when_argument_is_bad(args):
 
 def test_security_policy_cli_prints_version_when_policy_is_valid():
     result = CliRunner().invoke(app, ["security", "policy"])
-    assert result.exit_code == 0 and result.output.startswith("policy 2026-11-30.1 sha256:")
+    assert result.exit_code == 0 and result.output.startswith("policy 2026-11-30.2 sha256:")
 
 
 def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():

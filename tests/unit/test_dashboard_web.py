@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from runfacts.dashboard import Dashboard, create_app
 from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard_html import run_fragment, sse
-from runfacts.identity import Identity, load_users
+from runfacts.identity import Identity, hash_secret, load_users
 from runfacts.processors.policy import load_policy
 from runfacts.projections.user_view import publisher
 from runfacts.run_views import Viewer, page_view, view_of
@@ -166,3 +166,34 @@ def test_run_page_shows_operations_detail_without_personal_data_when_viewer_is_o
     for personal in ("customer-42", "refund order-001", "Refund 42.00 EUR"):
         assert personal not in page
 
+
+
+def test_tenant_bound_staff_see_and_command_no_run_when_it_belongs_to_another_tenant(tmp_path: Path):
+    users = {"alice": ("support_agent", "acme"), "gina": ("support_agent", "globex"), "olga": ("operator", None)}
+    lines = []
+    for name, (role, tenant) in users.items():
+        lines += [f"[users.{name}]", f'roles = ["{role}"]', f'password = "{hash_secret(name + "-pw")}"']
+        lines += [f'tenant = "{tenant}"'] if tenant else []
+    (tmp_path / "users.toml").write_text("\n".join(lines) + "\n")
+    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("dash-tenant")
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = ViewFeed(kafka, FeedSettings(names.state))
+    state = Scenario().given(create(tenant="acme"), propose_refund()).s.model_copy(update={"runId": RUN})
+    for _topic, key, value in publisher(names.user_view)(state):
+        views.apply(key, value)
+    states.apply(RUN.encode(), state.model_dump_json().encode())
+    dashboard = Dashboard(views, states, load_users(tmp_path / "users.toml"), SessionSigner(SECRET),
+                          CommandClient(kafka, names), policy=load_policy())
+    seen = {}
+    for name in users:
+        with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
+            _login(c, name, name + "-pw")
+            page = c.get(f"/runs/{RUN}").text
+            seen[name] = (RUN in c.get("/").text, 'id="run-missing"' not in page)
+            if name == "gina":  # refused before anything is sent (the broker here is unreachable)
+                csrf = page.split('name="csrf" value="')[1].split('"')[0]
+                approve = c.post(f"/runs/{RUN}/approvals/approval-tool-call-031",
+                                 data={"decision": "approve", "csrf": csrf}, headers={"accept": "application/json"})
+                assert approve.status_code == 404 and approve.json()["message"] == f"no run {RUN}"
+
+    assert seen == {"gina": (False, False), "alice": (True, True), "olga": (True, True)}  # olga: cross-tenant

@@ -15,6 +15,7 @@ from runfacts.processors.policy import (
     allowed_command_types,
     check_approver,
     check_command,
+    check_tenant,
     effective_roles,
     load_policy,
     parse_policy,
@@ -42,8 +43,9 @@ roles = ["support_agent", "operator"]
 """
 
 
-def actor(subject: str = "alice", roles: tuple[str, ...] = ("support_agent",), source: str = "dashboard") -> Actor:
-    return Actor(subjectId=subject, roles=roles, authSource=source)
+def actor(subject: str = "alice", roles: tuple[str, ...] = ("support_agent",), source: str = "dashboard",
+          tenant: str | None = None) -> Actor:
+    return Actor(subjectId=subject, roles=roles, authSource=source, tenant=tenant)
 
 
 def envelope(command_type: str, who: Actor) -> CommandEnvelope:
@@ -66,7 +68,7 @@ def all_rules(**override: str) -> str:
 
 
 def test_load_policy_reads_version_and_rules_when_default_is_packaged():
-    assert POLICY.version == "2026-11-30.1"
+    assert POLICY.version == "2026-11-30.2"
     assert set(POLICY.commands) == set(COMMAND_CLASSES)
     assert {"dashboard", "cli", "agent-harness", "dispatcher", "decider-timer"} <= set(POLICY.sources)
     assert POLICY.capabilities == load_capabilities()
@@ -241,3 +243,42 @@ def test_pure_module_imports_no_clock_env_or_io_when_parsed(module):
             imported.add(node.module.split(".")[0])
     forbidden = {"time", "os", "random", "uuid", "secrets", "confluent_kafka", "rocksdict", "fastavro", "datetime"}
     assert imported & forbidden == set()
+
+
+@pytest.mark.parametrize(("who", "run_tenant", "expected"), [
+    (actor(tenant="acme"), "acme", None),
+    (actor(tenant="acme"), "globex", "tenant_mismatch"),
+    (actor(), "acme", "tenant_mismatch"),  # a tenantless human on a tenant's run
+    (actor(tenant="acme"), None, "tenant_mismatch"),  # a tenant's human on a tenantless run
+    (actor(), None, None),
+    (actor("olga", ("operator",), "cli"), "acme", None),  # a cross-tenant role
+    (actor("agent-harness", ("agent",), "agent-harness"), "acme", None),  # a service source
+    (actor("dispatcher-1", ("dispatcher",), "dispatcher", tenant="globex"), "acme", None),
+    (actor("mallory", ("operator",), "outbox:support-desk", tenant="globex"), "acme", "tenant_mismatch"),
+])
+def test_check_tenant_allows_only_own_tenant_when_source_is_tenant_scoped(who, run_tenant, expected):
+    assert check_tenant(POLICY, envelope("run.stop", who), run_tenant) == expected
+
+
+def test_load_policy_marks_services_not_tenant_scoped_when_default_is_packaged():
+    scoped = {name for name, rule in POLICY.sources.items() if rule.tenant_scoped}
+    assert scoped == {"dashboard", "cli", "outbox:support-desk"}
+    assert POLICY.cross_tenant_roles == {"operator"}
+
+
+def test_parse_policy_scopes_source_to_tenants_when_file_does_not_say():
+    parsed = parse_policy(SMALL.format(rules=all_rules()), POLICY.capabilities)
+    assert parsed.sources["dashboard"].tenant_scoped and parsed.cross_tenant_roles == frozenset()
+
+
+def test_parse_policy_rejects_config_when_no_source_vouches_for_cross_tenant_role():
+    text = 'crossTenantRoles = ["root"]\n' + SMALL.format(rules=all_rules())
+    with pytest.raises(ConfigError, match="crossTenantRoles.*root"):
+        parse_policy(text, POLICY.capabilities)
+
+
+def test_parse_policy_rejects_config_naming_setting_when_tenant_scoped_is_not_a_boolean():
+    text = SMALL.format(rules=all_rules()).replace('roles = ["support_agent", "operator"]',
+                                                   'roles = ["support_agent", "operator"]\ntenantScoped = "sometimes"')
+    with pytest.raises(ConfigError, match="sources.dashboard.tenantScoped"):
+        parse_policy(text, POLICY.capabilities)
