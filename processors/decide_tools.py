@@ -34,6 +34,10 @@ def tool_call(command: CommandBase, state: RunState, tool_call_id: str) -> ToolC
     """The run's tool call, or a rejection naming the unknown id."""
     call = state.toolCalls.get(tool_call_id)
     if call is None:
+        settled = state.settled_outcome(tool_call_id)
+        if settled is not None:
+            raise Rejected(command, "tool_call_settled", f"{tool_call_id} ended ({settled[0]}); "
+                           "its record is compacted, its history is in the events log")
         raise Rejected(command, "unknown_tool_call", tool_call_id)
     return call
 
@@ -47,6 +51,11 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
         same = existing.argsHash == p.argsHash
         raise Rejected(c, "already_proposed" if same else "tool_call_exists",
                        f"{p.toolCallId} is {existing.execution}; changed arguments need a new toolCallId")
+    settled = state.settled_outcome(p.toolCallId)
+    if settled is not None:
+        how, args = settled
+        raise Rejected(c, "already_proposed" if p.argsHash.startswith(args) else "tool_call_exists",
+                       f"{p.toolCallId} ended ({how}); a new call needs a new toolCallId")
     manifest = manifest_for(c, ctx, p.capabilityId)
     try:
         idempotency_key(c.runId, p.action, p.target, p.argsHash)

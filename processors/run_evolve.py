@@ -11,7 +11,9 @@ from typing import Any
 
 from runfacts.processors.retry import idempotency_key
 from runfacts.processors.run_state import (
+    ACTION_WINDOW,
     DEDUPE_WINDOW,
+    KEEP_SETTLED,
     PATH_WINDOW,
     ApprovalState,
     Budget,
@@ -241,11 +243,38 @@ def _proposed(s: RunState, e: ev.ToolCallProposed) -> dict[str, Any]:
         turnId=e.turnId, reasoningObjectId=e.reasoningObjectId, proposedAt=e.occurredAt,
     )
     action = action_hash(e.capabilityId, p.argsHash)
+    room = _compacted(s)
     return {
-        "toolCalls": {**s.toolCalls, p.toolCallId: call},
-        "actionCounts": {**s.actionCounts, action: s.actionCounts.get(action, 0) + 1},
+        **room,
+        "toolCalls": {**room.get("toolCalls", s.toolCalls), p.toolCallId: call},
+        "actionCounts": _counted(s.actionCounts, action),
         "attemptedPath": (*s.attemptedPath, f"{p.action}:{p.target}:{p.argsHash[:12]}")[-PATH_WINDOW:],
     }
+
+
+def _compacted(s: RunState) -> dict[str, Any]:
+    """A new proposal makes room: settled calls beyond the KEEP_SETTLED most recent ones (by
+    proposal order) shrink to an entry in settledCalls, with their decided approvals. Only at
+    a proposal, so a call that just settled stays whole for whoever reacts to that event."""
+    settled = [c for c in s.toolCalls.values() if c.settled]
+    if len(settled) <= KEEP_SETTLED:
+        return {}
+    old = {c.toolCallId: c.outcome() for c in settled[:len(settled) - KEEP_SETTLED]}
+    return {
+        "toolCalls": {k: c for k, c in s.toolCalls.items() if k not in old},
+        "approvals": {k: a for k, a in s.approvals.items() if a.toolCallId not in old or a.status == "open"},
+        "settledCalls": {**s.settledCalls, **old},
+    }
+
+
+def _counted(counts: dict[str, int], action: str) -> dict[str, int]:
+    """One more use of `action`, which becomes the most recent; only the ACTION_WINDOW most
+    recently used actions are counted (a loop repeats recent actions)."""
+    counted = {k: n for k, n in counts.items() if k != action}
+    counted[action] = counts.get(action, 0) + 1
+    if len(counted) > ACTION_WINDOW:
+        del counted[next(iter(counted))]
+    return counted
 
 
 def action_hash(capability_id: str, args_hash: str) -> str:
@@ -324,7 +353,7 @@ def _debited(s: RunState, e: ev.BudgetDebited) -> dict[str, Any]:
     action = e.payload.actionHash
     return {
         "budget": _replace(s.budget, used=used),
-        "actionCounts": {**s.actionCounts, action: s.actionCounts.get(action, 0) + 1},
+        "actionCounts": _counted(s.actionCounts, action),
     }
 
 

@@ -30,6 +30,11 @@ Reconciliation = Literal[
 ]
 DEDUPE_WINDOW = 256
 PATH_WINDOW = 32
+ACTION_WINDOW = 256
+"""Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
+KEEP_SETTLED = 32
+"""Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
+FINAL_VERIFICATION: frozenset[str] = frozenset({"confirmed_success", "confirmed_failure", "inconclusive"})
 
 
 class Frozen(BaseModel):
@@ -90,6 +95,22 @@ class ToolCallState(Frozen):
         """Dispatched, outcome not settled, and not closed by a cancellation."""
         return self.execution in IN_FLIGHT and self.closedReason is None
 
+    @property
+    def settled(self) -> bool:
+        """Nothing can happen to this call any more: closed before it ran, completed with a
+        final verification, or failed for good (no retry, no reconciliation, no timer)."""
+        if self.closedReason is not None:
+            return self.execution in ("proposed", "authorized")
+        if self.execution == "completed":
+            return self.verification in FINAL_VERIFICATION
+        return self.execution == "failed" and self.retryable is not True
+
+    def outcome(self) -> str:
+        """`<how it ended>:<argsHash prefix>`, what `RunState.settledCalls` keeps of it."""
+        how = self.closedReason or (f"completed/{self.verification}" if self.execution == "completed"
+                                    else f"failed/{self.errorClass}")
+        return f"{how}:{self.argsHash[:16]}"
+
 
 class Budget(Frozen):
     """Limits and what has been used; used never exceeds a limit (0 = unlimited)."""
@@ -136,6 +157,8 @@ class RunState(Frozen):
     turnCount: int = 0
     approvals: dict[str, ApprovalState] = {}
     toolCalls: dict[str, ToolCallState] = {}
+    settledCalls: dict[str, str] = {}
+    """Compacted tool calls: id -> `ToolCallState.outcome()` (their history is in the log)."""
     budget: Budget
     progress: Progress = Progress()
     recentCommands: tuple[str, ...] = ()
@@ -155,6 +178,14 @@ class RunState(Frozen):
     def in_flight_calls(self) -> list[ToolCallState]:
         """Tool calls dispatched whose outcome is not settled yet."""
         return [c for c in self.toolCalls.values() if c.in_flight]
+
+    def settled_outcome(self, tool_call_id: str) -> tuple[str, str] | None:
+        """(how it ended, argsHash prefix) of a compacted tool call; None if not compacted."""
+        kept = self.settledCalls.get(tool_call_id)
+        if kept is None:
+            return None
+        how, _, args = kept.rpartition(":")
+        return how, args
 
     def seen(self, command_id: str) -> bool:
         return command_id in self.recentCommands

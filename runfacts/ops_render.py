@@ -64,6 +64,9 @@ def inspect_panel(summary: dict[str, Any]) -> Group:
                         summary["pendingApprovals"]))
     parts.append(_table("tool calls", ["toolCallId", "capabilityId", "execution", "verification", "attempts",
                                        "errorClass", "reconciliation"], summary["toolCalls"]))
+    if summary["settledCalls"]:
+        parts.append(f"{summary['settledCalls']} older settled calls compacted (their history: "
+                     f"runfacts replay / the audit log)")
     budget = Table(title="budget", title_justify="left")
     for col in ("dimension", "used", "limit"):
         budget.add_column(col)

@@ -61,6 +61,7 @@ def operator_summary(state: RunState, now: datetime) -> dict[str, Any]:
         "activeTurnId": state.activeTurnId, "turnCount": state.turnCount,
         "pendingApprovals": [_approval_row(a) for a in state.open_approvals()],
         "toolCalls": [_call_row(c) for c in state.toolCalls.values()],
+        "settledCalls": len(state.settledCalls),
         "budget": _budget(state),
         "errors": _errors(state),
         "nextSafeAction": state.progress.nextSafeAction,
