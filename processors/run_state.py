@@ -98,12 +98,15 @@ class ToolCallState(Frozen):
     @property
     def settled(self) -> bool:
         """Nothing can happen to this call any more: closed before it ran, completed with a
-        final verification, or failed for good (no retry, no reconciliation, no timer)."""
-        if self.closedReason is not None:
-            return self.execution in ("proposed", "authorized")
+        final verification, or failed with no retry left to it (not retryable, or closed).
+        A closed result_unknown call is not settled: a late reconciliation may still end it."""
+        if self.execution in ("proposed", "authorized"):
+            return self.closedReason is not None
         if self.execution == "completed":
             return self.verification in FINAL_VERIFICATION
-        return self.execution == "failed" and self.retryable is not True
+        if self.execution == "failed":
+            return self.retryable is not True or self.closedReason is not None
+        return False
 
     def outcome(self) -> str:
         """`<how it ended>:<argsHash prefix>`, what `RunState.settledCalls` keeps of it."""

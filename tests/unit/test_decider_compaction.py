@@ -16,6 +16,8 @@ from decider_support import (
     completed,
     create,
     failed,
+    propose_refund,
+    resume,
     unknown,
 )
 from rich.console import Console
@@ -142,3 +144,14 @@ def test_inspect_says_how_many_calls_were_compacted_when_a_run_has_some():
     Console(file=out, width=200).print(inspect_panel(summary))
 
     assert summary["settledCalls"] == 2 and "2 older settled calls compacted" in out.getvalue()
+
+
+def test_call_whose_approval_was_rejected_is_compacted_when_it_is_old():
+    s = Scenario().given(create(BudgetAmounts(toolCalls=100_000, steps=100_000)), propose_refund(),
+                         resume(decision="reject"))
+    assert s.s.toolCalls["tool-call-031"].closedReason == "approval_rejected"
+    for i in range(KEEP_SETTLED + 1):
+        s.given(*run_call(i))
+
+    assert s.s.settledCalls["tool-call-031"].startswith("approval_rejected:")
+    assert "approval-tool-call-031" not in s.s.approvals
