@@ -119,3 +119,8 @@ def policy(path: Annotated[Path | None, typer.Argument(help="policy TOML (defaul
     loaded = load_policy(path)
     typer.echo(f"policy {loaded.version} sha256:{loaded.digest} "
                f"({len(loaded.sources)} sources, {len(loaded.commands)} command rules)")
+    scoped = sorted(name for name, rule in loaded.sources.items() if rule.tenant_scoped)
+    services = sorted(set(loaded.sources) - set(scoped))
+    typer.echo(f"tenant-scoped sources: {', '.join(scoped) or 'none'}; services (any tenant): "
+               f"{', '.join(services) or 'none'}; cross-tenant roles: "
+               f"{', '.join(sorted(loaded.cross_tenant_roles)) or 'none'}")
