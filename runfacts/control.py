@@ -66,6 +66,10 @@ def cancel_command(state: RunState, issue: Issue, reason: str = "") -> cmd.Cance
 
 
 def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.RetryToolCall:
+    settled = state.settled_outcome(tool_call_id)
+    if settled is not None:
+        raise ControlError(f"tool call {tool_call_id} of run {state.runId} ended ({settled[0]}) and is "
+                           "compacted: nothing to retry (its history: runfacts replay / the audit log)")
     if tool_call_id not in state.toolCalls:
         known = ", ".join(state.toolCalls) or "none"
         raise ControlError(f"run {state.runId} has no tool call {tool_call_id} (tool calls: {known})")

@@ -57,6 +57,13 @@ def test_retry_command_names_known_calls_when_id_is_unknown():
         retry_command(_waiting().s, "tc-x", Issue(ALICE, "c", NOW))
 
 
+def test_retry_command_says_call_ended_when_it_is_compacted():
+    state = _waiting().s.model_copy(update={"settledCalls": {"tc-old": "failed/card_declined:0123456789abcdef"}})
+
+    with pytest.raises(ControlError, match=r"tc-old .* ended \(failed/card_declined\) and is compacted"):
+        retry_command(state, "tc-old", Issue(ALICE, "c", NOW))
+
+
 def test_find_approval_asks_for_run_when_two_runs_hold_the_id():
     one = _waiting().s
     two = one.model_copy(update={"runId": "run-other"})
