@@ -213,11 +213,8 @@ class DeciderShell:
         command: CommandBase = record.value
         if record.key != command.runId.encode():
             # on the wrong partition the run's single writer would never see it
-            bad = InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
-                               position=record.position, schema=type(command).__name__,
-                               version=command.schemaVersion)
-            ctx.emit(self.names.dlq, record.key, self.codec.encode(command),
-                     list(record.headers or []) + bad.headers() + [("dlq.app", self.app_name.encode())])
+            ctx.dead_letter(InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
+                                         schema=type(command).__name__, version=command.schemaVersion))
             return
         command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
         tel = self.telemetry
@@ -326,14 +323,9 @@ class DeciderShell:
 
     def _refuse_growth(self, command: CommandBase, size: int, ctx: Context) -> None:
         """Step 4's state limit: the command goes to the dead-letter topic, the run stays as it was."""
-        record = ctx.record
-        bad = InvalidInput(f"run state would grow to {size} bytes (limit {self.limits.max_state_bytes}): "
-                           f"{command.commandType} not decided; stop, complete or archive the run",
-                           position=record.position if record is not None else None,
-                           schema=type(command).__name__, version=command.schemaVersion)
-        headers = list(record.headers or []) if record is not None else []
-        ctx.emit(self.names.dlq, command.runId.encode(), self.codec.encode(command),
-                 headers + bad.headers() + [("dlq.app", self.app_name.encode())])
+        ctx.dead_letter(InvalidInput(f"run state would grow to {size} bytes (limit {self.limits.max_state_bytes}): "
+                                     f"{command.commandType} not decided; stop, complete or archive the run",
+                                     schema=type(command).__name__, version=command.schemaVersion))
 
     def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None,
               dumped: tuple[bytes, dict[str, Parts]] | None = None) -> None:

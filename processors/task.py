@@ -107,6 +107,15 @@ class Context:
             pinned = {} if partition is None else {"partition": partition}
             send(self._out, topic, value, key, headers=headers, **pinned)
 
+    def dead_letter(self, exc: InvalidInput) -> None:
+        """Refuse the input record from inside the handler: it goes, unchanged, to the
+        application's dead-letter topic, as records that cannot be deserialized do (the error
+        is located at the record's position)."""
+        record = self.record
+        if record is None:
+            raise RuntimeError(f"dead_letter({exc}) outside process: a timer has no input record")
+        self._task.dead_letter(record.message, exc.at(record.position))
+
     def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
         """Fire `on_timer` for (key, timer_id) at wall-clock due_ms (replaces an earlier one)."""
         if self._app.on_timer is None:
@@ -211,6 +220,11 @@ class Task:
     def _invalid(self, source: Source, msg: Any, exc: InvalidInput) -> None:
         if source.on_invalid == "fail":
             raise exc
+        self.dead_letter(msg, exc)
+
+    def dead_letter(self, msg: Any, exc: InvalidInput) -> None:
+        """The consumed message, as it was, to the dead-letter topic with its headers plus the
+        error's (`dlq.*`) and the app's name; in the current transaction like any output."""
         log.warning("dead-lettering %s to %s", exc, self.app.dead_letter_topic)
         headers = list(msg.headers() or []) + exc.headers() + [("dlq.app", self.app.name.encode())]
         send(self.out, self.app.dead_letter_topic, msg.value(), msg.key(), headers=headers)

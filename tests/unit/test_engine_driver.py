@@ -285,3 +285,22 @@ def test_flush_error_names_the_partition_when_flush_raises() -> None:
     with pytest.raises(ProcessingError, match="flush of partition 0"):
         driver.pipe("input", b"x", b"a")
     assert driver.outputs() == []
+
+
+def test_handler_dead_letters_the_record_unchanged_when_it_refuses_it() -> None:
+    def process(record: Record, ctx: Context) -> None:
+        if record.value == b"refuse me":
+            ctx.dead_letter(InvalidInput("not wanted here", schema="Probe"))
+        else:
+            ctx.emit("output", record.key, record.value)
+
+    driver = TestDriver(Application("refuser", (Source("input"),), process))
+    driver.pipe("input", b"refuse me", b"k", headers=[("trace", b"1")])
+    driver.pipe("input", b"fine", b"k")
+
+    (dead,) = driver.dead_letters()
+    headers = dict(dead.headers or [])
+    assert (dead.key, dead.value) == (b"k", b"refuse me")
+    assert headers["trace"] == b"1" and headers["dlq.error"] == b"not wanted here"
+    assert (headers["dlq.topic"], headers["dlq.offset"], headers["dlq.app"]) == (b"input", b"0", b"refuser")
+    assert [r.value for r in driver.outputs("output")] == [b"fine"]
