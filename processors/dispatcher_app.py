@@ -46,8 +46,7 @@ from runfacts.processors.run_state import RunState, ToolCallState
 from runfacts.processors.task import Context
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
-from runfacts.schemas.errors import InvalidInput
-from runfacts.schemas.models import new_command
+from runfacts.schemas.models import decode_event, new_command
 from runfacts.topics import TopicNames
 
 log = logging.getLogger("runfacts.dispatcher")
@@ -103,12 +102,7 @@ class DispatcherShell:
     # --- engine hooks -----------------------------------------------------------------
 
     def deserialize(self, data: bytes | None) -> EventBase:
-        if data is None:
-            raise InvalidInput("empty event (tombstone)", schema="runfacts.events")
-        value = self.codec.decode(data)
-        if not isinstance(value, EventBase):
-            raise InvalidInput(f"{value.commandType} is a command, not an event", schema=type(value).__name__)
-        return value
+        return decode_event(self.codec, data)
 
     def process(self, record: Record, ctx: Context) -> None:
         """Steps 2-5 of the module docstring for one event."""
