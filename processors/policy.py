@@ -79,16 +79,17 @@ class CommandRule(BaseModel):
 
 
 class Policy(BaseModel):
-    """A versioned access policy plus the capability catalog it applies to."""
+    """A versioned access policy plus the capability catalog it applies to. Aliases are the
+    file's keys, so a validation error names the setting as the file spells it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True)
 
-    version: str = Field(pattern=VERSION_PATTERN)
+    version: str = Field(pattern=VERSION_PATTERN, alias="policyVersion")
     digest: str  # sha256 of the policy text: catches an edit without a version bump
     sources: dict[str, SourceRule]
     commands: dict[str, CommandRule]
     capabilities: CapabilityCatalog
-    cross_tenant_roles: frozenset[str] = frozenset()
+    cross_tenant_roles: frozenset[str] = Field(default=frozenset(), alias="crossTenantRoles")
     """Roles whose holders act on runs of any tenant (e.g. platform operators)."""
 
 
@@ -181,20 +182,13 @@ def parse_policy(text: str, catalog: CapabilityCatalog, source: str = "<policy>"
     unknown = sorted(set(data) - {"policyVersion", "sources", "commands", "crossTenantRoles"})
     if unknown:
         raise ConfigError(f"{source}:{unknown[0]}", data[unknown[0]], "unknown top-level key")
-    raw = {
-        "version": data.get("policyVersion"),
-        "digest": hashlib.sha256(text.encode()).hexdigest(),
-        "sources": data.get("sources", {}),
-        "commands": data.get("commands", {}),
-        "capabilities": catalog,
-        "cross_tenant_roles": data.get("crossTenantRoles", []),
-    }
+    raw = {"sources": {}, "commands": {}, **data,  # a missing table: every rule is reported missing
+           "digest": hashlib.sha256(text.encode()).hexdigest(), "capabilities": catalog}
     try:
         policy = Policy.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        path = ".".join(str(part) for part in first["loc"]).replace("version", "policyVersion", 1)
-        path = path.replace("cross_tenant_roles", "crossTenantRoles").replace("tenant_scoped", "tenantScoped")
+        path = ".".join(str(part) for part in first["loc"])
         raise ConfigError(f"{source}:{path}", first.get("input"), first["msg"]) from exc
     _check_complete(policy, source)
     return policy
