@@ -34,7 +34,7 @@ def tool_call(command: CommandBase, state: RunState, tool_call_id: str) -> ToolC
     """The run's tool call, or a rejection naming the unknown id."""
     call = state.toolCalls.get(tool_call_id)
     if call is None:
-        settled = state.settled_outcome(tool_call_id)
+        settled = state.settledCalls.get(tool_call_id)
         if settled is not None:
             raise Rejected(command, "tool_call_settled", f"{tool_call_id} ended ({settled[0]}); "
                            "its record is compacted, its history is in the events log")
@@ -51,7 +51,7 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
         same = existing.argsHash == p.argsHash
         raise Rejected(c, "already_proposed" if same else "tool_call_exists",
                        f"{p.toolCallId} is {existing.execution}; changed arguments need a new toolCallId")
-    settled = state.settled_outcome(p.toolCallId)
+    settled = state.settledCalls.get(p.toolCallId)
     if settled is not None:
         how, args = settled
         raise Rejected(c, "already_proposed" if p.argsHash.startswith(args) else "tool_call_exists",

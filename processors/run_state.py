@@ -108,11 +108,11 @@ class ToolCallState(Frozen):
             return self.retryable is not True or self.closedReason is not None
         return False
 
-    def outcome(self) -> str:
-        """`<how it ended>:<argsHash prefix>`, what `RunState.settledCalls` keeps of it."""
+    def outcome(self) -> tuple[str, str]:
+        """(how it ended, argsHash prefix): what `RunState.settledCalls` keeps of a settled call."""
         how = self.closedReason or (f"completed/{self.verification}" if self.execution == "completed"
                                     else f"failed/{self.errorClass}")
-        return f"{how}:{self.argsHash[:16]}"
+        return how, self.argsHash[:16]
 
 
 class Budget(Frozen):
@@ -160,7 +160,7 @@ class RunState(Frozen):
     turnCount: int = 0
     approvals: dict[str, ApprovalState] = {}
     toolCalls: dict[str, ToolCallState] = {}
-    settledCalls: dict[str, str] = {}
+    settledCalls: dict[str, tuple[str, str]] = {}
     """Compacted tool calls: id -> `ToolCallState.outcome()` (their history is in the log)."""
     budget: Budget
     progress: Progress = Progress()
@@ -181,14 +181,6 @@ class RunState(Frozen):
     def in_flight_calls(self) -> list[ToolCallState]:
         """Tool calls dispatched whose outcome is not settled yet."""
         return [c for c in self.toolCalls.values() if c.in_flight]
-
-    def settled_outcome(self, tool_call_id: str) -> tuple[str, str] | None:
-        """(how it ended, argsHash prefix) of a compacted tool call; None if not compacted."""
-        kept = self.settledCalls.get(tool_call_id)
-        if kept is None:
-            return None
-        how, _, args = kept.rpartition(":")
-        return how, args
 
     def seen(self, command_id: str) -> bool:
         return command_id in self.recentCommands

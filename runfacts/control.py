@@ -66,7 +66,7 @@ def cancel_command(state: RunState, issue: Issue, reason: str = "") -> cmd.Cance
 
 
 def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.RetryToolCall:
-    settled = state.settled_outcome(tool_call_id)
+    settled = state.settledCalls.get(tool_call_id)
     if settled is not None:
         raise ControlError(f"tool call {tool_call_id} of run {state.runId} ended ({settled[0]}) and is "
                            "compacted: nothing to retry (its history: runfacts replay / the audit log)")

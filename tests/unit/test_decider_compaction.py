@@ -8,6 +8,7 @@ import io
 from decider_support import (
     DISPATCHER,
     OPERATOR,
+    REFUND_HASH,
     RUN,
     T0,
     Scenario,
@@ -67,7 +68,7 @@ def test_state_keeps_only_recent_settled_calls_whole_when_run_makes_many_calls()
     assert len(s.s.toolCalls) == KEEP_SETTLED + 1
     assert list(s.s.toolCalls)[0] == f"call-{39:05d}"
     assert len(s.s.settledCalls) == 39
-    assert s.s.settledCalls["call-00000"] == f"completed/confirmed_success:{_hash(0)[:16]}"
+    assert s.s.settledCalls["call-00000"] == ("completed/confirmed_success", _hash(0)[:16])
 
 
 def test_state_grows_by_a_short_entry_per_call_when_calls_are_compacted():
@@ -115,7 +116,7 @@ def test_call_that_just_settled_stays_whole_until_the_next_proposal():
 
     assert "call-00000" in s.s.toolCalls  # the settling event's consumers still find it
     s.given(propose(KEEP_SETTLED + 1))
-    assert "call-00000" not in s.s.toolCalls and s.s.settledCalls["call-00000"].startswith("completed/")
+    assert "call-00000" not in s.s.toolCalls and s.s.settledCalls["call-00000"][0].startswith("completed/")
 
 
 def test_failed_non_retryable_calls_are_compacted_with_their_error_class():
@@ -124,7 +125,7 @@ def test_failed_non_retryable_calls_are_compacted_with_their_error_class():
     for i in range(1, KEEP_SETTLED + 2):
         s.given(*run_call(i))
 
-    assert s.s.settledCalls["call-00000"] == f"failed/card_declined:{_hash(0)[:16]}"
+    assert s.s.settledCalls["call-00000"] == ("failed/card_declined", _hash(0)[:16])
 
 
 def test_loop_count_restarts_when_action_left_the_window_of_recent_actions():
@@ -153,5 +154,5 @@ def test_call_whose_approval_was_rejected_is_compacted_when_it_is_old():
     for i in range(KEEP_SETTLED + 1):
         s.given(*run_call(i))
 
-    assert s.s.settledCalls["tool-call-031"].startswith("approval_rejected:")
+    assert s.s.settledCalls["tool-call-031"] == ("approval_rejected", REFUND_HASH[:16])
     assert "approval-tool-call-031" not in s.s.approvals

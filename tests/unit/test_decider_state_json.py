@@ -29,8 +29,10 @@ def _of(annotation: Any) -> st.SearchStrategy[Any]:
         return st.one_of(*[st.none() if a is type(None) else _of(a) for a in args])
     if origin is Literal:
         return st.sampled_from(args)
-    if origin is tuple:
+    if origin is tuple and args[-1] is Ellipsis:
         return st.lists(_of(args[0]), max_size=3).map(tuple)
+    if origin is tuple:  # fixed length, e.g. settledCalls' (how it ended, argsHash prefix)
+        return st.tuples(*map(_of, args))
     if origin is dict:
         return st.dictionaries(TEXT, _of(args[1]), max_size=3)
     simple = {str: TEXT, int: st.integers(-2**63, 2**63 - 1), bool: st.booleans(), datetime: MOMENTS}

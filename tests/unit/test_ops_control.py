@@ -58,7 +58,7 @@ def test_retry_command_names_known_calls_when_id_is_unknown():
 
 
 def test_retry_command_says_call_ended_when_it_is_compacted():
-    state = _waiting().s.model_copy(update={"settledCalls": {"tc-old": "failed/card_declined:0123456789abcdef"}})
+    state = _waiting().s.model_copy(update={"settledCalls": {"tc-old": ("failed/card_declined", "0123456789abcdef")}})
 
     with pytest.raises(ControlError, match=r"tc-old .* ended \(failed/card_declined\) and is compacted"):
         retry_command(state, "tc-old", Issue(ALICE, "c", NOW))
