@@ -7,12 +7,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
+from runfacts.processors.approval_tokens import Keyring
 from runfacts.processors.capabilities import parse_capabilities
 from runfacts.processors.decider import DecideContext, decide
+from runfacts.processors.decider_security import policy_checks
+from runfacts.processors.policy import load_policy
 from runfacts.processors.retry import args_hash, idempotency_key
 from runfacts.processors.run_evolve import fold
 from runfacts.processors.run_state import RunState
@@ -56,6 +60,11 @@ maxBackoffMs = 1000
 deadlineMs = 10000
 """
 CTX = DecideContext(capabilities=parse_capabilities(MANIFEST), current_versions=VERSIONS)
+
+
+def policy_ctx(keyring: Keyring | None = None) -> DecideContext:
+    """CTX enforcing the packaged access policy (and signed approvals when a keyring is given)."""
+    return replace(CTX, **policy_checks(load_policy(catalog=CTX.capabilities), keyring))
 REFUND_ARGS = {"orderId": "order-001", "amountMinor": 4200, "currency": "EUR"}
 REFUND_HASH = args_hash(REFUND_ARGS)
 REFUND_KEY = idempotency_key(RUN, "refund", "order-001", REFUND_HASH)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AclBindingFilter, AdminClient
-from decider_support import CTX, RUN, USER, Scenario, command, create, propose_refund, resume
+from decider_support import RUN, USER, Scenario, command, create, policy_ctx, propose_refund, resume
 from engine_support import EngineThread
 from ops_support import write_users
 from typer.testing import CliRunner
@@ -29,10 +29,7 @@ from runfacts.cli import app
 from runfacts.dashboard_cli import DashboardSettings, build_dashboard
 from runfacts.devenv import SCRIPTS, port_open
 from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider import DecideContext
 from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.decider_security import policy_checks
-from runfacts.processors.policy import load_policy
 from runfacts.processors.settings import EngineSettings
 from runfacts.projections import user_view
 from runfacts.projections.audit_verify import VerifySettings, verify
@@ -194,8 +191,7 @@ def read_events(settings: KafkaSettings, topic: str, group: str, until: Callable
 def test_decider_engine_enforces_policy_and_signed_approvals_when_run_as_scram_principal(
         deployment, monkeypatch, tmp_path):
     names, keyring = deployment.names, Keyring(keys={"k1": SigningKey(secrets.token_bytes(32))}, current="k1")
-    ctx = DecideContext(current_versions=CTX.current_versions,
-                        **policy_checks(load_policy(catalog=CTX.capabilities), keyring))
+    ctx = policy_ctx(keyring)
     approve = resume()
     claims = ApprovalClaims(RUN, "approval-tool-call-031", approve.payload.argsHash, "approve",
                             approve.actor.subjectId, int(time.time() * 1000) + 600_000)

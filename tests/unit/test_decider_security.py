@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from decider_support import (
-    CTX,
     OPERATOR,
     REFUND_HASH,
     RUN,
@@ -15,20 +14,18 @@ from decider_support import (
     command,
     completed,
     create,
+    policy_ctx,
     propose_refund,
     resume,
 )
 
 from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider import DecideContext
-from runfacts.processors.decider_security import policy_checks, to_millis
-from runfacts.processors.policy import load_policy
+from runfacts.processors.decider_security import to_millis
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 
-POLICY = load_policy(catalog=CTX.capabilities)
 KEYRING = Keyring(keys={"k1": SigningKey(b"k" * 32)}, current="k1")
-SECURED = DecideContext(current_versions=CTX.current_versions, **policy_checks(POLICY, KEYRING))
+SECURED = policy_ctx(KEYRING)
 APPROVAL = "approval-tool-call-031"
 
 
@@ -44,7 +41,7 @@ def waiting() -> Scenario:
 
 
 def test_default_policy_admits_the_decider_test_actors_when_run_goes_end_to_end():
-    unsigned = DecideContext(current_versions=CTX.current_versions, **policy_checks(POLICY))
+    unsigned = policy_ctx()
     s = Scenario(unsigned).given(create(), propose_refund(), resume(), claim(), completed())
     s.given(command(cmd.CompleteRun, outcomeRef="out-1"), command(cmd.ArchiveRun))
     assert s.s.archived

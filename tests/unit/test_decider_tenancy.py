@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from decider_support import (
     AGENT,
-    CTX,
     DISPATCHER,
     OPERATOR,
     USER,
@@ -14,18 +13,15 @@ from decider_support import (
     command,
     completed,
     create,
+    policy_ctx,
     propose_refund,
     resume,
 )
 
-from runfacts.processors.decider import DecideContext
-from runfacts.processors.decider_security import policy_checks
-from runfacts.processors.policy import load_policy
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 
-POLICY = load_policy(catalog=CTX.capabilities)
-TENANCY = DecideContext(current_versions=CTX.current_versions, **policy_checks(POLICY))
+TENANCY = policy_ctx()
 ACME_USER = USER.model_copy(update={"tenant": "acme"})
 ACME_SUPPORT = Actor(subjectId="alice", roles=("support_agent",), tenant="acme", authSource="dashboard")
 GLOBEX_SUPPORT = Actor(subjectId="gina", roles=("support_agent",), tenant="globex", authSource="dashboard")

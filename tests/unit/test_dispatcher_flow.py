@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from decider_support import CTX, OPERATOR, REFUND_ARGS, REFUND_HASH
+from decider_support import OPERATOR, REFUND_ARGS, REFUND_HASH, policy_ctx
 from dispatcher_support import CALL, Loop
 
-from runfacts.processors.decider_security import policy_checks
-from runfacts.processors.policy import load_policy
 from runfacts.schemas import commands as cmd
 
 CLAIMED = ["tool.call.dispatching", "approval.consumed", "budget.debited"]
@@ -155,8 +152,7 @@ def test_tool_is_called_once_when_the_transaction_is_aborted_and_replayed(loop: 
 
 
 def test_dispatcher_commands_pass_the_packaged_access_policy_when_the_decider_enforces_it(tmp_path: Path) -> None:
-    checks = policy_checks(load_policy(catalog=CTX.capabilities))
-    loop = Loop(tmp_path, ctx=replace(CTX, **checks))
+    loop = Loop(tmp_path, ctx=policy_ctx())
     try:
         loop.start_refund()
         assert loop.rejections() == [] and loop.call().execution == "completed"
