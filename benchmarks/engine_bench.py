@@ -73,7 +73,7 @@ class Result:
 
 
 def python_for(framework: str) -> str:
-    """The interpreter for a framework: this one for runfacts, a pinned virtualenv otherwise."""
+    """The interpreter for a framework: this one for OWN_VENV rows, a pinned virtualenv otherwise."""
     if framework in OWN_VENV:
         return sys.executable
     venv = VENVS / framework

@@ -79,9 +79,9 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
 def _check_tenant(command: CommandBase, run_tenant: str | None, ctx: DecideContext) -> None:
     denied = ctx.check_tenant(command, run_tenant)
     if denied is not None:
-        actor = command.actor
-        raise Rejected(command, denied, f"actor {actor.subjectId} via {actor.authSource} is in tenant "
-                       f"{actor.tenant or '<none>'}, the run in {run_tenant or '<none>'}")
+        actor = command.actor  # the run's tenant stays unnamed: the rejection may reach another tenant
+        raise Rejected(command, denied, f"actor {actor.subjectId} via {actor.authSource} acts in tenant "
+                       f"{actor.tenant or '<none>'} only")
 
 
 def event_id(run_id: str, command_id: str, index: int) -> str:

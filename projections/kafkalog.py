@@ -46,7 +46,6 @@ _data_partition = cast("Callable[[Message], int]", Message.partition)
 _data_offset = cast("Callable[[Message], int]", Message.offset)
 
 
-
 class DataMessage(Protocol):
     """A consumed record that is not an error event: its topic, partition and offset are set."""
 
