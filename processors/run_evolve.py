@@ -270,8 +270,8 @@ def _compacted(s: RunState) -> dict[str, Any]:
 def _counted(counts: dict[str, int], action: str) -> dict[str, int]:
     """One more use of `action`, which becomes the most recent; only the ACTION_WINDOW most
     recently used actions are counted (a loop repeats recent actions)."""
-    counted = {k: n for k, n in counts.items() if k != action}
-    counted[action] = counts.get(action, 0) + 1
+    counted = dict(counts)  # a C-level copy; the pop moves `action` to the end
+    counted[action] = counted.pop(action, 0) + 1
     if len(counted) > ACTION_WINDOW:
         del counted[next(iter(counted))]
     return counted
