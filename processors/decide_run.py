@@ -224,9 +224,14 @@ def fire_timer(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Dr
 
 
 def _expire_approval(c: cmd.FireTimer, state: RunState) -> list[Draft]:
+    """An open approval expires; so does a grant whose call still waits for a claim."""
     approval = state.approvals.get(c.payload.targetId)
-    if approval is None or approval.status != "open" or c.issuedAt < approval.expiresAt:
+    if approval is None or c.issuedAt < approval.expiresAt:
         return TimerStale.EVENTS
+    call = state.toolCalls.get(approval.toolCallId)
+    if approval.status != "open":
+        waiting = call is not None and call.awaiting_claim and state.lapsed_grant(call, c.issuedAt)
+        return tools.lapsed_authorization(state, call, approval) if waiting and call else TimerStale.EVENTS
     drafts = [draft(ev.ApprovalExpired, approvalId=approval.approvalId, toolCallId=approval.toolCallId,
                     expiresAt=approval.expiresAt)]
     if state.status == "waiting_for_approval" and len(state.open_approvals()) == 1:

@@ -13,7 +13,7 @@ from runfacts.processors.capabilities import CapabilityManifest
 from runfacts.processors.decision import DecideContext, Draft, Rejected, draft
 from runfacts.processors.retry import idempotency_key
 from runfacts.processors.run_evolve import action_hash
-from runfacts.processors.run_state import RunState, ToolCallState
+from runfacts.processors.run_state import ApprovalState, RunState, ToolCallState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import BudgetAmounts, CommandBase
@@ -107,13 +107,31 @@ def _loop_review(c: CommandBase, state: RunState, ctx: DecideContext, action: st
                   detail=f"{action} repeated {state.actionCounts[action]} times")]
 
 
+def lapsed_authorization(state: RunState, call: ToolCallState, approval: ApprovalState) -> list[Draft]:
+    """A grant that expired before a dispatch attempt: the approval expires, the call closes
+    and a running run pauses for re-authorization (SEMANTICS.md §6): propose the same
+    arguments again for a new approval (same argsHash, so the same idempotency key)."""
+    drafts = [draft(ev.ApprovalExpired, capabilityId=call.capabilityId, approvalId=approval.approvalId,
+                    toolCallId=call.toolCallId, expiresAt=approval.expiresAt)]
+    if state.status == "running":
+        drafts.append(draft(ev.RunPaused, reason="approval_expired", approvalId=approval.approvalId,
+                            detail=f"{call.toolCallId}: the grant expired at {approval.expiresAt.isoformat()} "
+                                   f"before dispatch attempt {call.attempts + 1}; re-authorization "
+                                   "needed: propose the call again"))
+    return drafts
+
+
 def claim(c: cmd.ClaimToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
-    """A dispatcher claims an authorized call: the claim is a fact before any call is made."""
+    """A dispatcher claims an authorized call: the claim is a fact before any call is made.
+    Every claim (the first and a re-dispatch after not_found) re-checks the grant's expiry."""
     p = c.payload
     call = tool_call(c, state, p.toolCallId)
     _check_claimable(c, call, ctx)
     if state.status not in CLAIMABLE_STATUS:
         raise Rejected(c, "run_not_active", f"run is {state.status}: no new dispatches")
+    lapsed = state.lapsed_grant(call, c.issuedAt)
+    if lapsed is not None:
+        return lapsed_authorization(state, call, lapsed)
     over = _over_budget(state, BudgetAmounts(toolCalls=1))
     if over:
         return over
@@ -258,6 +276,9 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
                     resultRef=p.resultRef, resultHash=p.resultHash)]
     if p.outcome == "found_completed":
         drafts.append(draft(ev.VerificationUpdated, **ids, toolCallId=p.toolCallId, status="pending"))
+    lapsed = state.lapsed_grant(call, c.issuedAt) if p.outcome == "not_found" else None
+    if lapsed is not None and state.status != "cancelling":  # no re-dispatch on the old grant
+        drafts += lapsed_authorization(state, call, lapsed)
     past_deadline = call.reconcileDeadline is not None and c.issuedAt >= call.reconcileDeadline
     if p.outcome == "still_unknown" and past_deadline and state.status != "needs_review":
         drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
@@ -279,6 +300,10 @@ def retry(c: cmd.RetryToolCall, state: RunState, ctx: DecideContext) -> list[Dra
     max_attempts = manifest_for(c, ctx, call.capabilityId).retry.max_attempts
     if call.attempts >= max_attempts:
         raise Rejected(c, "max_attempts", f"{call.attempts} of {max_attempts} used")
+    lapsed = state.lapsed_grant(call, c.issuedAt)
+    if lapsed is not None:
+        raise Rejected(c, "approval_expired", f"{lapsed.approvalId} expired at "
+                       f"{lapsed.expiresAt.isoformat()}: propose the call again for a new approval")
     return [draft(ev.ToolCallRetryRequested, capabilityId=call.capabilityId,
                   toolCallId=call.toolCallId, actor=c.actor)]
 

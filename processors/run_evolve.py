@@ -216,7 +216,12 @@ def _approval_rejected(s: RunState, e: ev.ApprovalRejected) -> dict[str, Any]:
 
 
 def _approval_expired(s: RunState, e: ev.ApprovalExpired) -> dict[str, Any]:
+    """An open approval, or a grant that lapsed before a dispatch attempt: its call is closed
+    (it needs a new approval), also a result_unknown call reconciled not_found."""
     changes = _with_approval(s, e, e.payload.approvalId, status="expired", decidedAt=e.occurredAt)
+    call = s.toolCalls.get(e.payload.toolCallId)
+    if call is not None and call.awaiting_claim and call.execution == "result_unknown":
+        return _with_call(s, e, call.toolCallId, closedReason="approval_expired") | changes
     return _close_call(s, e, e.payload.approvalId, "approval_expired", changes)
 
 

@@ -96,6 +96,14 @@ class ToolCallState(Frozen):
         return self.execution in IN_FLIGHT and self.closedReason is None
 
     @property
+    def awaiting_claim(self) -> bool:
+        """Authorized (or reconciled not_found after a lost response), not closed: a
+        dispatcher's next step is a claim, which needs a valid authorization."""
+        ready = self.execution == "authorized" or (
+            self.execution == "result_unknown" and self.reconciliation == "not_found")
+        return ready and self.closedReason is None
+
+    @property
     def settled(self) -> bool:
         """Nothing can happen to this call any more: closed before it ran, completed with a
         final verification, or failed with no retry left to it (not retryable, or closed).
@@ -177,6 +185,14 @@ class RunState(Frozen):
     def open_approvals(self) -> list[ApprovalState]:
         """Approvals still waiting for a decision, oldest first."""
         return [a for a in self.approvals.values() if a.status == "open"]
+
+    def lapsed_grant(self, call: ToolCallState, at: datetime) -> ApprovalState | None:
+        """The call's granted (or consumed) approval when it has expired by `at`: the grant
+        no longer authorizes a dispatch attempt (SEMANTICS.md §6)."""
+        approval = self.approvals.get(call.approvalId or "")
+        if approval is None or approval.status not in ("granted", "consumed") or at < approval.expiresAt:
+            return None
+        return approval
 
     def in_flight_calls(self) -> list[ToolCallState]:
         """Tool calls dispatched whose outcome is not settled yet."""

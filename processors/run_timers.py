@@ -32,6 +32,10 @@ def wanted_timers(state: RunState | None) -> dict[str, TimerSpec]:
         timers[f"expiry:{approval.approvalId}"] = TimerSpec(
             "approval_expiry", approval.approvalId, approval.expiresAt)
     for call in state.toolCalls.values():
+        grant = state.approvals.get(call.approvalId or "")
+        if grant is not None and grant.status in ("granted", "consumed") and call.awaiting_claim:
+            timers[f"expiry:{grant.approvalId}"] = TimerSpec(  # a grant lapses before a claim
+                "approval_expiry", grant.approvalId, grant.expiresAt)
         if call.execution == "result_unknown" and call.reconcileDeadline is not None:
             timers[f"reconcile:{call.toolCallId}"] = TimerSpec(
                 "reconciliation_deadline", call.toolCallId, call.reconcileDeadline)

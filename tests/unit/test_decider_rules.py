@@ -23,6 +23,7 @@ from decider_support import (  # noqa: I001
     timer,
 )
 
+from runfacts.processors.run_timers import wanted_timers
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 
@@ -124,8 +125,15 @@ def test_expiry_timer_pauses_run_for_reauthorization_when_approval_expires() -> 
     assert s.s.status == "waiting_for_approval"
 
 
-def test_expiry_timer_is_a_no_op_when_approval_was_already_decided() -> None:
-    s = approved_refund()
+def test_expiry_timer_is_a_no_op_when_approved_call_was_already_claimed() -> None:
+    s = approved_refund().given(claim())
+    due = s.s.approvals["approval-tool-call-031"].expiresAt
+    assert s.when(timer("approval_expiry", "approval-tool-call-031", due)).last == []
+    assert "expiry:approval-tool-call-031" not in wanted_timers(s.s)
+
+
+def test_expiry_timer_is_a_no_op_when_approval_was_rejected() -> None:
+    s = Scenario().given(create(), propose_refund(), resume(decision="reject"))
     due = s.s.approvals["approval-tool-call-031"].expiresAt
     assert s.when(timer("approval_expiry", "approval-tool-call-031", due)).last == []
 
