@@ -180,6 +180,15 @@ def claimable(call: ToolCallState, run: RunState) -> bool:
     return ready and call.closedReason is None and run.status in CLAIMABLE_STATUS
 
 
+def lapsed_grant(call: ToolCallState, run: RunState, now_ms: int) -> str | None:
+    """Why `call` must not be claimed now: its approval's grant expired (SEMANTICS.md §6; the
+    decider pauses the run for re-authorization at its expiry timer), or None."""
+    grant = run.approvals.get(call.approvalId or "")
+    if grant is None or grant.status not in ("granted", "consumed") or now_ms < _ms(grant.expiresAt):
+        return None
+    return f"{grant.approvalId} expired at {grant.expiresAt.isoformat()}: the run needs a new approval"
+
+
 def _ms(at: Any) -> int:
     return int(at.timestamp() * 1000)
 

@@ -177,6 +177,11 @@ class DispatcherShell:
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        lapsed = core.lapsed_grant(call, run, self._now_ms())
+        if lapsed is not None:
+            log.warning("not claiming %s/%s attempt %d: %s", run.runId, call.toolCallId,
+                        call.attempts + 1, lapsed)
+            return
         claim = core.claim_draft(call, self.settings.incarnation)
         if claim is None:
             log.warning("cannot claim %s/%s: incarnation %d is behind the call's epoch %d", run.runId,

@@ -1,0 +1,58 @@
+"""Issue 15 item 2 end to end (decider + dispatcher drivers, simulator on loopback): a grant
+that expired while the dispatcher was down never executes; the run pauses for a new approval."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from decider_support import REFUND_HASH
+from dispatcher_support import Loop
+
+TTL_MS = 900_000  # decider_support's approvalTtlMs for payments.refund
+PAST_EXPIRY_MS = TTL_MS + 19_000
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loop]:
+    loop = Loop(tmp_path)
+    yield loop
+    loop.close()
+
+
+def _claims(loop: Loop) -> list[int]:
+    return [c.payload.attempt for c in loop.commands() if c.commandType == "tool.call.claim"]
+
+
+def _paused_for_reauthorization(loop: Loop) -> None:
+    assert loop.status() == "waiting_for_review"
+    assert loop.call().closedReason == "approval_expired"
+    assert loop.sim.ledger() == []  # no refund on the old grant
+
+
+def test_no_claim_and_run_paused_when_grant_expired_before_the_dispatcher_came_back(loop: Loop) -> None:
+    loop.start_refund(approve=False)
+    loop.pipe(loop.approval(REFUND_HASH))  # granted + authorized; the dispatcher is down
+    loop.restart_dispatcher(incarnation=2_000)
+    loop.decider.advance(PAST_EXPIRY_MS)  # the expiry passes during recovery
+    loop.dispatcher.advance(PAST_EXPIRY_MS)
+    loop.settle()  # the new dispatcher reads tool.call.authorized 19 s after the expiry
+    assert _claims(loop) == []
+    assert "approval.expired" in loop.types() and loop.types()[-1] == "run.paused"
+    _paused_for_reauthorization(loop)
+    assert loop.adapter.executed == []
+
+
+def test_no_second_attempt_when_not_found_arrives_after_the_grant_expired(loop: Loop) -> None:
+    loop.sim.set_faults(errorNext=1, errorStatus=503)
+    loop.start_refund()  # attempt 1 answered 503: a retry is armed in the dispatcher's store
+    assert loop.call().execution == "dispatching" and _claims(loop) == [1]
+    loop.restart_dispatcher(incarnation=2_000)  # the dispatcher died waiting to retry
+    loop.advance(PAST_EXPIRY_MS)  # its restored timer: result_unknown -> lookup -> not_found
+    outcomes = [e.payload.outcome for e in loop.events() if e.eventType == "tool.call.reconciled"]
+    assert outcomes == ["not_found"]
+    assert _claims(loop) == [1]  # attempt 2 is never claimed on the expired grant
+    _paused_for_reauthorization(loop)
+    assert loop.adapter.executed == []
+    assert [e.eventType for e in loop.events()][-2:] == ["approval.expired", "run.paused"]
