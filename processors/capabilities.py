@@ -11,6 +11,7 @@ camelCase keys as on the wire:
     reconciliationDeadlineMs = 600000
     approvalTtlMs = 900000        # optional, default 15 minutes
     selfApproval = false          # optional, default false
+    claimWithinMs = 600000        # optional, default 10 minutes: unclaimed -> needs_review
     [capability.retry]
     maxAttempts = 4
     baseBackoffMs = 200
@@ -60,6 +61,8 @@ class CapabilityManifest(BaseModel):
     reconciliation_deadline_ms: int = Field(ge=1)
     approval_ttl_ms: int = Field(default=900_000, ge=1)  # an open approval expires after this
     self_approval: bool = False  # may the requester approve their own call?
+    claim_within_ms: int = Field(default=600_000, ge=1)  # an authorized call no dispatcher
+    # claims within this goes to needs_review (unclaimed_tool_call)
 
 
 class CapabilityCatalog(BaseModel):

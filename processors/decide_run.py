@@ -9,6 +9,7 @@ from __future__ import annotations
 from runfacts.processors import decide_tools as tools
 from runfacts.processors.decision import DecideContext, Draft, Handler, Rejected, draft, state_hash
 from runfacts.processors.run_state import RunState
+from runfacts.processors.run_timers import CLAIM_WAIT, claim_due
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import CommandBase
@@ -220,7 +221,22 @@ def fire_timer(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Dr
         return _expire_approval(c, state)
     if p.kind == "reconciliation_deadline":
         return _reconciliation_deadline(c, state)
+    if p.kind == "claim_deadline":
+        return _claim_deadline(c, state, ctx)
     return _wall_budget(c, state)
+
+
+def _claim_deadline(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """An authorized call nobody claimed in time (no dispatcher serves its capability?)."""
+    call = state.toolCalls.get(c.payload.targetId)
+    due = None if call is None else claim_due(call, ctx.capabilities)
+    if call is None or due is None or c.issuedAt < due or state.status not in CLAIM_WAIT:
+        return TimerStale.EVENTS
+    within = ctx.capabilities.get(call.capabilityId).claim_within_ms
+    return [draft(ev.RunNeedsReview, capabilityId=call.capabilityId, reason="unclaimed_tool_call",
+                  detail=f"{call.toolCallId} ({call.capabilityId}) waited {within} ms for a claim: is a "
+                         f"dispatcher with an adapter for {call.capabilityId} running?",
+                  attemptedPath=list(state.attemptedPath))]
 
 
 def _expire_approval(c: cmd.FireTimer, state: RunState) -> list[Draft]:

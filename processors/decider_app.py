@@ -343,8 +343,9 @@ class DeciderShell:
             return
         memo = self.timer_memo
         known = memo.get(key)
-        before = known[1] if known is not None and known[0] is old else wanted_timers(old)
-        after = wanted_timers(new)
+        catalog = self.ctx.capabilities
+        before = known[1] if known is not None and known[0] is old else wanted_timers(old, catalog)
+        after = wanted_timers(new, catalog)
         if len(memo) >= CACHE_SIZE and key not in memo:
             memo.pop(next(iter(memo)))
         memo[key] = (new, after)  # the next command's `before`

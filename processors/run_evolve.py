@@ -288,14 +288,15 @@ def action_hash(capability_id: str, args_hash: str) -> str:
 
 
 def _authorized(s: RunState, e: ev.ToolCallAuthorized) -> dict[str, Any]:
-    return _with_call(s, e, e.payload.toolCallId, execution="authorized")
+    return _with_call(s, e, e.payload.toolCallId, execution="authorized", claimableSince=e.occurredAt)
 
 
 def _dispatching(s: RunState, e: ev.ToolCallDispatching) -> dict[str, Any]:
     p = e.payload
     return _with_call(s, e, p.toolCallId, execution="dispatching", attempts=p.attempt,
                       externalRequestId=p.externalRequestId, leaseEpoch=p.leaseEpoch,
-                      dispatchedAt=e.occurredAt, reconciliation="none", reconcileDeadline=None,
+                      dispatchedAt=e.occurredAt, claimableSince=None, reconciliation="none",
+                      reconcileDeadline=None,
                       errorClass=None, retryable=None)
 
 
@@ -333,12 +334,14 @@ def _reconciled(s: RunState, e: ev.ToolCallReconciled) -> dict[str, Any]:
                        finishedAt=e.occurredAt)
     elif p.outcome == "not_found" and s.status == "cancelling":
         changes.update(closedReason="run_cancelled")
+    elif p.outcome == "not_found":
+        changes.update(claimableSince=e.occurredAt)
     return _with_call(s, e, p.toolCallId, **changes)
 
 
 def _retry_requested(s: RunState, e: ev.ToolCallRetryRequested) -> dict[str, Any]:
     return _with_call(s, e, e.payload.toolCallId, execution="authorized", errorClass=None,
-                      retryable=None)
+                      retryable=None, claimableSince=e.occurredAt)
 
 
 def _verification(s: RunState, e: ev.VerificationUpdated) -> dict[str, Any]:

@@ -86,6 +86,7 @@ class ToolCallState(Frozen):
     turnId: str | None = None
     reasoningObjectId: str | None = None
     proposedAt: datetime
+    claimableSince: datetime | None = None  # when it last became ready for a claim
     dispatchedAt: datetime | None = None
     acceptedAt: datetime | None = None
     finishedAt: datetime | None = None

@@ -10,24 +10,29 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from runfacts.processors.run_state import RunState
+from runfacts.processors.capabilities import CapabilityCatalog
+from runfacts.processors.run_state import RunState, ToolCallState
 
 WALL_ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review"})
+CLAIM_WAIT = frozenset({"running", "waiting_for_approval"})  # a dispatcher may claim (CLAIMABLE_STATUS)
 
 
 class TimerSpec(NamedTuple):
     """One timer: what it guards and when it falls due."""
 
-    kind: str  # approval_expiry | reconciliation_deadline | wall_budget
+    kind: str  # approval_expiry | reconciliation_deadline | wall_budget | claim_deadline
     target_id: str
     due: datetime
 
 
-def wanted_timers(state: RunState | None) -> dict[str, TimerSpec]:
-    """Timer id -> spec for every timer the run's state calls for."""
+def wanted_timers(state: RunState | None, catalog: CapabilityCatalog | None = None) -> dict[str, TimerSpec]:
+    """Timer id -> spec for every timer the run's state calls for (claim deadlines need the
+    capability manifests: `claimWithinMs`)."""
     if state is None or state.terminal:
         return {}
     timers: dict[str, TimerSpec] = {}
+    if catalog is not None and state.status in CLAIM_WAIT:
+        timers.update(_claim_deadlines(state, catalog))
     for approval in state.open_approvals():
         timers[f"expiry:{approval.approvalId}"] = TimerSpec(
             "approval_expiry", approval.approvalId, approval.expiresAt)
@@ -44,3 +49,20 @@ def wanted_timers(state: RunState | None) -> dict[str, TimerSpec]:
         timers["wall"] = TimerSpec("wall_budget", state.runId,
                                    state.createdAt + timedelta(milliseconds=limit))
     return timers
+
+
+def claim_due(call: ToolCallState, catalog: CapabilityCatalog) -> datetime | None:
+    """When an authorized call waiting for a claim is overdue, or None (not waiting)."""
+    manifest = catalog.capabilities.get(call.capabilityId)
+    if manifest is None or call.claimableSince is None or not call.awaiting_claim:
+        return None
+    return call.claimableSince + timedelta(milliseconds=manifest.claim_within_ms)
+
+
+def _claim_deadlines(state: RunState, catalog: CapabilityCatalog) -> dict[str, TimerSpec]:
+    out = {}
+    for call in state.toolCalls.values():
+        due = claim_due(call, catalog)
+        if due is not None:
+            out[f"claim:{call.toolCallId}"] = TimerSpec("claim_deadline", call.toolCallId, due)
+    return out

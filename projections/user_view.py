@@ -144,6 +144,9 @@ def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
         return f"Waiting for approval: {banner.asks}" if banner else "Waiting for approval"
     if status == "waiting_for_review":
         return f"Paused for review ({reason or 'requested'})"
+    if status == "needs_review" and reason == "unclaimed_tool_call":
+        unserved = sorted({c.capabilityId for c in state.toolCalls.values() if c.awaiting_claim})
+        return f"Needs a person: unclaimed_tool_call ({', '.join(unserved)} not claimed by a dispatcher)"
     if status == "needs_review":
         return f"Needs a person: {reason or 'requested'}"
     if status == "failed":

@@ -154,7 +154,7 @@ class FireTimer(CommandBase):
     """A decider timer fell due."""
 
     commandType: Literal["timer.fire"] = "timer.fire"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: FireTimerPayload
 
 

@@ -94,6 +94,7 @@ ReviewReason = Literal[
     "policy_denied",
     "retries_exhausted",
     "requested",
+    "unclaimed_tool_call",
 ]
 """Why a run needs a person."""
 
@@ -151,6 +152,7 @@ TimerKind = Literal[
     "approval_expiry",
     "reconciliation_deadline",
     "wall_budget",
+    "claim_deadline",
 ]
 """What a decider timer guards."""
 

@@ -363,7 +363,7 @@ class RunNeedsReview(EventBase):
     """The run waits for a person; no more tries."""
 
     eventType: Literal["run.needs_review"] = "run.needs_review"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: RunNeedsReviewPayload
 
 

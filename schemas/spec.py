@@ -124,7 +124,7 @@ PAUSE_REASON = enum(
 REVIEW_REASON = enum(
     "ReviewReason", "Why a run needs a person.",
     ["budget_exceeded", "loop_detected", "unresolved_side_effect", "incompatible_versions",
-     "policy_denied", "retries_exhausted", "requested"], "requested")
+     "policy_denied", "retries_exhausted", "requested", "unclaimed_tool_call"], "requested")
 INVALIDATION = enum(
     "InvalidationReason", "Why a pending approval can no longer be used.",
     ["args_changed", "superseded", "run_cancelled", "run_ended", "policy_changed"], "superseded")
@@ -137,7 +137,7 @@ VERIFICATION = enum(
     "inconclusive")
 TIMER_KIND = enum(
     "TimerKind", "What a decider timer guards.",
-    ["approval_expiry", "reconciliation_deadline", "wall_budget"], "wall_budget")
+    ["approval_expiry", "reconciliation_deadline", "wall_budget", "claim_deadline"], "wall_budget")
 DIMENSION = enum(
     "BudgetDimension", "One budget dimension.",
     ["steps", "tool_calls", "tokens", "wall_time", "cost"], "cost")

@@ -152,7 +152,7 @@ _DECIDER = [
         f("kind", TIMER_KIND),
         f("targetId", STRING, "Approval, tool call or run the timer guards."),
         f("dueAt", TIMESTAMP),
-    ]),
+    ], version=2),  # v2: kind claim_deadline
     command("ArchiveRun", "run.archive", "Archive a finished run.", [
         opt("checkpointRef", STRING),
     ]),

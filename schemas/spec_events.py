@@ -66,7 +66,7 @@ _RUN = [
         f("reason", REVIEW_REASON),
         f("detail", STRING, default=""),
         many("attemptedPath", STRING, "Nodes or (state, action) hashes tried, oldest first."),
-    ]),
+    ], version=2),  # v2: reason unclaimed_tool_call
     event("RunCompleted", "run.completed", "The run ended successfully.", [
         opt("outcomeRef", STRING),
         many("pendingVerifications", STRING, "Tool calls handed off, verification pending."),

@@ -7,16 +7,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from decider_support import REFUND_HASH
+from dataclasses import replace
+
+from decider_support import CTX, MANIFEST, REFUND_HASH
 from dispatcher_support import Loop
+
+from runfacts.processors.capabilities import parse_capabilities
 
 TTL_MS = 900_000  # decider_support's approvalTtlMs for payments.refund
 PAST_EXPIRY_MS = TTL_MS + 19_000
+# a claim deadline past the expiry, so the expiry is what the run meets (not unclaimed_tool_call)
+LATE_CLAIM = replace(CTX, capabilities=parse_capabilities(
+    MANIFEST.replace("approvalTtlMs = 900000", "approvalTtlMs = 900000\nclaimWithinMs = 3600000", 1)))
 
 
 @pytest.fixture
 def loop(tmp_path: Path) -> Iterator[Loop]:
-    loop = Loop(tmp_path)
+    loop = Loop(tmp_path, ctx=LATE_CLAIM)
     yield loop
     loop.close()
 
