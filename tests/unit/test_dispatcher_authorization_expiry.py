@@ -4,11 +4,10 @@ that expired while the dispatcher was down never executes; the run pauses for a 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from dataclasses import replace
-
 from decider_support import CTX, MANIFEST, REFUND_HASH
 from dispatcher_support import Loop
 
