@@ -12,6 +12,8 @@ Per event record (all in the engine's transaction for the batch):
    events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
    timers, so no call ever sleeps inside a transaction.
 The engine commits commands, the `runs`/`progress` stores and the input offset atomically.
+A call of a capability without an adapter raises `UnservedCapability` at step 3: the engine
+stops on that record without committing past it (docs/dispatcher.md, "Unserved capabilities").
 Telemetry (only when enabled): one span per event the dispatcher acts on, child of the trace
 context in the event's headers (the run decider's span); its `traceparent` goes on every
 command it sends for that event, so command -> event -> dispatch -> command is one trace.
@@ -46,11 +48,27 @@ from runfacts.processors.run_state import RunState, ToolCallState
 from runfacts.processors.task import Context
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
+from runfacts.schemas.errors import ConfigError
 from runfacts.schemas.models import decode_event, new_command
 from runfacts.topics import TopicNames
 
 log = logging.getLogger("runfacts.dispatcher")
 MEMO_SIZE = 10_000
+
+
+class UnservedCapability(ConfigError):
+    """A call of a capability this dispatcher has no adapter for. The member of the consumer
+    group that owns a partition is the only one that ever reads it, so "leave it to another
+    dispatcher" would lose the call: the dispatcher stops on the record instead (the engine
+    aborts the transaction, nothing is committed past it) and a restart with the adapter
+    resumes from it. The decider's claim deadline moves the run to needs_review meanwhile."""
+
+    def __init__(self, capability_id: str, run_id: str, tool_call_id: str, served: list[str]) -> None:
+        super().__init__("dispatcher adapters", capability_id,
+                         f"no adapter for capability {capability_id} (call {run_id}/{tool_call_id}); "
+                         f"this dispatcher serves {', '.join(served) or 'nothing'}: stopped without "
+                         f"committing past the call; add an adapter for {capability_id} or remove it "
+                         "from the capability manifest, then restart")
 
 
 class ArgsReader(Protocol):
@@ -150,10 +168,8 @@ class DispatcherShell:
 
     def _do(self, work: core.Work, run: RunState, ctx: Context, corr: str) -> None:
         call = work.call
-        if call.capabilityId not in self.adapters:
-            log.warning("no adapter for %s: %s/%s left to another dispatcher",
-                        call.capabilityId, run.runId, call.toolCallId)
-            return
+        if call.capabilityId not in self.adapters and not isinstance(work, core.Forget):
+            raise UnservedCapability(call.capabilityId, run.runId, call.toolCallId, sorted(self.adapters))
         progress = self._progress(ctx, run.runId, call, corr)
         match work:
             case core.Claim():
