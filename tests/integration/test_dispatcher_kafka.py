@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-
 from decider_support import CTX, create, propose_lookup
 from engine_support import EngineThread, create_topics, produce, read_all, settings
 
