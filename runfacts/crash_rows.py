@@ -77,6 +77,7 @@ ROWS = (
     Row("eos-dispatch-call", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, ci=True),
     Row("eos-dispatch-record", "dispatcher.after_record_before_commit", EOS, "dispatcher", after=1),
     Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
+    Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
 )
@@ -259,6 +260,63 @@ def _all_verified(runs: int) -> Callable[[object], bool]:
     return ready
 
 
+EXPIRY_TTL_S = 8.0
+
+
+def expiry_scenario(row: Row, stage: Stage) -> Finished:
+    """Issue 15.2 on real processes: attempt 1 of an approved refund gets a 503, the dispatcher
+    dies, the grant expires while it is down; the restart reconciles not_found and the decider
+    pauses the run for re-authorization: attempt 2 never runs on the old grant (one run, so no
+    unclaimed call meets the decider's expiry timer, which the oracle cannot replay)."""
+    import json
+    import urllib.request
+
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.connectors.payment_book import read_ledger
+    from runfacts.processors.decider_app import DeciderShell, decide_context
+
+    manifest = _short_ttl_manifest(stage)
+    stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
+    stage.provision()
+    url = stage.start_provider()
+    faults = json.dumps({"errorNext": 1, "errorStatus": 503}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", faults, method="POST"), timeout=10).close()
+    decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
+    dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
+        "provider_url": url, "args_store": str(stage.dir / "args.db"), "capabilities": str(manifest)},
+        env={"RUNFACTS_CONSUME_BATCH": "1", **FAST_COMMITS}).start(row.point, row.after)
+    wait_until(lambda: all(w.log().exists() and w.recovered("assigned partitions") for w in (decider, dispatcher)),
+               90, "both workers assigned their partitions", 0.2)
+    run, call, c = f"{stage.prefix}-run-000", f"call-{stage.prefix}-000", Commands(stage.prefix)
+    args = ArgsStore.open(stage.dir / "args.db")
+    args.put(refund_args("order-001"), ref=f"args/{call}")
+    args.close()
+    sent = time.monotonic()
+    stage.send([valid(c.create(run)), valid(c.propose(run, call)), valid(c.resume(run, call))])
+    marker = dispatcher.wait_killed()
+    time.sleep(max(0.0, sent + EXPIRY_TTL_S + 1 - time.monotonic()))  # the grant expires meanwhile
+    dispatcher.start()
+    stage.settle(ready=lambda e: getattr(e.states.get(run), "status", "") == "waiting_for_review")
+    state = stage.expected.states.get(run)
+    got = None if state is None else (state.status, state.toolCalls[call].closedReason,
+                                      state.toolCalls[call].attempts)
+    refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
+    extra = ([] if got == ("waiting_for_review", "approval_expired", 1) else [f"run ended as {got}"]) + (
+        [f"{len(refunds)} refund(s) executed on an expired grant"] if refunds else [])
+    return _finish(row, stage, f"{_killed(row, marker)} after a 503; the grant expired while it was down; "
+                               f"restarted: (status, call closed, attempts) = {got}, {len(refunds)} refunds",
+                   extra)
+
+
+def _short_ttl_manifest(stage: Stage) -> object:
+    from importlib import resources
+
+    text = resources.files("runfacts.processors").joinpath("capabilities.toml").read_text()
+    path = stage.dir / "capabilities.toml"
+    path.write_text(text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}"))
+    return path
+
+
 def bounce_scenario(row: Row, stage: Stage) -> Finished:
     """A broker of the row's own is stopped and restarted while the decider works."""
     from runfacts.crash_kafka import OwnBroker
@@ -310,5 +368,5 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
-    "between": between_scenario,
+    "between": between_scenario, "expiry": expiry_scenario,
 }
