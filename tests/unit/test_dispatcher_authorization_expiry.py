@@ -1,5 +1,6 @@
 """Issue 15 item 2 end to end (decider + dispatcher drivers, simulator on loopback): a grant
-that expired while the dispatcher was down never executes; the run pauses for a new approval."""
+that expired while the dispatcher was down never executes; the run pauses for a new approval.
+Also item 3 through the decider shell: an authorized call nobody claims goes to needs_review."""
 
 from __future__ import annotations
 
@@ -62,3 +63,19 @@ def test_no_second_attempt_when_not_found_arrives_after_the_grant_expired(loop: 
     _paused_for_reauthorization(loop)
     assert loop.adapter.executed == []
     assert [e.eventType for e in loop.events()][-2:] == ["approval.expired", "run.paused"]
+
+
+def test_run_needs_review_naming_the_capability_when_no_dispatcher_claims_within_claim_within(
+        tmp_path: Path) -> None:
+    loop = Loop(tmp_path)  # decider_support's manifest: claimWithinMs defaults to 600000
+    try:
+        loop.start_refund(approve=False)
+        loop.pipe(loop.approval(REFUND_HASH))  # authorized; no dispatcher reads it
+        loop.decider.advance(599_000)
+        assert loop.status() == "running"
+        loop.decider.advance(1_000)  # the decider shell's claim:<toolCallId> timer falls due
+        assert loop.status() == "needs_review"
+        review = [e for e in loop.events() if e.eventType == "run.needs_review"]
+        assert [(e.payload.reason, e.capabilityId) for e in review] == [("unclaimed_tool_call", "payments.refund")]
+    finally:
+        loop.close()
