@@ -3,7 +3,7 @@ subprocess (issue 15 item 1: `main()` dropped every command's code, so everythin
 
 Documented codes (docs/ops.md, docs/projections.md, README, the worker and engine docstrings):
 - operator commands: 0 accepted, 3 on a typed rejection;
-- `audit verify`: 0 OK, 1 a broken link, 2 the audit key is missing;
+- `audit verify`: 0 OK, 1 a broken link, 2 the records hold keyed digests and no key was given;
 - `worker ...` / `engine run`: 0 stopped by SIGTERM, 1 handler or input error,
   2 configuration error, 3 infrastructure error (the broker is down);
 - `runfacts demo` / `make demo`: 0 when every check holds, non-zero when one fails;
@@ -155,6 +155,16 @@ def test_audit_verify_exits_0_when_intact_and_1_when_an_event_byte_changed(audit
     assert f"OK ({len(events)} events" in intact.stdout
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "FAILED: 1 run(s)" in broken.stdout
+
+
+def test_audit_verify_exits_2_naming_the_key_when_keyed_records_are_verified_without_it(audited) -> None:
+    kafka, _, _ = audited
+
+    done = _run_clean("audit", "verify", env=_verify_env(kafka))
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "keyed digests" in done.stderr and "RUNFACTS_AUDIT_PII_KEY" in done.stderr
+    assert "mismatch" not in done.stdout + done.stderr and "FAILED" not in done.stdout
 
 
 def _produce(kafka: KafkaSettings, topic: str, events: list[dict], values: list[bytes]) -> None:
