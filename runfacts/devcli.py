@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import typer
 from rich.console import Console
 from rich.table import Column, Table
@@ -98,5 +100,6 @@ def print_specs(out: Console, specs: list[TopicSpec]) -> None:
     for row in rows:
         table.add_row(*row)
     width = max(out.width, sum(fixed) + 20 + 3 * 5 + 1)  # wider than the terminal rather than cut
-    wide = Console(file=out.file, width=width, force_terminal=True, color_system=out.color_system)
+    colors = cast(Any, out.color_system)  # the same system: rich types it as a Literal
+    wide = Console(file=out.file, width=width, force_terminal=True, color_system=colors)
     wide.print(table)
