@@ -50,6 +50,7 @@ from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
 from runfacts.schemas.errors import InvalidInput
+from runfacts.schemas.models import schema_name
 from runfacts.topics import TopicNames
 
 APP_NAME = "runfacts-run-decider"
@@ -199,14 +200,14 @@ class DeciderShell:
                                schema="runfacts.commands")
         value, extent = self.fast.decode_sized(data, headers=headers)
         if not isinstance(value, CommandBase):
-            raise InvalidInput(f"{value.eventType} is an event, not a command", schema=type(value).__name__)
+            raise InvalidInput(f"{value.eventType} is an event, not a command", schema=schema_name(value))
         if isinstance(value, cmd.FireTimer):  # only on_timer makes these, in-process
             raise InvalidInput("timer.fire is internal to the run decider: it fires its own timers and never "
-                               "accepts one from the commands topic", schema=type(value).__name__,
+                               "accepts one from the commands topic", schema=schema_name(value),
                                version=value.schemaVersion)
         too_big = None if self.limits.within(extent) else self.limits.check(value)
         if too_big is not None:
-            raise InvalidInput(f"oversized: {too_big}", schema=type(value).__name__, version=value.schemaVersion)
+            raise InvalidInput(f"oversized: {too_big}", schema=schema_name(value), version=value.schemaVersion)
         return value
 
     def process(self, record: Record, ctx: Context) -> None:
@@ -214,7 +215,7 @@ class DeciderShell:
         if record.key != command.runId.encode():
             # on the wrong partition the run's single writer would never see it
             ctx.dead_letter(InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
-                                         schema=type(command).__name__, version=command.schemaVersion))
+                                         schema=schema_name(command), version=command.schemaVersion))
             return
         command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
         tel = self.telemetry
@@ -325,7 +326,7 @@ class DeciderShell:
         """Step 4's state limit: the command goes to the dead-letter topic, the run stays as it was."""
         ctx.dead_letter(InvalidInput(f"run state would grow to {size} bytes (limit {self.limits.max_state_bytes}): "
                                      f"{command.commandType} not decided; stop, complete or archive the run",
-                                     schema=type(command).__name__, version=command.schemaVersion))
+                                     schema=schema_name(command), version=command.schemaVersion))
 
     def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None,
               dumped: tuple[bytes, dict[str, Parts]] | None = None) -> None:

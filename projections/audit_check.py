@@ -25,6 +25,8 @@ from runfacts.projections.audit_summary import AuditConfig
 from runfacts.projections.facts import Fact
 
 MAX_DIFFS = 6
+KEYED = b"hmac-sha256:"
+"""How a keyed digest starts in a record's bytes (`audit_summary.digest` under a key)."""
 
 
 class Finding(NamedTuple):
@@ -69,6 +71,8 @@ class ChainCheck:
         self.runs: dict[str, _Run] = {}
         self.findings: dict[str, Finding] = {}
         self.events = self.records = 0
+        self.keyed_records = 0
+        """Stored records holding keyed (HMAC) digests: they verify only under the projector's key."""
 
     def _run(self, run_id: str) -> _Run | None:
         if (self.run_id is not None and run_id != self.run_id) or run_id in self.findings:
@@ -89,6 +93,8 @@ class ChainCheck:
     def stored(self, body: bytes, where: str) -> None:
         """One record of the audit topic (unframed body)."""
         record = audit.decode(body)
+        if KEYED in body and self.run_id in (None, record.run_id):
+            self.keyed_records += 1  # counted past a run's first finding, too
         run = self._run(record.run_id)
         if run is None:
             return

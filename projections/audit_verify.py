@@ -44,10 +44,19 @@ class VerifyReport:
     records: int
     runs_verified: int
     findings: list[Finding]
+    keyed_records: int = 0
+    """Stored records holding keyed (HMAC) digests."""
+    key_given: bool = False
+
+    @property
+    def missing_key(self) -> bool:
+        """The records hold keyed digests and no key was given: every link would mismatch, so
+        the findings say nothing about tampering."""
+        return self.keyed_records > 0 and not self.key_given
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.findings and not self.missing_key
 
 
 def verify(kafka: KafkaSettings, settings: VerifySettings) -> VerifyReport:
@@ -65,7 +74,8 @@ def verify(kafka: KafkaSettings, settings: VerifySettings) -> VerifyReport:
         for message in audit_batch or ():
             _record(check, prefix, message)
     findings = check.finish()
-    return VerifyReport(check.events, check.records, check.verified_runs, findings)
+    return VerifyReport(check.events, check.records, check.verified_runs, findings, check.keyed_records,
+                        bool(settings.config.pii_key))
 
 
 def _event(check: ChainCheck, reader: EventReader, message: DataMessage) -> None:
@@ -95,8 +105,15 @@ def _key(message: DataMessage) -> str:
     return key.decode(errors="replace") if key else "<no key>"
 
 
+MISSING_KEY = ("the audit records hold keyed digests (hmac-sha256) and no audit key was given, so nothing "
+               "can be verified: set RUNFACTS_AUDIT_PII_KEY (or --pii-key) to the projector's key")
+
+
 def findings_lines(report: VerifyReport) -> Iterator[str]:
-    """Human-readable lines of a report."""
+    """Human-readable lines of a report (one line naming the fix when the key is missing)."""
+    if report.missing_key:
+        yield f"{MISSING_KEY} ({report.keyed_records} keyed records read)"
+        return
     for finding in report.findings:
         yield str(finding)
     verdict = "OK" if report.ok else f"FAILED: {len(report.findings)} run(s) with a broken link"

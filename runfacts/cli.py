@@ -58,9 +58,14 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
 
 
 def main() -> None:
-    """Console-script entry point: run the app, turning expected errors into one line."""
+    """Console-script entry point: run the app, turning expected errors into one line.
+
+    In non-standalone mode click returns a command's `typer.Exit(code)` as the app's return
+    value instead of raising it; that code is the process's exit status (every command
+    returns None, so anything else means 0).
+    """
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except RunfactsError as exc:
         if _debug["on"]:
             raise
@@ -76,6 +81,7 @@ def main() -> None:
             exc.show()  # type: ignore[attr-defined]
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

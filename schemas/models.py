@@ -6,6 +6,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from runfacts.schemas.base import Record
+from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.errors import InvalidInput, RecordPosition
@@ -22,6 +23,14 @@ def payload_class(model: type[EventBase] | type[CommandBase]) -> type[Record]:
     return cls
 
 
+def schema_name(model: EventBase | CommandBase) -> str:
+    """The Avro full name of a command's or event's schema (`runfacts.commands.CreateRun`): the
+    one form dead-letter headers (`dlq.schema`) and InvalidInput use, as the codec does."""
+    type_name = model.commandType if isinstance(model, CommandBase) else model.eventType
+    entry = default_catalog().by_type.get(type_name)
+    return entry.fullname if entry is not None else type(model).__name__
+
+
 def new_command(cls: type[C], **fields: Any) -> C:
     """A validated `cls` (a concrete command class: its commandType and schemaVersion default)."""
     return cls.model_validate(fields)
@@ -34,5 +43,5 @@ def decode_event(codec: Codec, data: bytes | None, position: RecordPosition | No
     model = codec.decode(data, position)
     if not isinstance(model, EventBase):
         raise InvalidInput(f"{model.commandType} is a command, not an event", position=position,
-                           schema=type(model).__name__)
+                           schema=schema_name(model))
     return model

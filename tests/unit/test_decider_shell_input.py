@@ -53,7 +53,7 @@ def test_command_is_dead_lettered_when_a_text_field_exceeds_max_text_chars() -> 
     assert outcome.reason == f"oversized: field payload.goalSummary has {LIMITS.max_text_chars + 1} characters " \
                              f"(limit {LIMITS.max_text_chars})"
     assert probe.driver.read_store("runs") == {}
-    assert _headers(probe)["dlq.schema"] == "CreateRun"
+    assert _headers(probe)["dlq.schema"] == "runfacts.commands.CreateRun"
 
 
 def test_command_is_dead_lettered_when_a_list_exceeds_max_items() -> None:
@@ -101,3 +101,20 @@ def test_dead_letter_names_the_newer_schema_version_when_headers_carry_one() -> 
     outcome = probe.feed(future)
     assert "schemaVersion 7 is newer than this code knows (newest v1)" in outcome.reason
     assert _headers(probe)["dlq.schemaVersion"] == "7"
+
+
+def test_dead_letters_name_the_schema_by_its_avro_full_name_whatever_the_reason() -> None:
+    """Issue 15 item 12: a key mismatch said `CreateRun`, the codec `runfacts.commands.CreateRun`."""
+    probe = Probe()
+    record = valid(probe.commands.create("r1"))
+    create = probe.commands.create("r2")
+    oversized = create.model_copy(update={"payload": create.payload.model_copy(
+        update={"goalSummary": "x" * (LIMITS.max_text_chars + 1)})})
+    future = Input(record.key, record.value[:2] + b"\xff" * 8 + record.value[10:],
+                   (("commandType", b"run.create"), ("schemaVersion", b"7")))
+    schemas = {}
+    for reason, item in (("key mismatch", Input(b"r9", record.value, record.headers)),
+                         ("oversized", oversized), ("newer version", future)):
+        assert probe.feed(item).kind == "dead_lettered", reason
+        schemas[reason] = _headers(probe)["dlq.schema"]
+    assert schemas == dict.fromkeys(schemas, "runfacts.commands.CreateRun")

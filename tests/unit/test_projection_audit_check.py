@@ -6,6 +6,8 @@ from projection_support import audit_records, facts_of, run_values
 
 from runfacts.projections import audit
 from runfacts.projections.audit_check import ChainCheck
+from runfacts.projections.audit_summary import AuditConfig
+from runfacts.projections.audit_verify import VerifyReport, findings_lines
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
 from runfacts.projections.runlog import encode_event
@@ -116,3 +118,53 @@ def test_verification_checks_one_run_when_a_run_id_is_given() -> None:
     run = events[0]["runId"]
     check, findings = _check(facts, stored, run)
     assert findings == [] and check.events == sum(1 for e in events if e["runId"] == run)
+
+
+def _keyed_records(facts: list[Fact], config: AuditConfig) -> list[bytes]:
+    heads: dict[str, audit.ChainHead] = {}
+    out = []
+    for fact in facts:
+        summary = audit.summarize(fact, config)
+        heads[summary.run_id], body = audit.link(heads.get(summary.run_id), fact, summary)
+        out.append(body)
+    return out
+
+
+def _verified(facts: list[Fact], stored: list[bytes], config: AuditConfig) -> VerifyReport:
+    check = ChainCheck(None, config)
+    for fact in facts:
+        check.expected(fact)
+    for offset, body in enumerate(stored):
+        check.stored(body, f"runfacts.audit[0]@{offset}")
+    findings = check.finish()
+    return VerifyReport(check.events, check.records, check.verified_runs, findings, check.keyed_records,
+                        bool(config.pii_key))
+
+
+def test_verification_says_the_key_is_missing_when_keyed_records_are_checked_without_it() -> None:
+    key = AuditConfig(b"the-projector-key")
+    _, facts, _ = _log()
+    stored = _keyed_records(facts, key)
+
+    without = _verified(facts, stored, AuditConfig())
+    under_key = _verified(facts, stored, key)
+
+    assert without.missing_key and not without.ok
+    lines = list(findings_lines(without))
+    assert len(lines) == 1 and "RUNFACTS_AUDIT_PII_KEY" in lines[0] and "keyed digests" in lines[0]
+    assert "mismatch" not in lines[0]
+    assert without.findings and {f.kind for f in without.findings} == {"mismatch"}  # what it printed before
+    assert under_key.ok and not under_key.missing_key and 0 < under_key.keyed_records < len(stored)
+
+
+def test_verification_reports_tampering_not_a_missing_key_when_records_are_unkeyed() -> None:
+    events, facts, stored = _log()
+    values = [encode_event(e) for e in events]
+    changed = bytearray(values[3])
+    changed[-3] ^= 0x01
+    values[3] = bytes(changed)
+
+    report = _verified(_relaid(values), stored, AuditConfig())
+
+    assert not report.missing_key and report.keyed_records == 0
+    assert [f.kind for f in report.findings] == ["mismatch"]
