@@ -9,6 +9,7 @@ expired and was taken over can therefore publish duplicates, but never mark or p
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,13 +95,24 @@ def connect(db: str) -> Any:
 class OutboxStore:
     """Relay-side operations on one outbox table over one autocommit connection."""
 
-    def __init__(self, conn: Any, table: str) -> None:
+    def __init__(self, conn: Any, table: str, db: str = "") -> None:
         self.conn = conn
+        self.db = db
         self.sql = Sql(dialect_of(conn), table)
 
     @classmethod
     def open(cls, db: str, table: str) -> OutboxStore:
-        return cls(connect(db), table)
+        return cls(connect(db), table, db)
+
+    def relay_id(self) -> str:
+        """This outbox's relay id: random, recorded by the first relay, the same ever after.
+
+        It survives restarts (so a restarted relay fences its predecessor at the broker) and
+        differs between databases (so relays of two harness databases never fence each other).
+        """
+        with self._tx() as conn:
+            conn.execute(self.sql.identity_insert(), (uuid.uuid4().hex[:12],))
+            return str(conn.execute(self.sql.identity()).fetchone()[0])
 
     def close(self) -> None:
         self.conn.close()

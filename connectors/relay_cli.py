@@ -16,6 +16,7 @@ import typer
 from runfacts.connectors.outbox import install as install_tables
 from runfacts.connectors.outbox_store import OutboxStore, connect
 from runfacts.connectors.relay import Relay, RelaySettings
+from runfacts.settings import KafkaSettings
 
 app = typer.Typer(name="outbox", help="Transactional outbox: relay and operations.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -36,13 +37,16 @@ def relay(
     archive: Annotated[bool, typer.Option(help="move published rows to <table>_archive")] = False,
     exit_when_idle: Annotated[bool, typer.Option(help="exit once nothing is pending")] = False,
     holder: Annotated[str, typer.Option(help="lease holder id (default: random)")] = "",
+    transactional_id: Annotated[str, typer.Option(
+        help="Kafka transactional.id (default: <prefix>-outbox-<table>-<the outbox's relay id>)")] = "",
 ) -> None:
     """Publish the outbox to Kafka until SIGTERM/SIGINT (or idle, with --exit-when-idle)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = RelaySettings(db=db, bootstrap=bootstrap, table=table, batch_size=batch_size,
                              poll_interval_s=poll_interval, lease_ttl_s=lease_ttl,
                              retention_s=retention, archive=archive,
-                             exit_when_idle=exit_when_idle)
+                             exit_when_idle=exit_when_idle, transactional_id=transactional_id,
+                             prefix=KafkaSettings().topic_prefix)
     worker = Relay(settings, holder=holder)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
