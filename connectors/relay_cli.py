@@ -16,6 +16,7 @@ import typer
 from runfacts.connectors.outbox import install as install_tables
 from runfacts.connectors.outbox_store import OutboxStore, connect
 from runfacts.connectors.relay import Relay, RelaySettings
+from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings
 
 app = typer.Typer(name="outbox", help="Transactional outbox: relay and operations.",
@@ -47,7 +48,11 @@ def relay(
                              retention_s=retention, archive=archive,
                              exit_when_idle=exit_when_idle, transactional_id=transactional_id,
                              prefix=KafkaSettings().topic_prefix)
-    worker = Relay(settings, holder=holder)
+    try:
+        worker = Relay(settings, holder=holder)
+    except ConfigError as exc:  # e.g. the outbox is not installed: one line naming the fix
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     worker.run()

@@ -1,14 +1,18 @@
 """The relay's identity on the real broker: relays of two databases side by side never fence
-each other, a restart on the same database fences its predecessor."""
+each other, a restart on the same database fences its predecessor; and a relay pointed at a
+database without the outbox tables says how to install them (one line, exit 2)."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
+import sys
 import threading
+import uuid
 
 import pytest
-from outbox_support import AvroEncoder, DemoEvent, consume, create_topic
+from outbox_support import AvroEncoder, DemoEvent, consume, create_topic, drop_outbox
 
 from runfacts.connectors.outbox import Outbox
 from runfacts.connectors.outbox_store import OutboxRow, OutboxStore
@@ -73,3 +77,34 @@ def test_relays_of_two_databases_never_fence_each_other_and_a_restart_fences_its
     row = OutboxRow(1, "late", "a-run0", topic, b"x", "[]", 0.0)
     with pytest.raises(InfrastructureError, match="FENCED"):
         predecessor.publish([row])  # the restarted relay of database a fenced it
+
+
+def _relay_cli(db: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", db,
+                           "--exit-when-idle", *extra], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def _assert_names_install(result: subprocess.CompletedProcess[str], fix: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert fix in lines[0] and "not installed" in lines[0]
+
+
+def test_relay_names_the_install_command_and_exits_2_when_sqlite_outbox_is_missing(tmp_path):
+    db = str(tmp_path / "empty.db")
+    _assert_names_install(_relay_cli(db), f"runfacts outbox install --db {db}")
+    other = _relay_cli(db, "--table", "jobs_outbox")
+    _assert_names_install(other, f"runfacts outbox install --db {db} --table jobs_outbox")
+
+
+@pytest.mark.postgres
+def test_relay_names_the_install_command_and_exits_2_when_postgres_outbox_is_missing(postgres_dsn):
+    table = f"ob_missing_{uuid.uuid4().hex[:8]}"
+    try:
+        result = _relay_cli(postgres_dsn, "--table", table)
+    finally:
+        drop_outbox(postgres_dsn, table)
+    _assert_names_install(result, f"--table {table}")
+    assert "runfacts outbox install --db postgresql://" in result.stderr
