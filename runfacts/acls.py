@@ -38,7 +38,6 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
 
-
 def outbox_transactional_prefix(prefix: str) -> str:
     """connectors.relay names its transactional id `<prefix>-outbox-<table>-<relay id>`."""
     return f"{prefix}-outbox-"
