@@ -3,7 +3,9 @@
 Tables, for an outbox named `<base>` (default `runfacts_outbox`):
 - `<base>`: one row per emitted record; `seq` orders rows; `status` 0 pending, 1 published.
 - `<base>_parked`: runs stopped by a permanent publish error, from `seq` on (an operator unparks).
-- `<base>_lease`: one row: the active relay's holder id, fencing token and expiry.
+- `<base>_lease`: the `relay` row: the active relay's holder id, fencing token and expiry;
+  the `identity` row: this outbox's relay id (random, written once by the first relay), which
+  names its Kafka transactional id, so relays of two databases never fence each other.
 - `<base>_archive`: published rows moved out by the `archive` retention mode.
 
 Statements are written with `%s` placeholders; `Sql.q` turns them into `?` for SQLite.
@@ -21,6 +23,7 @@ from runfacts.schemas.errors import ConfigError
 PENDING = 0
 PUBLISHED = 1
 LEASE_NAME = "relay"
+IDENTITY_NAME = "identity"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 _SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 _COLUMNS = "seq, event_id, run_id, topic, value, headers, created_at"
@@ -156,6 +159,20 @@ class Sql:
         lock = " FOR SHARE" if self.pg else ""
         return self.q(f"SELECT holder, token FROM {self.base}_lease WHERE name = '{LEASE_NAME}'"
                       + lock)
+
+    def probe(self) -> str:
+        """A read that fails when the outbox or its lease table is missing."""
+        return (f"SELECT (SELECT count(*) FROM {self.base}_lease WHERE name = '{LEASE_NAME}'), "
+                f"(SELECT count(*) FROM {self.base} WHERE seq = 0)")
+
+    def identity_insert(self) -> str:
+        """Record this outbox's relay id, unless one is recorded already (race-safe)."""
+        never = "'-infinity'" if self.pg else "0"
+        return self.q(f"INSERT INTO {self.base}_lease VALUES ('{IDENTITY_NAME}', %s, 0, {never}) "
+                      "ON CONFLICT DO NOTHING")
+
+    def identity(self) -> str:
+        return f"SELECT holder FROM {self.base}_lease WHERE name = '{IDENTITY_NAME}'"
 
     def lease_acquire(self) -> str:
         return self.q(

@@ -8,7 +8,9 @@ expired and was taken over can therefore publish duplicates, but never mark or p
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +18,10 @@ from typing import Any
 
 from runfacts.connectors.outbox_sql import Sql, dialect_of
 from runfacts.crashpoints import crash_point
-from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.errors import ConfigError, InfrastructureError
 
 SQLITE_CHUNK = 500
+DEFAULT_TABLE = "runfacts_outbox"
 
 
 class LeaseLost(InfrastructureError):
@@ -27,6 +30,27 @@ class LeaseLost(InfrastructureError):
     def __init__(self, table: str, token: int) -> None:
         super().__init__(f"outbox {table}: lease token {token} is no longer current",
                          retryable=True)
+
+
+class OutboxNotInstalled(ConfigError):
+    """The outbox's tables are missing from the database the relay was pointed at."""
+
+    def __init__(self, db: str, table: str) -> None:
+        fix = f"runfacts outbox install --db {shown_db(db)}"
+        if table != DEFAULT_TABLE:
+            fix += f" --table {table}"
+        super().__init__("--db", shown_db(db), f"outbox {table} is not installed there; create it with `{fix}`")
+
+
+def shown_db(db: str) -> str:
+    """`db` fit for a message: a DSN's password masked."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", db)
+
+
+def _is_missing_table(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return "no such table" in str(exc)
+    return type(exc).__name__ == "UndefinedTable"  # psycopg.errors.UndefinedTable
 
 
 @dataclass(frozen=True)
@@ -94,13 +118,34 @@ def connect(db: str) -> Any:
 class OutboxStore:
     """Relay-side operations on one outbox table over one autocommit connection."""
 
-    def __init__(self, conn: Any, table: str) -> None:
+    def __init__(self, conn: Any, table: str, db: str = "") -> None:
         self.conn = conn
+        self.db = db
         self.sql = Sql(dialect_of(conn), table)
 
     @classmethod
     def open(cls, db: str, table: str) -> OutboxStore:
-        return cls(connect(db), table)
+        return cls(connect(db), table, db)
+
+    def check_installed(self) -> None:
+        """Raise OutboxNotInstalled (naming `runfacts outbox install`) when the tables are missing."""
+        try:
+            self.conn.execute(self.sql.probe()).fetchone()
+        except Exception as exc:
+            if _is_missing_table(exc):
+                raise OutboxNotInstalled(self.db or "<db>", self.sql.base) from None
+            raise
+
+    def relay_id(self) -> str:
+        """This outbox's relay id: random, recorded by the first relay, the same ever after.
+
+        It survives restarts (so a restarted relay fences its predecessor at the broker) and
+        differs between databases (so relays of two harness databases never fence each other).
+        """
+        self.check_installed()
+        with self._tx() as conn:
+            conn.execute(self.sql.identity_insert(), (uuid.uuid4().hex[:12],))
+            return str(conn.execute(self.sql.identity()).fetchone()[0])
 
     def close(self) -> None:
         self.conn.close()

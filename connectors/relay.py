@@ -87,7 +87,8 @@ class RelaySettings:
     backoff_cap_s: float = 5.0
     exit_when_idle: bool = False
     kafka_timeout_s: float = 30.0
-    transactional_id: str = ""
+    transactional_id: str = ""  # default: transactional_id_for(prefix, table, the outbox's relay id)
+    prefix: str = "runfacts"
     producer_config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -97,10 +98,20 @@ class RelaySettings:
         if self.retention_s < 0:
             raise ConfigError("retention_s", self.retention_s, "must be >= 0")
 
-    def publisher(self) -> PublisherSettings:
-        tid = self.transactional_id or f"runfacts-outbox-{self.table}"
+    def publisher(self, relay_id: str) -> PublisherSettings:
+        """Producer settings; `relay_id` is the outbox's (`OutboxStore.relay_id`)."""
+        tid = self.transactional_id or transactional_id_for(self.prefix, self.table, relay_id)
         return PublisherSettings(self.bootstrap, tid, self.kafka_timeout_s,
                                  dict(self.producer_config))
+
+
+def transactional_id_for(prefix: str, table: str, relay_id: str) -> str:
+    """`<prefix>-outbox-<table>-<relay id>`: one per outbox database, stable across restarts.
+
+    Relays of the same outbox share it (a successor fences its predecessor at the broker);
+    relays of two databases never do. The outbox-relay ACL grants the `<prefix>-outbox-` prefix.
+    """
+    return f"{prefix}-outbox-{table}-{relay_id}"
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,11 @@ class Relay:
         self.settings = settings
         self.holder = holder or f"relay-{uuid.uuid4().hex[:12]}"
         self.store = OutboxStore.open(settings.db, settings.table)
+        try:
+            self.relay_id = self.store.relay_id()
+        except BaseException:
+            self.store.close()
+            raise
         self.lease: Lease | None = None
         self._stopping = threading.Event()
         self._publisher: KafkaPublisher | None = None
@@ -273,7 +289,7 @@ class Relay:
         if self._publisher is None:
             self._next_renew = 0.0
             self._heartbeat()
-            self._publisher = KafkaPublisher(self.settings.publisher())
+            self._publisher = KafkaPublisher(self.settings.publisher(self.relay_id))
         return self._publisher
 
     def _park_missing_topics(self, rows: list[Any]) -> list[Any]:

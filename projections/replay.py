@@ -247,14 +247,20 @@ def run(kafka: KafkaSettings, settings: ReplaySettings, projector: Projector, si
     handle = projector.handler(log.topic, sink.write)
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     events = 0
-    with relaxed_gc():
-        for batch in batches(kafka, log, settings.read):
-            for message in batch:
-                handle(message.value(), message.partition(), message.offset())
-            events += len(batch)
-            if on_batch is not None:
-                on_batch(len(batch))
-        projector.finish(sink.write)
+    try:
+        with relaxed_gc():
+            for batch in batches(kafka, log, settings.read):
+                for message in batch:
+                    handle(message.value(), message.partition(), message.offset())
+                events += len(batch)
+                if on_batch is not None:
+                    on_batch(len(batch))
+            projector.finish(sink.write)
+    except BaseException:
+        release = getattr(sink, "release", None)  # a Kafka sink's producer: not left connecting
+        if release is not None:
+            release()
+        raise
     destination = sink.close(log)
     return ReplayReport(projector.name, log, destination, events, sink.records,
                         time.perf_counter() - start_wall, time.process_time() - start_cpu)

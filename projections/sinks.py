@@ -184,11 +184,28 @@ class TopicSink:
             self.errors.append(str(err))
 
     def close(self, log: LogRange) -> str:
-        left = self.producer.flush(60)
+        """Flush, then end the producer (it holds this sink through its delivery callback: a
+        cycle the garbage collector may never collect, `replay.relaxed_gc` freezes it, so it
+        would keep connecting to the cluster for the life of the process)."""
+        try:
+            left = self.producer.flush(60)
+        finally:
+            self.release()
         if left or self.errors:
             raise InfrastructureError(f"replay into {self.topic}: {left} records undelivered, "
                                       f"errors: {self.errors[:3]}", retryable=True)
         return self.topic
+
+    def release(self) -> None:
+        """Drop the producer now (undelivered records are dropped with it); idempotent."""
+        producer, self.producer, self._produce = self.producer, None, _closed  # type: ignore[assignment]
+        if producer is not None:
+            producer.purge()
+            del producer  # the last reference: rd_kafka_destroy stops its threads here
+
+
+def _closed(*_args: Any, **_kwargs: Any) -> None:
+    raise InfrastructureError("replay sink is closed", retryable=False)
 
 
 def _has_records(settings: KafkaSettings, topic: str) -> bool:

@@ -7,7 +7,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | decider      | commands                   | events, state, view.user, dlq  | `<prefix>-run-decider*`      |
 | projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
-| outbox-relay | —                          | commands                       | txn id `runfacts-outbox-*`   |
+| outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events   | commands                       | group `<prefix>-dashboard*`  |
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
@@ -37,7 +37,10 @@ from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
-OUTBOX_TRANSACTIONAL_PREFIX = "runfacts-outbox-"  # connectors.relay: runfacts-outbox-<table>
+
+def outbox_transactional_prefix(prefix: str) -> str:
+    """connectors.relay names its transactional id `<prefix>-outbox-<table>-<relay id>`."""
+    return f"{prefix}-outbox-"
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         return ComponentAccess(component, who[component], reads, writes, group_prefix=group)
 
     relay = ComponentAccess("outbox-relay", who["outbox-relay"], writes=(n.commands,),
-                            transactional_prefix=OUTBOX_TRANSACTIONAL_PREFIX)
+                            transactional_prefix=outbox_transactional_prefix(n.prefix))
     return [
         engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq)),
         engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import typer
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from runfacts.crash_cli import crash
-from runfacts.devenv import LocalKafka, LocalPostgres
+from runfacts.devenv import LocalKafka, LocalPostgres, ServiceError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, apply_topics, runfacts_topics
 
@@ -26,16 +27,27 @@ topics_app = typer.Typer(help="Provision runfacts topics from the declarative sp
                          no_args_is_help=True)
 
 
+def _service(action: Callable[[], str | None]) -> str | None:
+    """Run a start/stop script; its failure (e.g. the port is held, naming the process) is the
+    script's own words on stderr and exit 1, not a traceback."""
+    try:
+        return action()
+    except ServiceError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
 @kafka_app.command("start")
 def kafka_start() -> None:
-    """Fetch the jars if needed and start the broker (no-op when running)."""
-    console.print(f"kafka running at [bold]{LocalKafka().start()}[/]")
+    """Fetch the jars if needed and start the broker (no-op when running, reused when a runfacts
+    broker already answers on KAFKA_PORT; names the process holding the port otherwise)."""
+    console.print(f"kafka running at [bold]{_service(LocalKafka().start)}[/]")
 
 
 @kafka_app.command("stop")
 def kafka_stop() -> None:
     """Stop the broker started by `runfacts dev kafka start`."""
-    LocalKafka().stop()
+    _service(LocalKafka().stop)
     console.print("kafka stopped")
 
 
@@ -51,7 +63,7 @@ def kafka_status() -> None:
 @postgres_app.command("start")
 def postgres_start() -> None:
     """Start the local PostgreSQL server (installs Debian's package when missing)."""
-    console.print(f"postgres running at [bold]{LocalPostgres().start()}[/]")
+    console.print(f"postgres running at [bold]{_service(LocalPostgres().start)}[/]")
 
 
 @topics_app.command("apply")

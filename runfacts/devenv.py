@@ -6,7 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ class ServiceError(RuntimeError):
 class LocalKafka:
     """The single-node KRaft broker managed by scripts/kafka.sh."""
 
-    port: int = int(os.environ.get("KAFKA_PORT", "9092"))
+    port: int = field(default_factory=lambda: int(os.environ.get("KAFKA_PORT", "9092")))
 
     @property
     def bootstrap(self) -> str:

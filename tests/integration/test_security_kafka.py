@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +24,12 @@ from confluent_kafka.admin import AclBindingFilter, AdminClient
 from decider_support import RUN, USER, Scenario, command, create, policy_ctx, propose_refund, resume
 from engine_support import EngineThread
 from ops_support import write_users
+from outbox_support import AvroEncoder, DemoEvent, decode
 from typer.testing import CliRunner
 
 from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.cli import app
+from runfacts.connectors.outbox import Outbox
 from runfacts.dashboard_cli import DashboardSettings, build_dashboard
 from runfacts.devenv import SCRIPTS, port_open
 from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
@@ -279,3 +283,33 @@ def test_audit_verify_and_replay_read_events_when_run_as_auditor_principal(deplo
     assert report.events == len(run.log) and report.records == 0  # nothing projected: no projector ran
     replayed = replay(kafka, ReplaySettings("audit", into=str(tmp_path / "audit")))
     assert replayed.events == len(run.log) and replayed.records > 0
+
+
+def test_outbox_relay_cli_publishes_when_run_as_scram_principal_from_the_environment(
+        deployment, monkeypatch, tmp_path):
+    """`runfacts outbox relay` reaches a SASL cluster through RUNFACTS_KAFKA_* (no --bootstrap)."""
+    db = str(tmp_path / "harness.db")
+    box, conn = Outbox(AvroEncoder(deployment.names.commands)), sqlite3.connect(db)
+    box.install(conn)
+    with box.transaction(conn) as tx:
+        for n in range(5):
+            tx.emit(DemoEvent(f"e{n}", "run-relay", n))
+    conn.close()
+    deployment.principal_settings(monkeypatch, "outbox-relay")
+    relay = subprocess.run([sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", db,
+                            "--exit-when-idle"], capture_output=True, text=True, timeout=120, check=False)
+    assert relay.returncode == 0, relay.stderr
+    assert "parked run=" not in relay.stderr and '"published_total": 5' in relay.stderr, relay.stderr
+    consumer = Consumer(deployment.broker.admin(deployment.names.prefix).client_config(**{
+        "group.id": f"{deployment.names.prefix}-check", "auto.offset.reset": "earliest"}))
+    consumer.subscribe([deployment.names.commands])
+    got: list[int] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(decode(msg.value())["n"])
+    finally:
+        consumer.close()
+    assert got == [0, 1, 2, 3, 4]

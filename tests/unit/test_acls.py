@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from runfacts.acls import COMPONENTS, AclEntry, acl_entries, component_access, kafka_acls_command
 from runfacts.cli import app
+from runfacts.connectors.relay import transactional_id_for
 from runfacts.schemas.errors import ConfigError
 from runfacts.topics import TopicNames, runfacts_topics
 
@@ -57,6 +58,12 @@ def test_acl_entries_grant_no_group_when_component_only_writes():
     assert {e.resource_type for e in relay} == {"TOPIC", "TRANSACTIONAL_ID"}
     assert {(e.resource_name, e.operation) for e in relay if e.resource_type == "TOPIC"} == {
         (NAMES.commands, "WRITE"), (NAMES.commands, "DESCRIBE")}
+
+
+def test_relay_acl_covers_the_relays_transactional_id_under_the_topic_prefix():
+    tid = transactional_id_for("acme", "runfacts_outbox", "0123abcd4567")
+    granted = {e.resource_name for e in acl_entries(ACCESS["outbox-relay"]) if e.resource_type == "TRANSACTIONAL_ID"}
+    assert granted == {"acme-outbox-"} and tid.startswith("acme-outbox-")
 
 
 def test_component_access_uses_override_when_principal_is_given():

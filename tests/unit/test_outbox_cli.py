@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from runfacts.cli import app
 from runfacts.connectors.outbox import Outbox
 from runfacts.connectors.outbox_store import OutboxStore
+from runfacts.connectors.relay_cli import relay_settings
 
 runner = CliRunner()
 
@@ -42,3 +43,20 @@ def test_unpark_exits_nonzero_when_run_was_not_parked_and_zero_when_it_was(tmp_p
     store.park(store.fetch_pending(1)[0], "boom", store.try_acquire("r1", 10))
     done = runner.invoke(app, ["outbox", "unpark", "--db", db, "run-x"])
     assert done.exit_code == 0 and store.parked() == []
+
+
+def test_relay_settings_take_sasl_options_and_prefix_from_the_cluster_settings(monkeypatch, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("ssl.ca.location=/etc/ca.pem\n")
+    monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", "kafka.internal:9096")
+    monkeypatch.setenv("RUNFACTS_KAFKA_PROPERTIES", str(props))
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}')
+    monkeypatch.setenv("RUNFACTS_KAFKA_TOPIC_PREFIX", "acme")
+    settings = relay_settings(db="h.db")
+    conf = settings.publisher("0123abcd4567").producer_config()
+    assert conf["bootstrap.servers"] == "kafka.internal:9096"
+    assert (conf["security.protocol"], conf["sasl.mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert conf["ssl.ca.location"] == "/etc/ca.pem"
+    assert conf["transactional.id"] == "acme-outbox-runfacts_outbox-0123abcd4567"
+    assert relay_settings(bootstrap="other:9092", db="h.db").publisher("x").producer_config()[
+        "bootstrap.servers"] == "other:9092"

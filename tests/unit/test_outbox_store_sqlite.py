@@ -8,7 +8,7 @@ import pytest
 from outbox_support import AvroEncoder, DemoEvent
 
 from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import Lease, LeaseLost, OutboxStore
+from runfacts.connectors.outbox_store import Lease, LeaseLost, OutboxNotInstalled, OutboxStore
 
 
 @pytest.fixture
@@ -106,3 +106,16 @@ def test_metrics_report_pending_count_and_oldest_age_when_rows_wait(store):
     metrics = store.metrics()
     assert metrics.pending == 5
     assert 0 <= metrics.oldest_pending_age_s < 60
+
+
+def test_not_installed_error_names_install_command_without_the_dsn_password():
+    message = str(OutboxNotInstalled("postgresql://app:s3cret@db:5432/harness", "jobs_outbox"))
+    assert "runfacts outbox install --db postgresql://app:***@db:5432/harness --table jobs_outbox" in message
+    assert "s3cret" not in message
+
+
+def test_check_installed_raises_not_installed_when_sqlite_tables_are_missing(tmp_path):
+    store = OutboxStore.open(str(tmp_path / "empty.db"), "runfacts_outbox")
+    with pytest.raises(OutboxNotInstalled, match="runfacts outbox install --db"):
+        store.check_installed()
+    store.close()
