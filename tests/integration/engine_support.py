@@ -19,9 +19,20 @@ from runfacts.processors.settings import EngineSettings
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 6) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = list(names)
     futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     for future in futures.values():
         future.result()
+    # CreateTopics answers once the controller has the topics; a broker's metadata may lag
+    # behind it on a loaded machine. Wait until every topic shows all its partitions, so an
+    # engine started next never finds its source missing.
+    deadline = time.monotonic() + 30
+    while True:
+        topics = admin.list_topics(timeout=10).topics
+        if all(n in topics and len(topics[n].partitions) == partitions for n in names):
+            return
+        assert time.monotonic() < deadline, f"topics {names} not in the broker's metadata after 30 s"
+        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
