@@ -37,7 +37,7 @@ from runfacts.connectors.adapters import (
     ToolUnknown,
     Verification,
 )
-from runfacts.processors.retry import ErrorClass
+from runfacts.processors.retry import ErrorClass, canonical_json
 from runfacts.tools.errors import OutcomeUnknown, ToolError
 from runfacts.tools.spec import LookupContext, ToolContext, ToolSpec
 
@@ -129,7 +129,8 @@ class RegisteredTool:
                              result=result)
 
     def _found(self, request_id: str, result: str | None) -> FoundCompleted:
-        digest = hashlib.sha256((result or "null").encode()).hexdigest()
+        # pins the value to its request; not a plain digest of the (personal) value itself
+        digest = hashlib.sha256(canonical_json({"externalRequestId": request_id, "result": result})).hexdigest()
         return FoundCompleted(result_ref=f"{self.spec.id}:{request_id}", result_hash=digest,
                               provider_status="completed",
                               verification=Verification.CONFIRMED_SUCCESS, result=result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ def load_registry(spec: str, setting: str = "--tools") -> ToolRegistry:
         found = getattr(module, attribute)
     except AttributeError:
         raise ConfigError(setting, spec, f"module {module_name} has no attribute {attribute!r}") from None
-    if callable(found) and not isinstance(found, ToolRegistry):
+    if inspect.isfunction(found):
         found = found()
     if not isinstance(found, ToolRegistry):
         raise ConfigError(setting, spec, f"is a {type(found).__name__}, not a ToolRegistry")
