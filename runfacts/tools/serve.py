@@ -20,6 +20,7 @@ from pathlib import Path
 from runfacts import telemetry as telemetry_hooks
 from runfacts.processors.api import Application
 from runfacts.processors.capabilities import CapabilityCatalog, load_capabilities
+from runfacts.processors.dispatch_pool import ToolPool
 from runfacts.processors.dispatcher_app import DispatcherSettings, DispatcherShell, app_name, result_cap
 from runfacts.schemas.errors import ConfigError
 from runfacts.tools.adapter import ToolRuntime
@@ -73,4 +74,5 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
                                   result_max_bytes=result_cap())
     log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
              ", ".join(sorted(adapters)))
-    return DispatcherShell(settings, adapters, ArgsStore.open(args_store)).application()
+    pool = ToolPool(int(threads))  # calls leave the engine transaction (docs/dispatcher.md)
+    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool).application()
