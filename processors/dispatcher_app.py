@@ -5,8 +5,11 @@ Per event record (all in the engine's transaction for the batch):
 2. Fold it into the run's state with the run decider's own `evolve` (store `runs`).
 3. `work_for` (pure) says what the event asks: claim, execute, report a lost outcome,
    reconcile, verify, cancel, or forget a settled call.
-4. I/O happens only here: the adapter call (bounded by its connect/read timeouts), lookups
-   and cancels. Outcomes become commands through the pure `after_*` functions.
+4. I/O happens only here: the adapter call, lookups and cancels. With a `ToolPool` (the
+   packaged worker) the call leaves the transaction: the `dispatching` event starts it on
+   the pool and commits; its `done:<toolCallId>` timer collects the outcome in a later
+   transaction. Without one the call runs inline (bounded by its connect/read timeouts).
+   Outcomes become commands through the pure `after_*` functions.
 5. Every finding is a command to the commands topic (key runId, deterministic commandId
    from the input position): the run decider validates it. The dispatcher never writes
    events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
@@ -17,10 +20,11 @@ context in the event's headers (the run decider's span); its `traceparent` goes 
 command it sends for that event, so command -> event -> dispatch -> command is one trace.
 Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing recorded)
 and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
-the `dispatching` event is read again by the next incarnation, whose epochs differ:
-it reports `result_unknown` and reconciles; it never calls again blindly.
-Calls are sequential per engine instance (one thread), so keep
-`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`.
+the `dispatching` event (inline) or the `done:` timer (pooled) is read again by the next
+incarnation, whose epochs differ: it reports `result_unknown` and reconciles; it never
+calls again blindly. Inline calls are sequential per engine instance, so keep
+`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`; pooled calls
+have no such bound.
 """
 
 from __future__ import annotations
