@@ -219,3 +219,32 @@ def test_tools_room_has_a_doorway_and_nothing_below_it_imports_it() -> None:
                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
                 offenders += [f"{path.name}: {n}" for n in names if n.startswith("runfacts.tools")]
     assert offenders == []
+
+
+def test_lookup_given_as_a_parameter_answers_reconciliation_when_async() -> None:
+    registry = ToolRegistry()
+
+    async def find(ctx: LookupContext) -> dict[str, str] | None:
+        return {"found": ctx.external_request_id} if ctx.external_request_id == "x-1" else None
+
+    @registry.tool("notes.add", lookup=find)
+    def add(text: str) -> dict[str, str]:
+        return {"found": text}
+
+    adapter = registry.adapters()["notes.add"]
+    found = adapter.lookup("x-1")
+    assert isinstance(found, FoundCompleted) and found.result == '{"found":"x-1"}'
+    assert isinstance(adapter.lookup("x-2"), NotFound)
+    with pytest.raises(RegistryError, match="tool notes.add: has a lookup already"):
+        registry.lookup("notes.add")(find)
+
+
+def test_ready_made_adapter_shares_the_id_space_and_is_built_only_when_served() -> None:
+    from runfacts.tools.refund import REFUND, refund_registry
+
+    registry = refund_registry()  # building the refund adapter would need the payment key
+    assert registry.catalog().get(REFUND).needs_approval is True
+    with pytest.raises(RegistryError, match="tool payments.refund: registered twice"):
+        @registry.tool(REFUND)
+        def shadow() -> None: ...
+    assert registry.adapters(only=()) == {}
