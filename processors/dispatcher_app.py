@@ -225,7 +225,7 @@ class DispatcherShell:
                 return
             self.pool.start(memo, self._adapter(call).execute, request)
             log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
-                     call.toolCallId, call.attempts, call.leaseEpoch, self.pool.in_flight)
+                     call.toolCallId, call.attempts, call.leaseEpoch, self._in_flight())
         self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
 
     def _collect(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -247,10 +247,16 @@ class DispatcherShell:
             outcome: ToolOutcome = future.result()
         except Exception as exc:  # noqa: BLE001 - an adapter that broke its contract may have acted
             outcome = ToolUnknown(reason=f"adapter {call.capabilityId} raised {type(exc).__name__}: {exc}"[:300])
-        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts, call.leaseEpoch,
-                 outcome.kind)
+        log.info("executed %s attempt %d epoch %d: %s (%d calls in flight)", call.toolCallId,
+                 call.attempts, call.leaseEpoch, outcome.kind, self._in_flight())
         self.crash("dispatcher.after_call_before_record")
         self._report(outcome, call, progress, ctx, run.runId)
+
+    def _in_flight(self) -> int:
+        """Calls started on the pool and not finished; also the telemetry gauge."""
+        count = self.pool.in_flight if self.pool is not None else 0
+        self.telemetry.gauge(telemetry_hooks.TOOL_CALLS_IN_FLIGHT, count, {"instance": self.settings.instance})
+        return count
 
     def _report(self, outcome: ToolOutcome, call: ToolCallState, progress: core.Progress, ctx: Context,
                 run_id: str) -> None:

@@ -15,6 +15,7 @@ from dispatcher_support import Loop
 
 from runfacts.connectors.adapters import ToolAdapter, ToolRequest
 from runfacts.processors.dispatch_pool import ToolPool
+from runfacts.telemetry import TOOL_CALLS_IN_FLIGHT, Telemetry
 
 
 @dataclass
@@ -62,8 +63,16 @@ def test_claimed_call_runs_off_the_transaction_and_reports_in_a_later_one(
     assert loop.types()[-3:] == ["tool.call.dispatching", "approval.consumed", "budget.debited"]
     assert (_progress(loop), loop.pool and loop.pool.in_flight) == ("executing", 1)
     assert loop.dispatcher.advance(0) == 1 and "tool.call.completed" not in loop.types()  # polled, still running
+    gauges: list[tuple[str, float]] = []
+
+    class Recording(Telemetry):
+        def gauge(self, metric: str, value: float, attributes: Any = None) -> None:
+            gauges.append((metric, value))
+
+    loop.shell.telemetry = Recording()
     gate.set()
     loop.settle()
+    assert gauges == [(TOOL_CALLS_IN_FLIGHT, 0)]
     assert "tool.call.completed" in loop.types() and len(loop.sim.ledger()) == 1
     completed = next(e for e in loop.events() if e.eventType == "tool.call.completed")
     assert completed.payload.result and loop.sim.ledger()[0].refund_id in completed.payload.result
