@@ -57,11 +57,20 @@ def decider(
     versions: Annotated[str, typer.Option(help="Current RunVersions as JSON (default: the decider's).")] = "",
     user_view: Annotated[bool, typer.Option(
         "--user-view/--no-user-view", help="Publish the user view in the decider's transaction.")] = True,
+    tools: Annotated[str, typer.Option(
+        help="Read the manifest from this tool registry, module:attribute (instead of --capabilities).")] = "",
 ) -> None:
     """The run decider: commands -> events, run state and user view, exactly once.
 
     Signed approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
     """
+    if tools:
+        from runfacts.schemas.errors import ConfigError
+        from runfacts.tools.manifest import written_manifest
+
+        if capabilities:
+            raise ConfigError("--tools", tools, "give --tools or --capabilities, not both")
+        capabilities = str(written_manifest(tools, engine_settings().state_dir / "manifests"))
     _run("decider", {"prefix": prefix, "capabilities": capabilities, "policy": policy,
                      "versions": versions, "user_view": "true" if user_view else "false"})
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from runfacts.processors.capabilities import CapabilityCatalog, parse_capabilities
@@ -32,3 +34,18 @@ def _value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     return json.dumps(value)  # a TOML basic string is a JSON string
+
+
+def written_manifest(tools: str, directory: Path) -> Path:
+    """The registry `tools`' manifest written (content-addressed) under `directory`, for a
+    decider started with `--tools` instead of `--capabilities`."""
+    from runfacts.tools.loader import load_registry
+
+    text = manifest_toml(load_registry(tools).catalog(), tools)
+    path = directory / f"capabilities-{hashlib.sha256(text.encode()).hexdigest()[:16]}.toml"
+    directory.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return path

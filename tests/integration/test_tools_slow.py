@@ -25,7 +25,8 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     options = DemoOptions(prefix=f"sl-{uuid.uuid4().hex[:10]}", workdir=tmp_path_factory.mktemp("slow"),
                           partitions=1, kafka=KafkaSettings(bootstrap_servers=kafka_bootstrap))
     tools = f"{REPO / 'tests' / 'integration' / 'slow_tools.py'}:registry"  # the file form of --tools
-    stack = ToolStack(options, tools=tools, RUNFACTS_TRANSACTION_TIMEOUT_MS=str(TRANSACTION_TIMEOUT_MS))
+    stack = ToolStack(options, tools=tools, manifest_file=False,  # decider and dispatcher: --tools
+                      RUNFACTS_TRANSACTION_TIMEOUT_MS=str(TRANSACTION_TIMEOUT_MS))
     try:
         stack.start()
         yield stack

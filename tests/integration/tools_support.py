@@ -37,9 +37,11 @@ def export_manifest(tools: str, out: Path) -> Path:
 class ToolStack(DemoStack):
     """Decider + dispatcher serving `tools`; `send`/`propose`/`wait` drive runs."""
 
-    def __init__(self, options: DemoOptions, tools: str = BILLING, **dispatcher_env: str) -> None:
+    def __init__(self, options: DemoOptions, tools: str = BILLING, manifest_file: bool = True,
+                 **dispatcher_env: str) -> None:
         super().__init__(options)
         self.tools = tools
+        self.manifest_file = manifest_file  # False: both workers read the registry (--tools)
         self.dispatcher_env = {"PYTHONPATH": str(REPO), "BILLING_LEDGER": str(self.dir / "ledger.db"),
                                **dispatcher_env}
         self._ids = count(1)
@@ -47,11 +49,11 @@ class ToolStack(DemoStack):
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        export_manifest(self.tools, self.dir / "capabilities.toml")
+        manifest = ["--capabilities", str(export_manifest(self.tools, self.dir / "capabilities.toml"))]
         self._topics()
         self.harness = CommandOutbox.open(self.dir / "harness.db", self.names)
         self._start_relay()
-        self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
+        self._spawn_worker("decider", manifest if self.manifest_file else ["--tools", self.tools],
                            **self.options.signing_env)
         self.start_dispatcher()
         self.log = EventLog(self.options.kafka, self.names.events)
@@ -59,8 +61,9 @@ class ToolStack(DemoStack):
     def start_dispatcher(self, crash_at: str = "") -> None:
         self.dispatcher_starts += 1
         crash = {"RUNFACTS_CRASH_AT": crash_at, "RUNFACTS_CRASH_MARKER": str(self.dir / "crash.marker")}
-        options = ["--tools", self.tools, "--args-store", str(self.dir / "harness.db"),
-                   "--capabilities", str(self.dir / "capabilities.toml")]
+        options = ["--tools", self.tools, "--args-store", str(self.dir / "harness.db")]
+        if self.manifest_file:
+            options += ["--capabilities", str(self.dir / "capabilities.toml")]
         self._spawn_worker("dispatcher", options, f"dispatcher-{self.dispatcher_starts}.log",
                            RUNFACTS_CONSUME_BATCH="1", **self.dispatcher_env, **(crash if crash_at else {}))
 

@@ -55,3 +55,16 @@ def test_served_catalog_refuses_a_manifest_without_a_served_tool(tmp_path: Path)
 def test_load_registry_names_the_setting_and_the_fix_when_the_spec_is_bad(spec: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         load_registry(spec)
+
+
+def test_written_manifest_is_the_registry_catalog_and_content_addressed(tmp_path: Path) -> None:
+    from runfacts.tools.manifest import written_manifest
+
+    first = written_manifest(BILLING, tmp_path / "manifests")
+    assert written_manifest(BILLING, tmp_path / "manifests") == first
+    assert load_capabilities(first) == load_registry(BILLING).catalog()
+
+
+def test_worker_decider_refuses_tools_and_capabilities_together(tmp_path: Path) -> None:
+    result = RUNNER.invoke(app, ["worker", "decider", "--tools", BILLING, "--capabilities", str(tmp_path / "c.toml")])
+    assert isinstance(result.exception, ConfigError) and "not both" in str(result.exception)
