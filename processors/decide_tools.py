@@ -215,7 +215,7 @@ def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideCon
     return [
         draft(ev.ToolCallCompleted, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
               attempt=p.attempt, externalRequestId=p.externalRequestId, resultRef=p.resultRef,
-              resultHash=p.resultHash),
+              resultHash=p.resultHash, result=p.result),
         draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
               status="pending"),
     ]
@@ -273,7 +273,7 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
     ids = {"capabilityId": call.capabilityId}
     drafts = [draft(ev.ToolCallReconciled, **ids, toolCallId=p.toolCallId,
                     externalRequestId=p.externalRequestId, outcome=p.outcome,
-                    resultRef=p.resultRef, resultHash=p.resultHash)]
+                    resultRef=p.resultRef, resultHash=p.resultHash, result=p.result)]
     if p.outcome == "found_completed":
         drafts.append(draft(ev.VerificationUpdated, **ids, toolCallId=p.toolCallId, status="pending"))
     lapsed = state.lapsed_grant(call, c.issuedAt) if p.outcome == "not_found" else None

@@ -5,8 +5,11 @@ Per event record (all in the engine's transaction for the batch):
 2. Fold it into the run's state with the run decider's own `evolve` (store `runs`).
 3. `work_for` (pure) says what the event asks: claim, execute, report a lost outcome,
    reconcile, verify, cancel, or forget a settled call.
-4. I/O happens only here: the adapter call (bounded by its connect/read timeouts), lookups
-   and cancels. Outcomes become commands through the pure `after_*` functions.
+4. I/O happens only here: the adapter call, lookups and cancels. With a `ToolPool` (the
+   packaged worker) the call leaves the transaction: the `dispatching` event starts it on
+   the pool and commits; its `done:<toolCallId>` timer collects the outcome in a later
+   transaction. Without one the call runs inline (bounded by its connect/read timeouts).
+   Outcomes become commands through the pure `after_*` functions.
 5. Every finding is a command to the commands topic (key runId, deterministic commandId
    from the input position): the run decider validates it. The dispatcher never writes
    events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
@@ -19,15 +22,17 @@ context in the event's headers (the run decider's span); its `traceparent` goes 
 command it sends for that event, so command -> event -> dispatch -> command is one trace.
 Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing recorded)
 and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
-the `dispatching` event is read again by the next incarnation, whose epochs differ:
-it reports `result_unknown` and reconciles; it never calls again blindly.
-Calls are sequential per engine instance (one thread), so keep
-`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`.
+the `dispatching` event (inline) or the `done:` timer (pooled) is read again by the next
+incarnation, whose epochs differ: it reports `result_unknown` and reconciles; it never
+calls again blindly. Inline calls are sequential per engine instance, so keep
+`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`; pooled calls
+have no such bound.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -37,12 +42,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runfacts import telemetry as telemetry_hooks
-from runfacts.connectors.adapters import ToolAdapter, ToolOutcome, ToolRequest
+from runfacts.connectors.adapters import ToolAdapter, ToolOutcome, ToolRequest, ToolUnknown
 from runfacts.connectors.args_store import ArgsMissing, ArgsTampered
 from runfacts.crashpoints import crash_point
 from runfacts.processors import dispatch_core as core
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import CapabilityCatalog
+from runfacts.processors.dispatch_pool import ToolPool
 from runfacts.processors.run_evolve import evolve
 from runfacts.processors.run_state import RunState, ToolCallState
 from runfacts.processors.task import Context
@@ -86,6 +92,8 @@ class DispatcherSettings:
     incarnation: int
     instance: str = "dispatcher"
     verify: core.VerifyPolicy = core.VerifyPolicy()
+    result_max_bytes: int = core.RESULT_MAX_BYTES  # cap of a result value on the log
+    poll: core.PollPolicy = core.PollPolicy()  # how often a call running off the transaction is looked at
 
     @property
     def app_name(self) -> str:
@@ -103,7 +111,8 @@ class DispatcherShell:
     def __init__(self, settings: DispatcherSettings, adapters: Mapping[str, ToolAdapter],
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
                  crash: Callable[[str], None] = crash_point,
-                 telemetry: telemetry_hooks.Telemetry | None = None) -> None:
+                 telemetry: telemetry_hooks.Telemetry | None = None,
+                 pool: ToolPool | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
@@ -113,6 +122,8 @@ class DispatcherShell:
         self.codec = Codec(CodecSettings(validate=True))
         self.actor = Actor(subjectId=settings.instance, roles=("dispatcher",), authSource="dispatcher")
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
+        self.pool = pool  # None: calls run inside the transaction (one at a time)
+        self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
         self._sent = 0
         self._cause: str | None = None
         self._trace: list[tuple[str, bytes]] = []
@@ -132,7 +143,7 @@ class DispatcherShell:
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())
-        self._sent, self._cause, self._trace = 0, event.eventId, []
+        self._sent, self._cause, self._trace, self._salt = 0, event.eventId, [], ""
         works = core.work_for(event, run, self.settings.incarnation)
         tel = self.telemetry
         if not works or not tel.enabled:
@@ -153,12 +164,14 @@ class DispatcherShell:
         call = run.toolCalls.get(call_id) if run is not None else None
         if run is None or call is None:
             return
-        self._sent, self._cause, self._trace = 0, None, []
+        self._sent, self._cause, self._trace, self._salt = 0, None, [], ""
         progress = self._progress(ctx, run.runId, call, run.runId)
         if kind == "retry" and self._retry_due(call, progress):
             self._retry(call, progress, run, ctx)
         elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
             self._lookup(call, progress, ctx, run.runId)
+        elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
+            self._collect(call, progress, run, ctx)
         elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
             outcome = self._adapter(call).lookup(call.externalRequestId or "")
             step = core.after_verify(outcome, call, progress, self.settings.verify, self._now_ms())
@@ -189,7 +202,7 @@ class DispatcherShell:
             case core.Cancel():
                 self._cancel(call, progress, run, ctx)
             case core.Forget():
-                for kind in ("retry", "reconcile", "verify"):
+                for kind in ("retry", "reconcile", "verify", "done"):
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -209,6 +222,9 @@ class DispatcherShell:
         """Call the tool once for this try (or reuse this process's earlier answer), then report."""
         progress = core.start_try(progress, call, self._now_ms())
         memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        if self.pool is not None:
+            self._start(memo, call, progress, ctx, run.runId)
+            return
         outcome = self._outcomes.get(memo)
         if outcome is None:
             result = self._call_tool(call)
@@ -217,27 +233,83 @@ class DispatcherShell:
                 return
             outcome = self._remember(memo, result)
             self.crash("dispatcher.after_call_before_record")
+        self._report(outcome, call, progress, ctx, run.runId)
+
+    def _start(self, memo: tuple[str, str, int, int], call: ToolCallState, progress: core.Progress,
+               ctx: Context, run_id: str) -> None:
+        """Start the try on the pool (once per memo) and commit: the `done:` timer collects it."""
+        assert self.pool is not None
+        if self.pool.get(memo) is None:
+            request = self._request(call)
+            if isinstance(request, core.Draft):
+                self._apply(ctx, run_id, call, core.Step([request], progress), "retry")
+                return
+            self.pool.start(memo, self._adapter(call).execute, request)
+            log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
+                     call.toolCallId, call.attempts, call.leaseEpoch, self._in_flight())
+        self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
+
+    def _collect(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        """The `done:` timer: report the try's outcome, look again later, or (the try ran in
+        an earlier incarnation, whose answer died with it) report the outcome unknown."""
+        memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        self._salt = f"-a{call.attempts}t{progress.tries}"  # a later try's timer may share due time and id
+        future = self.pool.get(memo) if self.pool is not None else None
+        if future is None:
+            why = (f"the call was running in dispatcher incarnation {core.incarnation_of(call.leaseEpoch)}, "
+                   f"this is {self.settings.incarnation}: it may have acted before it stopped")
+            self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
+            return
+        if not future.done():
+            self._apply(ctx, run.runId, call, core.still_running(progress, self.settings.poll, self._now_ms()),
+                        "done")
+            return
+        try:
+            outcome: ToolOutcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - an adapter that broke its contract may have acted
+            outcome = ToolUnknown(reason=f"adapter {call.capabilityId} raised {type(exc).__name__}: {exc}"[:300])
+        log.info("executed %s attempt %d epoch %d: %s (%d calls in flight)", call.toolCallId,
+                 call.attempts, call.leaseEpoch, outcome.kind, self._in_flight())
+        self.crash("dispatcher.after_call_before_record")
+        self._report(outcome, call, progress, ctx, run.runId)
+
+    def _in_flight(self) -> int:
+        """Calls started on the pool and not finished; also the telemetry gauge."""
+        count = self.pool.in_flight if self.pool is not None else 0
+        self.telemetry.gauge(telemetry_hooks.TOOL_CALLS_IN_FLIGHT, count, {"instance": self.settings.instance})
+        return count
+
+    def _report(self, outcome: ToolOutcome, call: ToolCallState, progress: core.Progress, ctx: Context,
+                run_id: str) -> None:
+        """Turn the try's outcome into the report (or a retry timer) in this transaction."""
         policy = self.settings.catalog.get(call.capabilityId).retry
-        step = core.after_execute(outcome, call, progress, policy, self._now_ms())
-        self._apply(ctx, run.runId, call, step, "retry")
+        step = core.after_execute(outcome, call, progress, policy, self._now_ms(),
+                                  result_cap=self.settings.result_max_bytes)
+        self._apply(ctx, run_id, call, step, "retry")
         self.crash("dispatcher.after_record_before_commit")
 
     def _call_tool(self, call: ToolCallState) -> ToolOutcome | core.Draft:
         """The adapter's outcome, or a failure draft when the arguments are missing or altered."""
+        request = self._request(call)
+        if isinstance(request, core.Draft):
+            return request
+        outcome = self._adapter(call).execute(request)
+        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts,
+                 call.leaseEpoch, outcome.kind)
+        return outcome
+
+    def _request(self, call: ToolCallState) -> ToolRequest | core.Draft:
+        """The request of the call's current try, or a failure draft (arguments missing or altered)."""
         try:
             arguments = self.args.load_verified(call.argsRef, call.argsHash)
         except ArgsTampered as exc:
             return core.failed_draft(call, "args_tampered", False, str(exc))
         except ArgsMissing as exc:
             return core.failed_draft(call, "args_missing", False, str(exc))
-        request = ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
-                              idempotency_key=call.idempotencyKey,
-                              external_request_id=call.externalRequestId or "",
-                              attempt=call.attempts, lease_epoch=call.leaseEpoch, arguments=arguments)
-        outcome = self._adapter(call).execute(request)
-        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts,
-                 call.leaseEpoch, outcome.kind)
-        return outcome
+        return ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
+                           idempotency_key=call.idempotencyKey,
+                           external_request_id=call.externalRequestId or "",
+                           attempt=call.attempts, lease_epoch=call.leaseEpoch, arguments=arguments)
 
     def _remember(self, memo: tuple[str, str, int, int], outcome: ToolOutcome) -> ToolOutcome:
         self._outcomes[memo] = outcome
@@ -263,7 +335,8 @@ class DispatcherShell:
         outcome = self._adapter(call).lookup(call.externalRequestId or "")
         log.info("reconciled %s (%s): %s", call.toolCallId, call.externalRequestId, outcome.kind)
         policy = self.settings.catalog.get(call.capabilityId).retry
-        step = core.after_lookup(outcome, call, progress, policy, self._now_ms())
+        step = core.after_lookup(outcome, call, progress, policy, self._now_ms(),
+                                 result_cap=self.settings.result_max_bytes)
         self._apply(ctx, run_id, call, step, "reconcile")
 
     def _cancel(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -278,7 +351,8 @@ class DispatcherShell:
         elif self._retry_due(call, progress):
             cancelled = adapter.cancel(request_id)
             found = None if cancelled else adapter.lookup(request_id)
-            self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress), "retry")
+            self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress,
+                                                                    result_cap=self.settings.result_max_bytes), "retry")
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -312,7 +386,8 @@ class DispatcherShell:
     def _send(self, ctx: Context, run_id: str, corr: str, drafts: list[core.Draft]) -> None:
         issued = datetime.fromtimestamp(self.clock(), tz=UTC)
         for d in drafts:
-            command = new_command(d.command, commandId=f"dsp-{ctx.derive_id(self._sent)}", runId=run_id,
+            command_id = f"dsp-{ctx.derive_id(self._sent)}{self._salt}"
+            command = new_command(d.command, commandId=command_id, runId=run_id,
                                   actor=self.actor, issuedAt=issued, correlationId=corr,
                                   causationId=self._cause, payload=d.payload)
             self._sent += 1
@@ -340,6 +415,18 @@ def _span_attributes(event: EventBase, works: list[core.Work]) -> dict[str, str]
             "runfacts.tool_call_ids": ",".join(sorted({w.call.toolCallId for w in works}))}
 
 
+def result_cap(environ: Mapping[str, str] | None = None) -> int:
+    """RUNFACTS_TOOL_RESULT_MAX_BYTES: the cap of a result value on the log (bytes, >= 0)."""
+    from runfacts.schemas.errors import ConfigError
+
+    raw = (os.environ if environ is None else environ).get("RUNFACTS_TOOL_RESULT_MAX_BYTES", "")
+    if not raw:
+        return core.RESULT_MAX_BYTES
+    if not raw.isdigit():
+        raise ConfigError("RUNFACTS_TOOL_RESULT_MAX_BYTES", raw, "expected a number of bytes, e.g. 16384")
+    return int(raw)
+
+
 def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
                    capabilities: str = "", instance: str = "",
                    refund_capability: str = "payments.refund") -> Application:
@@ -360,6 +447,7 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
     adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
                                   instance=instance or engine.instance_id,
-                                  catalog=load_capabilities(Path(capabilities) if capabilities else None))
+                                  catalog=load_capabilities(Path(capabilities) if capabilities else None),
+                                  result_max_bytes=result_cap())
     log.info("dispatcher %s starts as incarnation %d", settings.instance, incarnation)
     return DispatcherShell(settings, {refund_capability: adapter}, ArgsStore.open(args_store)).application()

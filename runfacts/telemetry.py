@@ -34,6 +34,7 @@ STUCK_RUNS = "runfacts.runs.stuck"
 RETRIES = "runfacts.retries"
 POLICY_DENIALS = "runfacts.policy.denials"
 OUTBOX_PENDING = "runfacts.outbox.pending"
+TOOL_CALLS_IN_FLIGHT = "runfacts.tool.calls.in_flight"  # per dispatcher instance, off the transaction
 POLICY_REASONS = frozenset({
     "missing_actor", "untrusted_source", "no_policy_rule", "forbidden_role", "self_approval_forbidden",
     "token_missing", "token_malformed", "token_unknown_key", "token_retired_key", "token_bad_signature",

@@ -91,6 +91,7 @@ def test_demo_topics_hold_no_secret_anywhere_and_personal_data_only_internally_w
     written = {topic: records(options.kafka, topic) for topic in topics}
     personal = personal_values(m.value() for t in (names.commands, names.events) for m in written[t])
     assert {"customer-42", "alice"} <= personal and any("order-001" in v for v in personal)
+    assert any(v.startswith('{"amountMinor":4200') for v in personal)  # the refund's result value (issue 17)
     internal = {names.commands, names.events, names.state, *_state_changelogs(options)}
 
     leaks = [f for topic, messages in written.items() for f in scan(topic, messages, secrets)]
