@@ -32,10 +32,10 @@ from typing import Any
 
 from rich.console import Console
 
-from runfacts.projections.cli import progress_bar
+from runfacts.cli.projections import progress_bar
+from runfacts.dev.runscript import RunScript, produce_log
 from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
 from runfacts.projections.replay import ReplayReport, ReplaySettings, projectors, relaxed_gc, replay
-from runfacts.projections.runlog import RunScript, produce_log
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics, delete_topics
 

@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from runfacts.processors.retry import args_hash, canonical_json
+from runfacts.processors.policy.retry import args_hash, canonical_json
 from runfacts.schemas.errors import ConfigError, RunfactsError
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -25,8 +25,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from runfacts.acls import group_prefix, reader_group
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.security.acls import group_prefix, reader_group
 from runfacts.settings import KafkaSettings
 from runfacts.topics import watermarks
 
@@ -89,7 +89,7 @@ class ReadOptions:
     """Give up when no message or end-of-partition arrives for this long."""
     client: dict[str, Any] = field(default_factory=dict)
     component: str = "auditor"
-    """Whose reader this is: the group id goes under the prefix its ACLs grant (runfacts.acls)."""
+    """Whose reader this is: the group id goes under the prefix its ACLs grant (runfacts.security.acls)."""
 
 
 def consumer(settings: KafkaSettings, options: ReadOptions | None = None) -> Consumer:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from runfacts.projections import audit
-from runfacts.projections.audit_summary import AuditConfig
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
 from runfacts.projections.kafkalog import LogRange, ReadOptions, batches, snapshot
@@ -141,7 +141,7 @@ class UserViewProjector(LatestProjector):
     """The user view: run state folded with the decider's own `evolve`, viewed at the end."""
 
     def __init__(self, role: str = "user") -> None:
-        from runfacts.processors.run_evolve import evolve as evolve_state
+        from runfacts.processors.decider.evolve import evolve as evolve_state
         from runfacts.projections import user_view
         from runfacts.schemas.codec import Codec, CodecSettings
 
@@ -173,7 +173,8 @@ def projectors() -> dict[str, Callable[[], Projector]]:
 
 def trajectory_projector() -> Projector:
     """The trajectory as a compacted projection."""
-    from runfacts.projections import trajectory, trajectory_model
+    from runfacts.projections.trajectory import model as trajectory_model
+    from runfacts.projections.trajectory import reducer as trajectory
 
     return LatestProjector("trajectory", trajectory_model.schema(), trajectory.READS,
                            trajectory.evolve, trajectory_model.encode)
@@ -181,7 +182,7 @@ def trajectory_projector() -> Projector:
 
 def _run_id(fact: Fact) -> str:
     """The runId of a bytes-only fact (third envelope field)."""
-    from runfacts.schemas.avrocode import read_long
+    from runfacts.schemas.binary.readers import read_long
 
     pos = 0
     for _ in range(2):  # eventId, eventType

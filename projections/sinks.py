@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from runfacts.projections.kafkalog import LogRange, snapshot
 from runfacts.projections.records import ProjectionSchema
-from runfacts.schemas.avrocode import write_long, write_string
+from runfacts.schemas.binary.readers import write_long, write_string
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics

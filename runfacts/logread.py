@@ -14,8 +14,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from runfacts.acls import reader_group
 from runfacts.schemas.errors import InfrastructureError
+from runfacts.security.acls import reader_group
 
 
 @dataclass(frozen=True)

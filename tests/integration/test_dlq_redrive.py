@@ -10,10 +10,10 @@ from engine_support import EngineThread, settings
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.crash_kafka import produce
-from runfacts.crash_workload import Commands, Input, valid
+from runfacts.dev.crash.kafka import produce
+from runfacts.dev.crash.workload import Commands, Input, valid
 from runfacts.logread import snapshot
-from runfacts.processors.decider_app import DeciderShell, InputLimits, decide_context
+from runfacts.processors.decider.app import DeciderShell, InputLimits, decide_context
 from runfacts.schemas import codec
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics

@@ -20,8 +20,8 @@ def spawn(bootstrap: str, unique: str, state: Path, guarantee: str, log: Path,
           **env: str) -> subprocess.Popen:
     params = [f"name=wk-{unique}", f"source=wk-in-{unique}", f"output=wk-out-{unique}",
               f"dead_letter_topic=wk-dlq-{unique}"]
-    args = [sys.executable, "-m", "runfacts.processors.worker",
-            "--app", "runfacts.processors.demo:counter_app"]
+    args = [sys.executable, "-m", "runfacts.processors.engine.worker",
+            "--app", "runfacts.dev.apps:counter_app"]
     for p in params:
         args += ["--param", p]
     environment = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": bootstrap,

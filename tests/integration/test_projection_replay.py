@@ -11,12 +11,12 @@ from fastavro import reader as avro_reader
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.projections import audit
+from runfacts.dev.runscript import RunScript, encode_event, produce_log
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
 from runfacts.projections.kafkalog import batches, snapshot
 from runfacts.projections.replay import AuditProjector, ReplaySettings, replay
-from runfacts.projections.runlog import RunScript, encode_event, produce_log
 from runfacts.projections.sinks import TopicSink
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings

@@ -13,11 +13,11 @@ from engine_support import EngineThread, settings
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.projections import audit
+from runfacts.dev.runscript import RunScript, produce_log
+from runfacts.projections.app import app_name, projector_app
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.kafkalog import batches, snapshot
-from runfacts.projections.projector_app import app_name, projector_app
 from runfacts.projections.replay import ReplaySettings, replay
-from runfacts.projections.runlog import RunScript, produce_log
 from runfacts.projections.sinks import TopicSink
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, apply_topics, delete_topics, runfacts_topics

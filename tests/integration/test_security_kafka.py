@@ -24,19 +24,19 @@ from engine_support import EngineThread
 from ops_support import write_users
 from typer.testing import CliRunner
 
-from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.cli import app
-from runfacts.dashboard_cli import DashboardSettings, build_dashboard
-from runfacts.devenv import SCRIPTS, port_open
-from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.settings import EngineSettings
+from runfacts.cli.dashboard import DashboardSettings, build_dashboard
+from runfacts.dev.services import SCRIPTS, port_open
+from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.engine.settings import EngineSettings
+from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.projections import user_view
-from runfacts.projections.audit_verify import VerifySettings, verify
+from runfacts.projections.audit.verify import VerifySettings, verify
 from runfacts.projections.replay import ReplaySettings, replay
-from runfacts.runlog import CommandClient, ReaderSettings, StateReader
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
+from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 

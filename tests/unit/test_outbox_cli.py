@@ -9,8 +9,8 @@ from outbox_support import AvroEncoder, DemoEvent
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import OutboxStore
+from runfacts.connectors.outbox.store import OutboxStore
+from runfacts.connectors.outbox.writer import Outbox
 
 runner = CliRunner()
 

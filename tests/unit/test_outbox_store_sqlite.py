@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 from outbox_support import AvroEncoder, DemoEvent
 
-from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import Lease, LeaseLost, OutboxStore
+from runfacts.connectors.outbox.store import Lease, LeaseLost, OutboxStore
+from runfacts.connectors.outbox.writer import Outbox
 
 
 @pytest.fixture

@@ -11,14 +11,16 @@ from confluent_kafka import KafkaError
 from decider_support import USER, command
 from typer.testing import CliRunner
 
-from runfacts import dashboard_feed, logread, runlog
-from runfacts.acls import acl_entries, component_access, group_prefix, reader_group
+from runfacts import logread
 from runfacts.cli import app
-from runfacts.dashboard_cli import DashboardSettings, build_dashboard
+from runfacts.cli.dashboard import DashboardSettings, build_dashboard
+from runfacts.dashboard import feed as dashboard_feed
+from runfacts.ops import client as runlog
 from runfacts.projections import kafkalog
 from runfacts.projections.kafkalog import ReadOptions
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.errors import InfrastructureError
+from runfacts.security.acls import acl_entries, component_access, group_prefix, reader_group
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 

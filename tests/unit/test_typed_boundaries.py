@@ -7,10 +7,10 @@ from typing import NamedTuple
 import pytest
 from decider_support import create
 
-from runfacts.control import approval_decision
-from runfacts.processors.testdriver import MemoryLog
-from runfacts.projections.audit_check import ChainCheck
-from runfacts.projections.audit_verify import _event
+from runfacts.ops.control import approval_decision
+from runfacts.processors.engine.testdriver import MemoryLog
+from runfacts.projections.audit.check import ChainCheck
+from runfacts.projections.audit.verify import _event
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
 from runfacts.projections.replay import projectors

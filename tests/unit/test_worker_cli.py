@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.worker_cli import FACTORIES, engine_settings
+from runfacts.cli.worker import FACTORIES, engine_settings
 
 runner = CliRunner()
 ENGINE_VARS = ("RUNFACTS_BOOTSTRAP_SERVERS", "RUNFACTS_KAFKA", "RUNFACTS_KAFKA_CONFIG",
@@ -47,7 +47,7 @@ def test_worker_runs_the_factory_of_its_kind_when_invoked(kind: str, monkeypatch
     def fake_run(spec: str, pairs: list[str], settings: object) -> int:
         seen.update(spec=spec, pairs=pairs)
         return 0
-    monkeypatch.setattr("runfacts.worker_cli.run", fake_run)
+    monkeypatch.setattr("runfacts.cli.worker.run", fake_run)
     extra = ["--args-store", "/tmp/h.db"] if kind == "dispatcher" else []
 
     result = runner.invoke(app, ["worker", kind, "--prefix", "p1", *extra])
@@ -58,7 +58,7 @@ def test_worker_runs_the_factory_of_its_kind_when_invoked(kind: str, monkeypatch
 
 
 def test_worker_factories_build_applications_when_loaded(tmp_path, monkeypatch):
-    from runfacts.processors.worker import load_app
+    from runfacts.processors.engine.worker import load_app
 
     monkeypatch.setenv("RUNFACTS_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("RUNFACTS_PAYMENT_API_KEY", "k-test")

@@ -1,0 +1,3 @@
+"""connectors/outbox: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""connectors/relay: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""processors/dispatcher: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,344 @@
+"""The tool dispatcher on the engine: events topic -> tool calls -> commands, exactly once.
+
+Per event record (all in the engine's transaction for the batch):
+1. Decode the event (bad bytes -> dead-letter topic).
+2. Fold it into the run's state with the run decider's own `evolve` (store `runs`).
+3. `work_for` (pure) says what the event asks: claim, execute, report a lost outcome,
+   reconcile, verify, cancel, or forget a settled call.
+4. I/O happens only here: the adapter call (bounded by its connect/read timeouts), lookups
+   and cancels. Outcomes become commands through the pure `after_*` functions.
+5. Every finding is a command to the commands topic (key runId, deterministic commandId
+   from the input position): the run decider validates it. The dispatcher never writes
+   events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
+   timers, so no call ever sleeps inside a transaction.
+The engine commits commands, the `runs`/`progress` stores and the input offset atomically.
+Telemetry (only when enabled): one span per event the dispatcher acts on, child of the trace
+context in the event's headers (the run decider's span); its `traceparent` goes on every
+command it sends for that event, so command -> event -> dispatch -> command is one trace.
+Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing recorded)
+and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
+the `dispatching` event is read again by the next incarnation, whose epochs differ:
+it reports `result_unknown` and reconciles; it never calls again blindly.
+Calls are sequential per engine instance (one thread), so keep
+`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from runfacts import telemetry as telemetry_hooks
+from runfacts.connectors.args_store import ArgsMissing, ArgsTampered
+from runfacts.crashpoints import crash_point
+from runfacts.processors.decider.evolve import evolve
+from runfacts.processors.decider.state import RunState, ToolCallState
+from runfacts.processors.dispatcher import core
+from runfacts.processors.dispatcher.adapters import ToolAdapter, ToolOutcome, ToolRequest
+from runfacts.processors.engine.api import Application, Record, Source, Timer
+from runfacts.processors.engine.task import Context
+from runfacts.processors.policy.capabilities import CapabilityCatalog
+from runfacts.schemas.codec import Codec, CodecSettings
+from runfacts.schemas.common import Actor, EventBase
+from runfacts.schemas.models import decode_event, new_command
+from runfacts.topics import TopicNames
+
+log = logging.getLogger("runfacts.dispatcher")
+MEMO_SIZE = 10_000
+
+
+class ArgsReader(Protocol):
+    """Where the dispatcher reads a call's arguments (see runfacts.connectors.args_store)."""
+
+    def load_verified(self, ref: str, expected_hash: str) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class DispatcherSettings:
+    """Topics, manifests, this process's incarnation and identity, verification polling."""
+
+    names: TopicNames
+    catalog: CapabilityCatalog
+    incarnation: int
+    instance: str = "dispatcher"
+    verify: core.VerifyPolicy = core.VerifyPolicy()
+
+    @property
+    def app_name(self) -> str:
+        return app_name(self.names.prefix)
+
+
+def app_name(prefix: str) -> str:
+    """The engine application (and consumer group) name of the dispatcher."""
+    return "runfacts-dispatcher" if prefix == "runfacts" else f"{prefix}-dispatcher"
+
+
+class DispatcherShell:
+    """The imperative shell around `dispatch_core` (see the module docstring)."""
+
+    def __init__(self, settings: DispatcherSettings, adapters: Mapping[str, ToolAdapter],
+                 args: ArgsReader, *, clock: Callable[[], float] = time.time,
+                 crash: Callable[[str], None] = crash_point,
+                 telemetry: telemetry_hooks.Telemetry | None = None) -> None:
+        self.settings = settings
+        self.telemetry = telemetry or telemetry_hooks.current()
+        self.adapters = dict(adapters)
+        self.args = args
+        self.clock = clock
+        self.crash = crash
+        self.codec = Codec(CodecSettings(validate=True))
+        self.actor = Actor(subjectId=settings.instance, roles=("dispatcher",), authSource="dispatcher")
+        self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
+        self._sent = 0
+        self._cause: str | None = None
+        self._trace: list[tuple[str, bytes]] = []
+
+    # --- engine hooks -----------------------------------------------------------------
+
+    def deserialize(self, data: bytes | None) -> EventBase:
+        return decode_event(self.codec, data)
+
+    def process(self, record: Record, ctx: Context) -> None:
+        """Steps 2-5 of the module docstring for one event."""
+        event: EventBase = record.value
+        runs = ctx.store("runs")
+        key = event.runId.encode()
+        raw = runs.get(key)
+        run = evolve(RunState.model_validate_json(raw) if raw is not None else None, event)
+        if run is None:
+            return
+        runs.put(key, run.model_dump_json().encode())
+        self._sent, self._cause, self._trace = 0, event.eventId, []
+        works = core.work_for(event, run, self.settings.incarnation)
+        tel = self.telemetry
+        if not works or not tel.enabled:
+            for work in works:
+                self._do(work, run, ctx, event.correlationId)
+            return
+        with tel.span(f"dispatcher handle {event.eventType}", parent=record.headers,
+                      attributes=_span_attributes(event, works)) as span:
+            self._trace = span.headers()
+            for work in works:
+                self._do(work, run, ctx, event.correlationId)
+
+    def on_timer(self, timer: Timer, ctx: Context) -> None:
+        """A retry, reconciliation lookup or verification poll fell due."""
+        kind, _, call_id = timer.timer_id.partition(":")
+        raw = ctx.store("runs").get(timer.key)
+        run = RunState.model_validate_json(raw) if raw is not None else None
+        call = run.toolCalls.get(call_id) if run is not None else None
+        if run is None or call is None:
+            return
+        self._sent, self._cause, self._trace = 0, None, []
+        progress = self._progress(ctx, run.runId, call, run.runId)
+        if kind == "retry" and self._retry_due(call, progress):
+            self._retry(call, progress, run, ctx)
+        elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
+            self._lookup(call, progress, ctx, run.runId)
+        elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
+            outcome = self._adapter(call).lookup(call.externalRequestId or "")
+            step = core.after_verify(outcome, call, progress, self.settings.verify, self._now_ms())
+            self._apply(ctx, run.runId, call, step, "verify")
+
+    # --- work -------------------------------------------------------------------------
+
+    def _do(self, work: core.Work, run: RunState, ctx: Context, corr: str) -> None:
+        call = work.call
+        if call.capabilityId not in self.adapters:
+            log.warning("no adapter for %s: %s/%s left to another dispatcher",
+                        call.capabilityId, run.runId, call.toolCallId)
+            return
+        progress = self._progress(ctx, run.runId, call, corr)
+        match work:
+            case core.Claim():
+                self._claim(call, progress, run, ctx)
+            case core.Execute():
+                self._execute(call, progress, run, ctx)
+            case core.ReportLost(why=why):
+                self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
+            case core.Reconcile(deadline_ms=deadline) if deadline and deadline <= self._now_ms():
+                log.info("not reconciling %s/%s: its deadline passed (a replay, or a person has it)",
+                         run.runId, call.toolCallId)
+            case core.Reconcile(deadline_ms=deadline):
+                self._lookup(call, core.begin_lookups(progress, "reconciling", deadline), ctx, run.runId)
+            case core.Verify():
+                started, wake = core.verify_wake(progress, self.settings.verify, self._now_ms())
+                self._apply(ctx, run.runId, call, core.Step([], started, wake), "verify")
+            case core.Cancel():
+                self._cancel(call, progress, run, ctx)
+            case core.Forget():
+                for kind in ("retry", "reconcile", "verify"):
+                    ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
+
+    def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        claim = core.claim_draft(call, self.settings.incarnation)
+        if claim is None:
+            log.warning("cannot claim %s/%s: incarnation %d is behind the call's epoch %d", run.runId,
+                        call.toolCallId, self.settings.incarnation, call.leaseEpoch)
+            return
+        self._send(ctx, run.runId, progress.correlationId, [claim])
+
+    def _execute(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        """Call the tool once for this try (or reuse this process's earlier answer), then report."""
+        progress = core.start_try(progress, call, self._now_ms())
+        memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        outcome = self._outcomes.get(memo)
+        if outcome is None:
+            result = self._call_tool(call)
+            if isinstance(result, core.Draft):
+                self._apply(ctx, run.runId, call, core.Step([result], progress), "retry")
+                return
+            outcome = self._remember(memo, result)
+            self.crash("dispatcher.after_call_before_record")
+        policy = self.settings.catalog.get(call.capabilityId).retry
+        step = core.after_execute(outcome, call, progress, policy, self._now_ms())
+        self._apply(ctx, run.runId, call, step, "retry")
+        self.crash("dispatcher.after_record_before_commit")
+
+    def _call_tool(self, call: ToolCallState) -> ToolOutcome | core.Draft:
+        """The adapter's outcome, or a failure draft when the arguments are missing or altered."""
+        try:
+            arguments = self.args.load_verified(call.argsRef, call.argsHash)
+        except ArgsTampered as exc:
+            return core.failed_draft(call, "args_tampered", False, str(exc))
+        except ArgsMissing as exc:
+            return core.failed_draft(call, "args_missing", False, str(exc))
+        request = ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
+                              idempotency_key=call.idempotencyKey,
+                              external_request_id=call.externalRequestId or "",
+                              attempt=call.attempts, lease_epoch=call.leaseEpoch, arguments=arguments)
+        outcome = self._adapter(call).execute(request)
+        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts,
+                 call.leaseEpoch, outcome.kind)
+        return outcome
+
+    def _remember(self, memo: tuple[str, str, int, int], outcome: ToolOutcome) -> ToolOutcome:
+        self._outcomes[memo] = outcome
+        while len(self._outcomes) > MEMO_SIZE:
+            self._outcomes.popitem(last=False)
+        return outcome
+
+    def _retry_due(self, call: ToolCallState, progress: core.Progress) -> bool:
+        return (call.execution == "dispatching" and progress.phase == "retry_wait"
+                and progress.attempt == call.attempts)
+
+    def _retry(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        holder = core.incarnation_of(call.leaseEpoch)
+        if holder == self.settings.incarnation:
+            self._execute(call, progress, run, ctx)
+            return
+        why = (f"retry scheduled by dispatcher incarnation {holder}, this is "
+               f"{self.settings.incarnation}: the earlier holder may have tried again before it stopped")
+        self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
+
+    def _lookup(self, call: ToolCallState, progress: core.Progress, ctx: Context, run_id: str) -> None:
+        """One reconciliation lookup by externalRequestId."""
+        outcome = self._adapter(call).lookup(call.externalRequestId or "")
+        log.info("reconciled %s (%s): %s", call.toolCallId, call.externalRequestId, outcome.kind)
+        policy = self.settings.catalog.get(call.capabilityId).retry
+        step = core.after_lookup(outcome, call, progress, policy, self._now_ms())
+        self._apply(ctx, run_id, call, step, "reconcile")
+
+    def _cancel(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        """Cancel at the provider where it can; report what is then true, or keep reconciling.
+
+        Only calls this dispatcher is still working on (waiting to retry, or reconciling) are
+        cancelled: a replayed `run.cancel_requested` for a call settled later does nothing."""
+        adapter, request_id = self._adapter(call), call.externalRequestId or ""
+        if call.execution == "result_unknown" and progress.phase == "reconciling":
+            adapter.cancel(request_id)
+            self._lookup(call, progress.model_copy(update={"phase": "reconciling"}), ctx, run.runId)
+        elif self._retry_due(call, progress):
+            cancelled = adapter.cancel(request_id)
+            found = None if cancelled else adapter.lookup(request_id)
+            self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress), "retry")
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _adapter(self, call: ToolCallState) -> ToolAdapter:
+        return self.adapters[call.capabilityId]
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    @staticmethod
+    def _progress_key(run_id: str, call_id: str) -> bytes:
+        return f"{run_id}\x00{call_id}".encode()
+
+    def _progress(self, ctx: Context, run_id: str, call: ToolCallState, corr: str) -> core.Progress:
+        raw = ctx.store("progress").get(self._progress_key(run_id, call.toolCallId))
+        if raw is None:
+            return core.Progress(toolCallId=call.toolCallId, correlationId=corr)
+        return core.Progress.model_validate_json(raw)
+
+    def _apply(self, ctx: Context, run_id: str, call: ToolCallState, step: core.Step, timer: str) -> None:
+        """Send the step's commands, keep the call's progress, (re)arm or clear its timer."""
+        self._send(ctx, run_id, step.progress.correlationId, step.drafts)
+        ctx.store("progress").put(self._progress_key(run_id, call.toolCallId),
+                                  step.progress.model_dump_json().encode())
+        key, timer_id = run_id.encode(), f"{timer}:{call.toolCallId}"
+        if step.wake_at_ms is None:
+            ctx.cancel(key, timer_id)
+        else:
+            ctx.schedule(key, step.wake_at_ms, timer_id, call.toolCallId.encode())
+
+    def _send(self, ctx: Context, run_id: str, corr: str, drafts: list[core.Draft]) -> None:
+        issued = datetime.fromtimestamp(self.clock(), tz=UTC)
+        for d in drafts:
+            command = new_command(d.command, commandId=f"dsp-{ctx.derive_id(self._sent)}", runId=run_id,
+                                  actor=self.actor, issuedAt=issued, correlationId=corr,
+                                  causationId=self._cause, payload=d.payload)
+            self._sent += 1
+            ctx.emit(self.settings.names.commands, run_id.encode(), self.codec.encode(command),
+                     self.codec.headers(command) + self._trace)
+            log.info("sent %s for %s/%s", command.commandType, run_id,
+                     getattr(d.payload, "toolCallId", "?"))
+
+    def application(self) -> Application:
+        """The engine application for this shell."""
+        names = self.settings.names
+        return Application(
+            name=self.settings.app_name,
+            sources=(Source(names.events, value_deserializer=self.deserialize),),
+            process=self.process, on_timer=self.on_timer, stores=("runs", "progress"),
+            dead_letter_topic=names.dlq,
+        )
+
+
+def _span_attributes(event: EventBase, works: list[core.Work]) -> dict[str, str]:
+    return {"runfacts.run_id": event.runId, "runfacts.event_id": event.eventId,
+            "runfacts.event_type": event.eventType, "runfacts.correlation_id": event.correlationId,
+            "runfacts.causation_id": event.causationId or "",
+            "runfacts.work": ",".join(type(w).__name__ for w in works),
+            "runfacts.tool_call_ids": ",".join(sorted({w.call.toolCallId for w in works}))}
+
+
+def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
+                   capabilities: str = "", instance: str = "",
+                   refund_capability: str = "payments.refund") -> Application:
+    """Worker factory: `python -m runfacts.processors.engine.worker --app ...dispatcher_app:dispatcher_app`."""
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
+    from runfacts.processors.dispatcher.incarnation import next_incarnation
+    from runfacts.processors.engine.settings import load_settings
+    from runfacts.processors.policy.capabilities import load_capabilities
+    from runfacts.schemas.errors import ConfigError
+
+    if not args_store:
+        raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
+    engine = load_settings()
+    name = app_name(prefix)
+    telemetry_hooks.configure_from_env(name)
+    incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
+    adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
+    settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
+                                  instance=instance or engine.instance_id,
+                                  catalog=load_capabilities(Path(capabilities) if capabilities else None))
+    log.info("dispatcher %s starts as incarnation %d", settings.instance, incarnation)
+    return DispatcherShell(settings, {refund_capability: adapter}, ArgsStore.open(args_store)).application()

@@ -1,0 +1,3 @@
+"""processors/engine: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

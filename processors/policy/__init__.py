@@ -1,0 +1,3 @@
+"""processors/policy: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""projections/audit: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""projections/trajectory: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

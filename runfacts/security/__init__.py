@@ -1,0 +1,3 @@
+"""runfacts/security: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

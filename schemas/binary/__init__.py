@@ -1,0 +1,3 @@
+"""schemas/binary: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""schemas/spec: (created by relayout.py; describe this room)."""
+
+__all__: list[str] = []
