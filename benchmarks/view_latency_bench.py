@@ -275,7 +275,7 @@ def _start_worker(kafka: KafkaSettings, names: TopicNames, state_dir: str,
     if args.poll_timeout_ms is not None:
         env["RUNFACTS_POLL_TIMEOUT_MS"] = str(args.poll_timeout_ms)
     return subprocess.Popen([sys.executable, "-m", "runfacts.processors.engine.worker", "--app",
-                             "runfacts.processors.decider.app:decider_app",
+                             "runfacts.workers:decider",
                              "--param", f"prefix={names.prefix}"], env=env)
 
 

@@ -16,7 +16,6 @@ each event has exactly one audit record even across crashes and rebalances.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -119,16 +118,3 @@ def _head(run_id: str, raw: bytes | None) -> audit.ChainHead | None:
     if raw is None:
         return None
     return audit.ChainHead(run_id, int.from_bytes(raw[:8], "big"), raw[8:])
-
-
-def projector_app(prefix: str = "runfacts") -> Application:
-    """Worker factory: `runfacts worker projector [--prefix P]`.
-
-    Personal values in audit records are digested with HMAC under $RUNFACTS_AUDIT_PII_KEY when
-    set (plain SHA-256 otherwise); `runfacts audit verify` needs the same key.
-    """
-    key = os.environ.get(PII_KEY_ENV, "")
-    if not key:
-        log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
-                    "anyone can match against guessed values (user ids, e-mail addresses); set a key", PII_KEY_ENV)
-    return ProjectorShell(TopicNames(prefix), AuditConfig(key.encode())).application()

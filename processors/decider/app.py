@@ -45,7 +45,6 @@ from runfacts.processors.decider.state_json import Parts, dump_state
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Record, Source, Timer
 from runfacts.processors.engine.task import Context
-from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
@@ -388,47 +387,3 @@ def _count(tel: telemetry.Telemetry, command: CommandBase, events: list[EventBas
     reason = getattr(getattr(rejected, "payload", None), "reasonCode", None)
     if reason in telemetry.POLICY_REASONS:
         tel.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": reason, "commandType": command.commandType})
-
-
-def decide_context(capabilities: str = "", policy: str = "", versions: str = "") -> DecideContext:
-    """The worker's `DecideContext` from its factory parameters (an oracle builds the same one).
-
-    Policy and capabilities load from the given paths (packaged defaults otherwise); signed
-    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
-    """
-    from pathlib import Path
-
-    from runfacts.processors.decider.security import policy_checks
-    from runfacts.processors.policy.access import load_policy
-    from runfacts.processors.policy.keyring import load_keyring_if_configured
-
-    catalog = load_capabilities(Path(capabilities) if capabilities else None)
-    loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
-    current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
-    return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
-
-
-def input_limits(max_record_bytes: str = "", max_text_chars: str = "", max_state_bytes: str = "") -> InputLimits:
-    """The shell's `InputLimits` from factory parameters (empty: the default)."""
-    default = InputLimits()
-    return InputLimits(max_record_bytes=int(max_record_bytes or default.max_record_bytes),
-                       max_text_chars=int(max_text_chars or default.max_text_chars),
-                       max_state_bytes=int(max_state_bytes or default.max_state_bytes))
-
-
-def decider_app(prefix: str = "runfacts", capabilities: str = "", policy: str = "", versions: str = "",
-                user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "",
-                max_state_bytes: str = "") -> Application:
-    """Worker factory: `python -m runfacts.processors.engine.worker --app ...decider_app:decider_app`.
-
-    The user view is published to `<prefix>.view.user` in the same transaction as events and
-    state; commands over the input limits are dead-lettered (parameters override the limits).
-    """
-    from runfacts.projections.user_view import publisher
-
-    telemetry.configure_from_env(APP_NAME)
-    ctx = decide_context(capabilities, policy, versions)
-    names = TopicNames(prefix)
-    views = (publisher(names.user_view),) if user_view == "true" else ()
-    limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
-    return DeciderShell(names, ctx, views=views, limits=limits).application()

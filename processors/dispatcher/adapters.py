@@ -1,4 +1,8 @@
-"""The tool adapter seam: what the dispatcher calls to reach an external system.
+"""The dispatcher's ports: what it calls to reach an external system, and where it reads arguments.
+
+A port belongs to its consumer (LAYOUT rule 5): the dispatcher defines `ToolAdapter` and
+`ArgsReader` here, and `runfacts.connectors` implements them (refund_adapter.RefundAdapter,
+args_store.ArgsStore), so connectors import processors and never the other way round.
 
 An adapter never raises for provider or network trouble: every call returns a typed
 outcome. `execute` returns `ToolUnknown` whenever the request may have reached the
@@ -17,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from runfacts.processors.policy.retry import ErrorClass, is_retryable
+from runfacts.schemas.errors import RunfactsError
 
 CAMEL = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True)
 
@@ -158,3 +163,26 @@ class ToolAdapter(Protocol):
     def cancel(self, external_request_id: str) -> bool:
         """Cancel the request's effect where the provider allows it; True when it is canceled."""
         ...
+
+
+class ArgsReader(Protocol):
+    """Where the dispatcher reads a call's arguments (connectors/args_store.py implements it)."""
+
+    def load_verified(self, ref: str, expected_hash: str) -> dict[str, Any]: ...
+
+
+class ArgsMissing(RunfactsError):
+    """No arguments are stored under the reference."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        super().__init__(f"no arguments stored under argsRef {ref!r}")
+
+
+class ArgsTampered(RunfactsError):
+    """The stored arguments do not hash to the hash the events carry."""
+
+    def __init__(self, ref: str, expected: str, actual: str) -> None:
+        self.ref = ref
+        super().__init__(f"arguments under argsRef {ref!r} hash to {actual[:16]}…, "
+                         f"the tool call expects {expected[:16]}…")

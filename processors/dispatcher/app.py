@@ -31,16 +31,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
 
 from runfacts import telemetry as telemetry_hooks
-from runfacts.connectors.args_store import ArgsMissing, ArgsTampered
 from runfacts.crashpoints import crash_point
 from runfacts.processors.decider.evolve import evolve
 from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.dispatcher import core
-from runfacts.processors.dispatcher.adapters import ToolAdapter, ToolOutcome, ToolRequest
+from runfacts.processors.dispatcher.adapters import (
+    ArgsMissing,
+    ArgsReader,
+    ArgsTampered,
+    ToolAdapter,
+    ToolOutcome,
+    ToolRequest,
+)
 from runfacts.processors.engine.api import Application, Record, Source, Timer
 from runfacts.processors.engine.task import Context
 from runfacts.processors.policy.capabilities import CapabilityCatalog
@@ -51,12 +55,6 @@ from runfacts.topics import TopicNames
 
 log = logging.getLogger("runfacts.dispatcher")
 MEMO_SIZE = 10_000
-
-
-class ArgsReader(Protocol):
-    """Where the dispatcher reads a call's arguments (see runfacts.connectors.args_store)."""
-
-    def load_verified(self, ref: str, expected_hash: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -317,28 +315,3 @@ def _span_attributes(event: EventBase, works: list[core.Work]) -> dict[str, str]
             "runfacts.causation_id": event.causationId or "",
             "runfacts.work": ",".join(type(w).__name__ for w in works),
             "runfacts.tool_call_ids": ",".join(sorted({w.call.toolCallId for w in works}))}
-
-
-def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
-                   capabilities: str = "", instance: str = "",
-                   refund_capability: str = "payments.refund") -> Application:
-    """Worker factory: `python -m runfacts.processors.engine.worker --app ...dispatcher_app:dispatcher_app`."""
-    from runfacts.connectors.args_store import ArgsStore
-    from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
-    from runfacts.processors.dispatcher.incarnation import next_incarnation
-    from runfacts.processors.engine.settings import load_settings
-    from runfacts.processors.policy.capabilities import load_capabilities
-    from runfacts.schemas.errors import ConfigError
-
-    if not args_store:
-        raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
-    engine = load_settings()
-    name = app_name(prefix)
-    telemetry_hooks.configure_from_env(name)
-    incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
-    adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
-    settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
-                                  instance=instance or engine.instance_id,
-                                  catalog=load_capabilities(Path(capabilities) if capabilities else None))
-    log.info("dispatcher %s starts as incarnation %d", settings.instance, incarnation)
-    return DispatcherShell(settings, {refund_capability: adapter}, ArgsStore.open(args_store)).application()

@@ -27,9 +27,9 @@ app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) 
                   no_args_is_help=True)
 
 FACTORIES = {
-    "decider": "runfacts.processors.decider.app:decider_app",
-    "dispatcher": "runfacts.processors.dispatcher.app:dispatcher_app",
-    "projector": "runfacts.projections.app:projector_app",
+    "decider": "runfacts.workers:decider",
+    "dispatcher": "runfacts.workers:dispatcher",
+    "projector": "runfacts.workers:projector",
 }
 Prefix = Annotated[str, typer.Option("--prefix", envvar="RUNFACTS_KAFKA_TOPIC_PREFIX",
                                      help="Topic prefix (default $RUNFACTS_KAFKA_TOPIC_PREFIX or runfacts).")]

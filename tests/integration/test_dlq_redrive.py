@@ -13,10 +13,11 @@ from runfacts.cli import app
 from runfacts.dev.crash.kafka import produce
 from runfacts.dev.crash.workload import Commands, Input, valid
 from runfacts.logread import snapshot
-from runfacts.processors.decider.app import DeciderShell, InputLimits, decide_context
+from runfacts.processors.decider.app import DeciderShell, InputLimits
 from runfacts.schemas import codec
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+from runfacts.workers import decide_context
 
 pytestmark = pytest.mark.integration
 

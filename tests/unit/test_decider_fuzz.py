@@ -39,7 +39,7 @@ EXPECTED = {
 
 
 def _event_bytes() -> bytes:
-    from runfacts.processors.decider.app import decide_context
+    from runfacts.workers import decide_context
 
     return codec.encode(decide(STORY[0], None, decide_context())[0])
 

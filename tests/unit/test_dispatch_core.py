@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from decider_support import CTX, approved_refund, claim, dispatched_refund, unknown
 
-from runfacts.connectors.args_store import ArgsMissing, ArgsStore, ArgsTampered
+from runfacts.connectors.args_store import ArgsStore
 from runfacts.processors.dispatcher import core
 from runfacts.processors.dispatcher.adapters import (
+    ArgsMissing,
+    ArgsTampered,
     FoundCompleted,
     FoundFailed,
     LookupUnknown,

@@ -8,7 +8,7 @@ from typing import Any
 
 from runfacts.dev.runscript import RunScript, encode_event
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
-from runfacts.projections.app import ProjectorShell, app_name, projector_app
+from runfacts.projections.app import ProjectorShell, app_name
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
@@ -17,6 +17,7 @@ from runfacts.projections.replay import AuditProjector, trajectory_projector
 from runfacts.projections.trajectory import model as trajectory_model
 from runfacts.projections.trajectory import reducer as trajectory
 from runfacts.topics import TopicNames
+from runfacts.workers import projector as projector_app
 
 NAMES = TopicNames("pj")
 PARTITIONS = 3

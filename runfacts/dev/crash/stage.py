@@ -22,13 +22,14 @@ from runfacts.dev.crash.oracle import Expected, Verdict, expect, verdict
 from runfacts.dev.crash.procs import Provider, Worker, child_env
 from runfacts.dev.crash.workload import Input
 from runfacts.logread import snapshot
-from runfacts.processors.decider.app import DeciderShell, decide_context
+from runfacts.processors.decider.app import DeciderShell
 from runfacts.projections.user_view import publisher
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
+from runfacts.workers import decide_context
 
-DECIDER_APP = "runfacts.processors.decider.app:decider_app"
-DISPATCHER_APP = "runfacts.processors.dispatcher.app:dispatcher_app"
+DECIDER_APP = "runfacts.workers:decider"
+DISPATCHER_APP = "runfacts.workers:dispatcher"
 # a commit every ~3 batches: a crash between commits leaves produced, uncommitted outputs behind
 ENGINE_ENV = {"RUNFACTS_COMMIT_EVERY": "25", "RUNFACTS_CONSUME_BATCH": "10", "RUNFACTS_COMMIT_INTERVAL_MS": "1000",
               "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "10000"}
