@@ -35,7 +35,7 @@ from rich.console import Console
 from runfacts.cli.projections import progress_bar
 from runfacts.dev.runscript import RunScript, produce_log
 from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
-from runfacts.projections.replay import ReplayReport, ReplaySettings, projectors, relaxed_gc, replay
+from runfacts.projections.projector.replay import ReplayReport, ReplaySettings, projectors, relaxed_gc, replay
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics, delete_topics
 

@@ -26,9 +26,8 @@ from confluent_kafka import (
 )
 
 from runfacts.schemas.errors import ConfigError, InfrastructureError
-from runfacts.security.acls import group_prefix, reader_group
 from runfacts.settings import KafkaSettings
-from runfacts.topics import watermarks
+from runfacts.topics import group_prefix, reader_group, watermarks
 
 FETCH_CONFIG = {
     "enable.auto.commit": False,

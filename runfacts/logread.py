@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runfacts.schemas.errors import InfrastructureError
-from runfacts.security.acls import reader_group
+from runfacts.topics import reader_group
 
 
 @dataclass(frozen=True)

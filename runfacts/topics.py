@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -224,3 +225,14 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) 
                 raise
             _log.info("changelog %s[%d] not ready (%s): retrying", tp.topic, tp.partition, code)
             time.sleep(0.2)
+
+
+# Consumer-group naming is topic naming: the ACLs grant a component's groups by this prefix.
+def group_prefix(prefix: str, component: str) -> str:
+    """The consumer-group prefix `component`'s ACLs grant under topic prefix `prefix`."""
+    return f"{prefix}-{component}"
+
+
+def reader_group(prefix_of_group: str) -> str:
+    """A fresh group id under `prefix_of_group` for one never-committing reader."""
+    return f"{prefix_of_group}-{uuid.uuid4().hex[:12]}"

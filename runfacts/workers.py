@@ -6,7 +6,7 @@ policy and manifests from files, opens stores, picks concrete adapters and hands
 shell. That wiring is the only place where processors, projections and connectors meet, so
 it lives here, above all three, and the shells stay libraries that take what they need.
 
-Shells: processors/decider/app.py, processors/dispatcher/app.py, projections/app.py.
+Shells: processors/decider/app.py, processors/dispatcher/app.py, projections/projector/app.py.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from runfacts.processors.engine.settings import load_settings
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import load_keyring_if_configured
-from runfacts.projections.app import PII_KEY_ENV, ProjectorShell
 from runfacts.projections.audit.summary import AuditConfig
+from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
 from runfacts.projections.user_view import publisher
 from runfacts.schemas.common import RunVersions
 from runfacts.schemas.errors import ConfigError

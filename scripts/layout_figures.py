@@ -18,6 +18,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+# runfacts/workers.py is a floor of its own (the composition roots, above processors, projections
+# and connectors), not part of the runfacts foundation it sits beside.
+OWN_FLOOR = {"runfacts.workers"}
 ROOTS = {"runfacts": "runfacts", "schemas": "runfacts.schemas", "processors": "runfacts.processors",
          "projections": "runfacts.projections", "connectors": "runfacts.connectors"}
 
@@ -36,7 +39,8 @@ def modules(tree: Path) -> dict[str, tuple[str, Path]]:
                 package = ".".join(parts)
             else:
                 package = ".".join(parts[:-1])
-            found[".".join(parts)] = (package, path)
+            name = ".".join(parts)
+            found[name] = (name if name in OWN_FLOOR else package, path)
     return found
 
 

@@ -15,10 +15,9 @@ from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.processors.policy.access import load_policy
-from runfacts.security.acls import group_prefix
 from runfacts.security.identity import load_users, users_file
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix
 
 app = typer.Typer(help="The live dashboard: runs, approval banners, Control commands.", no_args_is_help=True)
 

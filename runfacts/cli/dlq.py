@@ -25,9 +25,8 @@ from rich.table import Table
 
 from runfacts.logread import LogRecord, snapshot
 from runfacts.schemas.errors import ConfigError, InfrastructureError
-from runfacts.security.acls import group_prefix
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix
 
 app = typer.Typer(help="Dead letters: list them with their reasons, re-submit them after a fix.",
                   no_args_is_help=True)

@@ -24,7 +24,7 @@ from rich.text import Text
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.audit.verify import VerifySettings, findings_lines, verify
 from runfacts.projections.kafkalog import snapshot
-from runfacts.projections.replay import ReplaySettings, projectors, replay
+from runfacts.projections.projector.replay import ReplaySettings, projectors, replay
 from runfacts.projections.trajectory.export import ExportSettings, Format, export
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings

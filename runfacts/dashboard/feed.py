@@ -30,8 +30,8 @@ from runfacts.ops.client import partition_count
 from runfacts.ops.views import stuck_for
 from runfacts.processors.decider.state import RunState
 from runfacts.projections import user_view
-from runfacts.security.acls import reader_group
 from runfacts.settings import KafkaSettings
+from runfacts.topics import reader_group
 
 log = logging.getLogger("runfacts.dashboard")
 

@@ -32,7 +32,7 @@ from runfacts.connectors.relay.loop import Relay, RelaySettings
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
 from runfacts.processors.policy.keyring import ENV_KEYS, new_secret
-from runfacts.projections.app import app_name as projector_app_name
+from runfacts.projections.projector.app import app_name as projector_app_name
 from runfacts.schemas.errors import RunfactsError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, changelog_spec, delete_topics, runfacts_topics

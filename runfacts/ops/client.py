@@ -27,9 +27,8 @@ from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.schemas.models import decode_event
-from runfacts.security.acls import group_prefix, reader_group
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix, reader_group
 
 Progress = Callable[[int, int], None]
 Headers = list[tuple[str, bytes]]

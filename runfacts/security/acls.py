@@ -29,13 +29,12 @@ command client and `dlq` `<prefix>-cli-…`, audit verify, trajectory export and
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix
 
 OUTBOX_TRANSACTIONAL_PREFIX = "runfacts-outbox-"  # connectors.relay: runfacts-outbox-<table>
 
@@ -68,16 +67,6 @@ class AclEntry:
 # Engine application names (`<prefix>-<name>`); processors.decider.app names the decider run-decider.
 ENGINE_APPS = {"decider": "run-decider", "projector": "projector", "dispatcher": "dispatcher"}
 COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor")
-
-
-def group_prefix(prefix: str, component: str) -> str:
-    """The consumer-group prefix `component`'s ACLs grant under topic prefix `prefix`."""
-    return f"{prefix}-{component}"
-
-
-def reader_group(prefix_of_group: str) -> str:
-    """A fresh group id under `prefix_of_group` for one never-committing reader."""
-    return f"{prefix_of_group}-{uuid.uuid4().hex[:12]}"
 
 
 def component_access(names: TopicNames, principals: Mapping[str, str] | None = None) -> list[ComponentAccess]:

@@ -16,7 +16,7 @@ from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
 from runfacts.projections.kafkalog import batches, snapshot
-from runfacts.projections.replay import AuditProjector, ReplaySettings, replay
+from runfacts.projections.projector.replay import AuditProjector, ReplaySettings, replay
 from runfacts.projections.sinks import TopicSink
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from runfacts.cli import app
 from runfacts.dev.runscript import RunScript, produce_log
-from runfacts.projections.app import app_name
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.kafkalog import batches, snapshot
-from runfacts.projections.replay import ReplaySettings, replay
+from runfacts.projections.projector.app import app_name
+from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.projections.sinks import TopicSink
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, apply_topics, delete_topics, runfacts_topics

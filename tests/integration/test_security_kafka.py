@@ -33,7 +33,7 @@ from runfacts.processors.engine.settings import EngineSettings
 from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.projections import user_view
 from runfacts.projections.audit.verify import VerifySettings, verify
-from runfacts.projections.replay import ReplaySettings, replay
+from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user

@@ -22,7 +22,7 @@ from runfacts.dev.runscript import encode_event
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.replay import AuditProjector, Projector, projectors
+from runfacts.projections.projector.replay import AuditProjector, Projector, projectors
 from runfacts.projections.trajectory import model as trajectory_model
 from runfacts.projections.trajectory import reducer as trajectory
 from runfacts.schemas.binary.readers import AvroDecodeError, compile_reader

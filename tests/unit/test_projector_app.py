@@ -8,12 +8,12 @@ from typing import Any
 
 from runfacts.dev.runscript import RunScript, encode_event
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
-from runfacts.projections.app import ProjectorShell, app_name
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.projections.replay import AuditProjector, trajectory_projector
+from runfacts.projections.projector.app import ProjectorShell, app_name
+from runfacts.projections.projector.replay import AuditProjector, trajectory_projector
 from runfacts.projections.trajectory import model as trajectory_model
 from runfacts.projections.trajectory import reducer as trajectory
 from runfacts.topics import TopicNames

@@ -20,9 +20,9 @@ from runfacts.projections import kafkalog
 from runfacts.projections.kafkalog import ReadOptions
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.errors import InfrastructureError
-from runfacts.security.acls import acl_entries, component_access, group_prefix, reader_group
+from runfacts.security.acls import acl_entries, component_access
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix, reader_group
 
 KAFKA = KafkaSettings(bootstrap_servers="unused:9092", topic_prefix="acme")
 NAMES = TopicNames("acme")

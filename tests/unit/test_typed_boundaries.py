@@ -13,7 +13,7 @@ from runfacts.projections.audit.check import ChainCheck
 from runfacts.projections.audit.verify import _event
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.replay import projectors
+from runfacts.projections.projector.replay import projectors
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import default_codec
 from runfacts.schemas.errors import InvalidInput, RecordPosition

@@ -112,7 +112,7 @@ class Stage:
         """Build the audit chain from the events log (the audit replay into `<prefix>.audit`),
         then verify it with `runfacts audit verify`'s check; its findings, if any."""
         from runfacts.projections.audit.verify import VerifySettings, verify
-        from runfacts.projections.replay import ReplaySettings, replay
+        from runfacts.projections.projector.replay import ReplaySettings, replay
 
         kafka = KafkaSettings(bootstrap_servers=self.bootstrap, topic_prefix=self.prefix)
         replay(kafka, ReplaySettings("audit", self.names.audit, self.names.events))
