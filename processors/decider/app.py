@@ -43,8 +43,7 @@ from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
-from runfacts.processors.engine.api import Application, Record, Source, Timer
-from runfacts.processors.engine.task import Context
+from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind

@@ -45,8 +45,7 @@ from runfacts.processors.dispatcher.adapters import (
     ToolOutcome,
     ToolRequest,
 )
-from runfacts.processors.engine.api import Application, Record, Source, Timer
-from runfacts.processors.engine.task import Context
+from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.capabilities import CapabilityCatalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase

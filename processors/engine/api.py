@@ -1,7 +1,8 @@
 """The processor interface: what an application hands the engine and what its handler sees.
 
 An application is source topics + a handler + named stores (+ an optional timer handler).
-The handler is `process(record, ctx)`; `ctx` (a `runfacts.processors.engine.task.Context`) gives
+The handler is `process(record, ctx)`; `ctx` (a `Context`, the Protocol below, which the
+engine's task.TaskContext implements) gives
 per-partition stores, `emit`, `schedule`/`cancel` for timers, the record position,
 `derive_id` and `batch` (the handler's scratch for this transaction, which an optional
 `flush(ctx)` turns into outputs as the transaction commits). The engine works on bytes:
@@ -14,14 +15,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
-from runfacts.schemas.errors import ConfigError, RecordPosition, RunfactsError
+from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition, RunfactsError
 
 if TYPE_CHECKING:
-    from runfacts.processors.engine.task import Context
+    from runfacts.processors.engine.store import KeyValueStore, TypedStore
 
 Deserializer = Callable[[bytes | None], Any]
 # A value deserializer of a source with value_headers=True: (value, headers) -> value
@@ -183,3 +184,59 @@ def derive_id(app: str, *parts: object) -> str:
 def _check_name(setting: str, name: str) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(setting, name, "must be 1-200 characters of [A-Za-z0-9._-]")
+
+
+OutHeaders = Sequence[tuple[str, bytes | None]]
+
+
+class Context(Protocol):
+    """What a handler sees: stores, emit, timers, the current position and deterministic ids.
+
+    A Protocol, so handlers and their tests depend on this interface only; the engine's
+    `task.TaskContext` implements it (and `testdriver` runs handlers through the same one).
+    """
+
+    partition: int
+    record: Record | None
+    timer: Timer | None
+    batch: dict[Any, Any]
+    """The handler's scratch for this transaction: emptied when it commits or rolls back."""
+
+    def store(self, name: str) -> KeyValueStore:
+        """The partition's store `name` (bytes in, bytes out; sees this transaction's writes)."""
+        ...
+
+    def typed(self, name: str, key: Serde, value: Serde) -> TypedStore:
+        """The store `name` seen through serdes."""
+        ...
+
+    def emit(self, topic: str, key: Any, value: Any,
+             headers: OutHeaders | None = None, partition: int | None = None) -> None:
+        """Send an output record in the current transaction; `partition` pins it."""
+        ...
+
+    def dead_letter(self, exc: InvalidInput) -> None:
+        """Refuse the input record: it goes, unchanged, to the application's dead-letter topic."""
+        ...
+
+    def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
+        """Fire `on_timer` for (key, timer_id) at wall-clock due_ms (replaces an earlier one)."""
+        ...
+
+    def cancel(self, key: bytes, timer_id: str) -> bool:
+        """Cancel the timer (key, timer_id); False when there was none."""
+        ...
+
+    @property
+    def position(self) -> RecordPosition:
+        """The input record's topic[partition]@offset (offset None inside a timer)."""
+        ...
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The record's timestamp, or the timer's due time: the handler's only clock."""
+        ...
+
+    def derive_id(self, index: int = 0) -> str:
+        """A deterministic id for output `index` of this record or timer (same on replay)."""
+        ...

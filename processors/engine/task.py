@@ -1,26 +1,35 @@
 """One partition's unit of work, shared by the Kafka engine and the broker-free test driver.
 
 A `Task` owns the partition's `PartitionState` (write buffers over the backend), its timer
-index and the `Context` its handler sees. It knows nothing about Kafka: records arrive as
-objects with the `confluent_kafka.Message` accessors, and outputs leave through an
-`Output` (the engine's wraps the transactional producer, the driver's is a list).
+index and the `TaskContext` (the engine's `api.Context`) its handler sees. It knows nothing
+about Kafka: records arrive as objects with the `confluent_kafka.Message` accessors, and
+outputs leave through an `Output` (the engine's wraps the transactional producer, the driver's is a list).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, Protocol
 
-from runfacts.processors.engine.api import Application, ProcessingError, Record, Serde, Source, Timer, derive_id, raw
+from runfacts.processors.engine.api import (
+    Application,
+    OutHeaders,
+    ProcessingError,
+    Record,
+    Serde,
+    Source,
+    Timer,
+    derive_id,
+    raw,
+)
 from runfacts.processors.engine.store import Backend, KeyValueStore, PartitionState, TypedStore
 from runfacts.processors.engine.timers import Timers
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 
 log = logging.getLogger("runfacts.engine")
 DeliveryCallback = Callable[[Any, Any], None]
-OutHeaders = Sequence[tuple[str, bytes | None]]
 """Headers of an output record (a value may be None: a consumed record's headers pass on as is)."""
 _new = tuple.__new__  # builds a Record without NamedTuple's Python-level __new__
 
@@ -52,8 +61,8 @@ def send(out: Output, topic: str, value: bytes | None, key: bytes | None, **kw: 
             out.backoff()
 
 
-class Context:
-    """What a handler sees: stores, emit, timers, the current position and deterministic ids."""
+class TaskContext:
+    """The engine's `api.Context`: what a handler sees, bound to one partition's task."""
 
     __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "record", "timer", "batch")
 
@@ -153,7 +162,7 @@ class Task:
         self.backend = backend
         self.state = PartitionState(backend, app.all_stores)
         self.timers = Timers(self.state)
-        self.ctx = Context(self, out)
+        self.ctx = TaskContext(self, out)
         self.out = out
         self.pending: dict[str, int] = {}
         self.first: dict[str, int] = {}

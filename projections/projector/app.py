@@ -19,8 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runfacts.processors.engine.api import Application, Record, Source
-from runfacts.processors.engine.task import Context
+from runfacts.processors.engine.api import Application, Context, Record, Source
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig, Summary
 from runfacts.projections.eventlog import EventReader

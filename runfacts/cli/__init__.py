@@ -4,6 +4,10 @@ Each area keeps its commands in its own module (a `typer.Typer` named `app`) and
 registered here, so `runfacts --help` lists everything in one place. Expected errors
 (bad settings, bad input, a broker that is down) print as one readable line; `--debug`
 shows the traceback.
+
+Shells: every module, one per command group (demo's command is in run of
+runfacts.demo), render (rich tables and the one progress bar). Only this room, runfacts.demo
+and runfacts.dev import typer and rich.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")
 app.add_typer(dlq_app, name="dlq")
+
+__all__ = ["app", "main"]
 
 _debug = {"on": False}
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 
-from runfacts.processors.engine.api import Application, Record, Source, Timer
-from runfacts.processors.engine.task import Context
+from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.schemas.errors import InvalidInput
 
 

@@ -7,9 +7,8 @@ import json
 import pytest
 
 from runfacts.dev.apps import counter_app
-from runfacts.processors.engine.api import JSON, UTF8, Application, ProcessingError, Record, Source
+from runfacts.processors.engine.api import JSON, UTF8, Application, Context, ProcessingError, Record, Source
 from runfacts.processors.engine.store import changelog_key, input_key
-from runfacts.processors.engine.task import Context
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
 from runfacts.schemas.errors import ConfigError, InvalidInput
 
