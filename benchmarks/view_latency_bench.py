@@ -268,7 +268,7 @@ def cpu_seconds(pid: int) -> float:
 
 def _start_worker(kafka: KafkaSettings, names: TopicNames, state_dir: str,
                   args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+    env = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
            "RUNFACTS_STATE_DIR": state_dir, "RUNFACTS_INSTANCE_ID": f"{names.prefix}-1"}
     if args.commit_interval_ms:
         env["RUNFACTS_COMMIT_INTERVAL_MS"] = str(args.commit_interval_ms)

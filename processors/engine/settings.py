@@ -1,8 +1,11 @@
 """Engine settings (pydantic-settings, environment prefix RUNFACTS_) and the Kafka client configs.
 
+Where the broker is and how to talk to it comes from the one broker-settings dialect every
+runfacts client reads, `RUNFACTS_KAFKA_*` (runfacts.settings.KafkaSettings:
+RUNFACTS_KAFKA_BOOTSTRAP_SERVERS, RUNFACTS_KAFKA_CONFIG, RUNFACTS_KAFKA_PROPERTIES).
 librdkafka options pass through untouched: `kafka` applies to every client (put
-security.protocol, sasl.*, ssl.* there), `consumer` / `producer` to one kind only, e.g.
-RUNFACTS_KAFKA='{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", ...}'.
+security.protocol, sasl.*, ssl.* in RUNFACTS_KAFKA_CONFIG), `consumer` / `producer` to one
+kind only, e.g. RUNFACTS_PRODUCER='{"linger.ms": 5}'.
 """
 
 from __future__ import annotations
@@ -69,31 +72,36 @@ def load_settings(**overrides: Any) -> EngineSettings:
 
     Where the broker is and how to talk to it comes from the variables every runfacts
     client reads (RUNFACTS_KAFKA_BOOTSTRAP_SERVERS, RUNFACTS_KAFKA_CONFIG,
-    RUNFACTS_KAFKA_PROPERTIES: runfacts.settings.KafkaSettings) unless the engine's own
-    RUNFACTS_BOOTSTRAP_SERVERS / RUNFACTS_KAFKA name it.
+    RUNFACTS_KAFKA_PROPERTIES: runfacts.settings.KafkaSettings), and only from them.
     """
+    refuse_old_broker_variables(os.environ)
     try:
-        return EngineSettings(**{**shared_kafka(os.environ), **overrides})
+        return EngineSettings(**{**shared_kafka(), **overrides})
     except ValidationError as exc:
         err = exc.errors()[0]
         setting = "RUNFACTS_" + ".".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(setting, err.get("input"), err["msg"]) from None
 
 
-def shared_kafka(env: Mapping[str, str]) -> dict[str, Any]:
-    """Engine overrides taken from the shared Kafka settings (see load_settings)."""
+# The engine's second broker dialect, gone: one set of variables names the broker for every client.
+OLD_BROKER_VARIABLES = {"RUNFACTS_BOOTSTRAP_SERVERS": "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS",
+                        "RUNFACTS_KAFKA": "RUNFACTS_KAFKA_CONFIG"}
+
+
+def refuse_old_broker_variables(env: Mapping[str, str]) -> None:
+    """A variable of the old engine dialect is set: say which one replaces it (it would be ignored)."""
+    for old, new in OLD_BROKER_VARIABLES.items():
+        if old in env:
+            raise ConfigError(old, env[old], f"is no longer read: set {new} (the broker settings of every "
+                              "runfacts client) instead")
+
+
+def shared_kafka() -> dict[str, Any]:
+    """The engine's broker settings from the shared Kafka settings (RUNFACTS_KAFKA_*)."""
     from runfacts.settings import KafkaSettings
 
-    if "RUNFACTS_BOOTSTRAP_SERVERS" in env and "RUNFACTS_KAFKA" in env:
-        return {}
     client = KafkaSettings().client_config()
-    bootstrap = client.pop("bootstrap.servers")
-    overrides: dict[str, Any] = {}
-    if "RUNFACTS_BOOTSTRAP_SERVERS" not in env:
-        overrides["bootstrap_servers"] = bootstrap
-    if "RUNFACTS_KAFKA" not in env and client:
-        overrides["kafka"] = client
-    return overrides
+    return {"bootstrap_servers": client.pop("bootstrap.servers"), "kafka": client}
 
 
 def common_config(settings: EngineSettings) -> dict[str, Any]:

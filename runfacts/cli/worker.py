@@ -5,8 +5,7 @@ commit, leave the group), through `runfacts.processors.engine.worker.run` with t
 Engine settings come from RUNFACTS_* variables (RUNFACTS_STATE_DIR, RUNFACTS_INSTANCE_ID,
 RUNFACTS_COMMIT_INTERVAL_MS, ...). Where the broker is and how to talk to it comes from the
 same variables every other runfacts client reads (RUNFACTS_KAFKA_BOOTSTRAP_SERVERS,
-RUNFACTS_KAFKA_CONFIG, RUNFACTS_KAFKA_PROPERTIES) unless the engine's own
-RUNFACTS_BOOTSTRAP_SERVERS / RUNFACTS_KAFKA are set. Exit codes: 0 stopped, 1 handler or
+RUNFACTS_KAFKA_CONFIG, RUNFACTS_KAFKA_PROPERTIES), and only from them. Exit codes: 0 stopped, 1 handler or
 input error, 2 configuration error, 3 infrastructure error.
 """
 
@@ -20,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from runfacts.processors.engine.settings import EngineSettings, load_settings, shared_kafka
+from runfacts.processors.engine.settings import EngineSettings, load_settings, refuse_old_broker_variables
 from runfacts.processors.engine.worker import run
 
 app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) until SIGTERM.",
@@ -38,8 +37,8 @@ Capabilities = Annotated[str, typer.Option(help="Capability manifest TOML (defau
 
 def engine_settings(environ: Mapping[str, str] | None = None) -> EngineSettings:
     """Engine settings from the environment (the broker as every runfacts client finds it)."""
-    env = os.environ if environ is None else environ
-    return load_settings(**shared_kafka(env))
+    refuse_old_broker_variables(os.environ if environ is None else environ)
+    return load_settings()
 
 
 def _run(kind: str, params: dict[str, str]) -> None:

@@ -189,13 +189,13 @@ class DemoStack:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY"))}
-        env.update({"RUNFACTS_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
+        env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,
                     "RUNFACTS_DASHBOARD_SESSION_SECRET": self.options.session_secret,
                     "PYTHONUNBUFFERED": "1"})
         if self.options.kafka.config:
-            env["RUNFACTS_KAFKA"] = json.dumps(self.options.kafka.config)
+            env["RUNFACTS_KAFKA_CONFIG"] = json.dumps(self.options.kafka.config)
         env.update(extra)
         return env
 

@@ -24,7 +24,7 @@ def spawn(bootstrap: str, unique: str, state: Path, guarantee: str, log: Path,
             "--app", "runfacts.dev.apps:counter_app"]
     for p in params:
         args += ["--param", p]
-    environment = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": bootstrap,
+    environment = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
                    "RUNFACTS_STATE_DIR": str(state), "RUNFACTS_INSTANCE_ID": "w1",
                    "RUNFACTS_GUARANTEE": guarantee, "RUNFACTS_COMMIT_EVERY": "100",
                    "RUNFACTS_CONSUME_BATCH": "50",

@@ -48,7 +48,8 @@ def test_load_settings_names_the_setting_when_env_value_is_invalid(monkeypatch) 
 
 
 def test_load_settings_reads_nested_kafka_options_when_json_in_env(monkeypatch) -> None:
-    monkeypatch.setenv("RUNFACTS_KAFKA", '{"security.protocol": "SSL"}')
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"security.protocol": "SSL"}')
     monkeypatch.setenv("RUNFACTS_GUARANTEE", "at_least_once")
     settings = load_settings()
     assert settings.kafka == {"security.protocol": "SSL"}

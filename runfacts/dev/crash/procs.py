@@ -20,7 +20,7 @@ from runfacts.crashpoints import arm
 from runfacts.schemas.errors import InfrastructureError
 
 STRIPPED = ("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_GUARANTEE", "RUNFACTS_STATE_DIR",
-            "RUNFACTS_INSTANCE_ID", "RUNFACTS_CONSUMER", "RUNFACTS_BOOTSTRAP_SERVERS")
+            "RUNFACTS_INSTANCE_ID", "RUNFACTS_CONSUMER", "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS")
 API_KEY = "sk-crash-not-a-secret"
 
 
@@ -71,7 +71,7 @@ class Worker:
                                                     **consumer})
         if crash_at:
             conf.update(arm(crash_at, after), RUNFACTS_CRASH_MARKER=str(self.marker))
-        full = child_env(RUNFACTS_BOOTSTRAP_SERVERS=self.bootstrap, RUNFACTS_STATE_DIR=str(self.state_dir),
+        full = child_env(RUNFACTS_KAFKA_BOOTSTRAP_SERVERS=self.bootstrap, RUNFACTS_STATE_DIR=str(self.state_dir),
                          RUNFACTS_INSTANCE_ID=self.name, RUNFACTS_GUARANTEE=self.guarantee, **conf)
         with self.log().open("wb") as sink:
             self.proc = subprocess.Popen(args, env=full, stdout=subprocess.DEVNULL, stderr=sink)
