@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
-from runfacts.projections.kafkalog import LogRange, snapshot
+from runfacts.logread import LogRange, log_range
 from runfacts.projections.records import ProjectionSchema
 from runfacts.schemas.binary.readers import write_long, write_string
 from runfacts.schemas.errors import ConfigError, InfrastructureError
@@ -192,4 +192,4 @@ class TopicSink:
 
 
 def _has_records(settings: KafkaSettings, topic: str) -> bool:
-    return snapshot(settings, topic).total > 0
+    return log_range(settings, topic).total > 0

@@ -26,11 +26,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runfacts.crashpoints import crash_point
+from runfacts.logread import watermarks
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import EngineSettings, common_config, restore_config
 from runfacts.processors.engine.store import Backend, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
-from runfacts.topics import watermarks
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from runfacts.logread import DataMessage, ReadOptions, batches, log_range
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.check import ChainCheck, Finding
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.kafkalog import DataMessage, ReadOptions, batches, snapshot
 from runfacts.schemas.binary.readers import AvroDecodeError
 from runfacts.schemas.errors import InvalidInput
 from runfacts.settings import KafkaSettings
@@ -53,8 +53,8 @@ class VerifyReport:
 def verify(kafka: KafkaSettings, settings: VerifySettings) -> VerifyReport:
     """Compare the audit topic with the chains the events topic implies."""
     names = TopicNames(kafka.topic_prefix)
-    events_log = snapshot(kafka, settings.events_topic or names.events, options=settings.read)
-    audit_log = snapshot(kafka, settings.audit_topic or names.audit, options=settings.read)
+    events_log = log_range(kafka, settings.events_topic or names.events, options=settings.read)
+    audit_log = log_range(kafka, settings.audit_topic or names.audit, options=settings.read)
     check = ChainCheck(settings.run_id, settings.config)
     reader = EventReader(ReadSettings(decode=False))
     prefix = audit.schema().prefix()

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from runfacts.logread import LogRange, ReadOptions, batches, log_range
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.projections.kafkalog import LogRange, ReadOptions, batches, snapshot
 from runfacts.projections.records import ProjectionSchema
 from runfacts.projections.sinks import DirSink, Sink, TopicSink
 from runfacts.schemas.errors import ConfigError
@@ -237,7 +237,7 @@ def replay(kafka: KafkaSettings, settings: ReplaySettings, log: LogRange | None 
                           f"unknown; choose one of {sorted(projectors())}")
     projector = factory()
     topic = settings.events_topic or TopicNames(kafka.topic_prefix).events
-    log = log or snapshot(kafka, topic, settings.from_offset, options=settings.read)
+    log = log or log_range(kafka, topic, settings.from_offset, options=settings.read)
     sink = open_sink(kafka, settings, projector, len(log.partitions))
     return run(kafka, settings, projector, sink, log, on_batch)
 

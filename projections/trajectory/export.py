@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from runfacts.logread import ReadOptions, batches, log_range
 from runfacts.projections.eventlog import EventReader
-from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
 from runfacts.projections.sinks import ContainerFile
 from runfacts.projections.trajectory import model as trajectory_model
 from runfacts.projections.trajectory import reducer as trajectory
@@ -59,7 +59,7 @@ def _from_topic(kafka: KafkaSettings, settings: ExportSettings) -> dict[str, dic
     topic = settings.topic or TopicNames(kafka.topic_prefix).trajectory
     schema = trajectory_model.schema()
     latest: dict[str, dict[str, Any]] = {}
-    for batch in batches(kafka, snapshot(kafka, topic, options=settings.read), settings.read):
+    for batch in batches(kafka, log_range(kafka, topic, options=settings.read), settings.read):
         for message in batch:
             key = (message.key() or b"").decode()
             value = message.value()
@@ -77,7 +77,7 @@ def _from_events(kafka: KafkaSettings, settings: ExportSettings) -> dict[str, di
     topic = settings.events_topic or TopicNames(kafka.topic_prefix).events
     reader = EventReader(trajectory.READS)
     views: dict[str, trajectory_model.State] = {}
-    for batch in batches(kafka, snapshot(kafka, topic, options=settings.read), settings.read):
+    for batch in batches(kafka, log_range(kafka, topic, options=settings.read), settings.read):
         for message in batch:
             fact = reader.fact(message.value(), topic, message.partition(), message.offset())
             run = fact.run_id

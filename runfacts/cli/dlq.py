@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
-from runfacts.logread import LogRecord, snapshot
+from runfacts.logread import LogRecord, read_to_end
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix
@@ -118,7 +118,7 @@ def _letters(prefix: str, topic: str) -> list[DeadLetter]:
     """The letters, read as the CLI principal (group `<prefix>-cli-…`, the prefix its ACLs grant)."""
     kafka = KafkaSettings()
     group = group_prefix(prefix or kafka.topic_prefix, "cli")
-    return read_letters(snapshot(kafka.bootstrap_servers, [topic], config=kafka.client_config(),
+    return read_letters(read_to_end(kafka.bootstrap_servers, [topic], config=kafka.client_config(),
                                  group_prefix=group)[topic])
 
 

@@ -21,9 +21,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from runfacts.logread import log_range
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.audit.verify import VerifySettings, findings_lines, verify
-from runfacts.projections.kafkalog import snapshot
 from runfacts.projections.projector.replay import ReplaySettings, projectors, replay
 from runfacts.projections.trajectory.export import ExportSettings, Format, export
 from runfacts.schemas.errors import ConfigError
@@ -86,7 +86,7 @@ def replay_command(
         raise ConfigError("--projection", projection, f"choose one of {sorted(projectors())}")
     kafka = KafkaSettings()
     topic = events_topic or TopicNames(kafka.topic_prefix).events
-    log = snapshot(kafka, topic, from_offset)
+    log = log_range(kafka, topic, from_offset)
     target = into or _default_target(kafka, projection, sum(log.end.values()))
     settings = ReplaySettings(projection, target, topic, from_offset)
     with progress_bar(projection, log.total, console, quiet) as advance:

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from runfacts import telemetry
-from runfacts.ops.client import partition_count
+from runfacts.logread import partition_count
 from runfacts.ops.views import stuck_for
 from runfacts.processors.decider.state import RunState
 from runfacts.projections import user_view

@@ -32,9 +32,9 @@ from runfacts.demo.view import (
     timeline,
 )
 from runfacts.dev.services import LocalKafka
+from runfacts.logread import ReadOptions
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.audit.verify import VerifyReport, VerifySettings, findings_lines, verify
-from runfacts.projections.kafkalog import ReadOptions
 from runfacts.schemas import events as ev
 from runfacts.settings import KafkaSettings
 

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from runfacts.logread import partition_count, watermarks
 from runfacts.ops.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
 from runfacts.processors.decider.state import RunState
@@ -50,29 +51,6 @@ def _consumer(kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings)
         "group.id": reader_group(group_prefix(names.prefix, settings.component)), "enable.auto.commit": False,
         "enable.partition.eof": True, "isolation.level": "read_committed",
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20}))  # short reads: answer at the end fast
-
-
-def partition_count(consumer: Consumer, topic: str, timeout: float) -> int:
-    """Partitions of `topic`; an InfrastructureError naming it when it is missing."""
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-    except Exception as exc:  # noqa: BLE001 - KafkaException: broker unreachable
-        raise InfrastructureError(f"cannot reach Kafka for topic {topic}: {exc}", retryable=True) from exc
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise InfrastructureError(f"topic {topic} not found (run `runfacts topics apply`?)", retryable=False)
-    return len(meta.partitions)
-
-
-def watermarks(consumer: Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
-    """(low, high) of a partition, retrying while the broker is still electing its leader."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, max(0.5, deadline - time.monotonic()))
-        except KafkaException as exc:
-            if time.monotonic() >= deadline or not exc.args[0].retriable():
-                raise InfrastructureError(f"offsets of {tp.topic}[{tp.partition}]: {exc}", retryable=True) from exc
-            time.sleep(0.2)
 
 
 class StateReader:

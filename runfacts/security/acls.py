@@ -24,7 +24,7 @@ group) and reports GROUP_AUTHORIZATION_FAILED to the reader when refused. So eve
 takes `reader_group(group_prefix(<prefix>, <component>))`, `<prefix>-<component>-<12 hex>`:
 the dashboard's feeds and command client `<prefix>-dashboard-…`, the CLI's state reader,
 command client and `dlq` `<prefix>-cli-…`, audit verify, trajectory export and replay
-(`projections.kafkalog`) `<prefix>-auditor-…`.
+(`logread`) `<prefix>-auditor-…`.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def decider_scenario(row: Row, stage: Stage) -> Finished:
 def between_scenario(row: Row, stage: Stage) -> Finished:
     """kill -9 from outside while a batch's outputs are produced but not committed (no commit
     for 5 s): exactly-once aborts them, at-least-once has already published them."""
-    from runfacts.logread import snapshot
+    from runfacts.logread import read_to_end
 
     inputs = workload(stage.prefix, stage.lab.runs)
     stage.provision().send(inputs[:20])
@@ -149,7 +149,7 @@ def between_scenario(row: Row, stage: Stage) -> Finished:
                            env={"RUNFACTS_COMMIT_INTERVAL_MS": "5000", "RUNFACTS_COMMIT_EVERY": "1000",
                                 "RUNFACTS_COMMIT_ON_IDLE": "false"})  # keep the batch open to kill it
     decider.start()
-    produced = lambda: snapshot(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
+    produced = lambda: read_to_end(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
     wait_until(lambda: len(produced()) > 0, 60, "the first uncommitted outputs", 0.1)
     decider.kill()
     stage.send(inputs[20:])

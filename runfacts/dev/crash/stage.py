@@ -21,7 +21,7 @@ from runfacts.dev.crash.kafka import produce, provision
 from runfacts.dev.crash.oracle import Expected, Verdict, expect, verdict
 from runfacts.dev.crash.procs import Provider, Worker, child_env
 from runfacts.dev.crash.workload import Input
-from runfacts.logread import snapshot
+from runfacts.logread import read_to_end
 from runfacts.processors.decider.app import DeciderShell
 from runfacts.projections.user_view import publisher
 from runfacts.settings import KafkaSettings
@@ -101,7 +101,7 @@ class Stage:
     def check(self, *, allow_duplicates: bool = False) -> Verdict:
         """Snapshot commands, events, state and dead letters; the oracle's verdict on them."""
         n = self.names
-        logs = snapshot(self.bootstrap, [n.commands, n.events, n.state, n.dlq, n.user_view])
+        logs = read_to_end(self.bootstrap, [n.commands, n.events, n.state, n.dlq, n.user_view])
         self.expected = expect(logs[n.commands], self.shell)
         self.last = verdict(self.expected, logs[n.events], logs[n.state], logs[n.dlq], n.commands,
                             allow_duplicates=allow_duplicates, views=logs[n.user_view],

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from runfacts.projections import kafkalog
+from runfacts import logread
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.settings import KafkaSettings
 
@@ -34,10 +34,10 @@ class _Client:
         return None
 
 
-def _snapshot(monkeypatch: pytest.MonkeyPatch, client: _Client) -> kafkalog.LogRange:
-    monkeypatch.setattr(kafkalog, "consumer", lambda settings, options=None: client)
-    monkeypatch.setattr(kafkalog.time, "sleep", lambda seconds: None)
-    return kafkalog.snapshot(KafkaSettings(bootstrap_servers="unused:9092"), "t", timeout=5)
+def _snapshot(monkeypatch: pytest.MonkeyPatch, client: _Client) -> logread.LogRange:
+    monkeypatch.setattr(logread, "consumer", lambda settings, options=None: client)
+    monkeypatch.setattr(logread.time, "sleep", lambda seconds: None)
+    return logread.log_range(KafkaSettings(bootstrap_servers="unused:9092"), "t", timeout=5)
 
 
 @pytest.mark.parametrize("code", [KafkaError.NOT_LEADER_FOR_PARTITION,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runfacts import topics
+from runfacts import logread
+from runfacts.schemas.errors import InfrastructureError
 
 
 class FlakyConsumer:
@@ -22,14 +23,14 @@ class FlakyConsumer:
 
 
 def test_watermarks_wait_for_a_leader_when_the_changelog_was_just_created(monkeypatch) -> None:
-    monkeypatch.setattr(topics.time, "sleep", lambda s: None)
+    monkeypatch.setattr(logread.time, "sleep", lambda s: None)
     consumer = FlakyConsumer([KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION])
-    assert topics.watermarks(consumer, TopicPartition("c", 0)) == (0, 42)
+    assert logread.watermarks(consumer, TopicPartition("c", 0)) == (0, 42)
     assert consumer.calls == 3
 
 
 def test_watermarks_raise_at_once_when_the_error_is_not_transient() -> None:
     consumer = FlakyConsumer([KafkaError.TOPIC_AUTHORIZATION_FAILED])
-    with pytest.raises(KafkaException):
-        topics.watermarks(consumer, TopicPartition("c", 0))
+    with pytest.raises(InfrastructureError, match=r"offsets of c\[0\]"):
+        logread.watermarks(consumer, TopicPartition("c", 0))
     assert consumer.calls == 1
