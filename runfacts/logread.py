@@ -89,8 +89,8 @@ class LogRecord:
 
 
 def read_to_end(bootstrap: str, topics: Iterable[str], timeout_s: float = 20.0,
-             config: dict[str, Any] | None = None, committed: bool = True,
-             group_prefix: str = "runfacts-snapshot") -> dict[str, list[LogRecord]]:
+                config: dict[str, Any] | None = None, committed: bool = True,
+                group_prefix: str = "runfacts-snapshot") -> dict[str, list[LogRecord]]:
     """Every committed record of `topics` up to their current end, per partition in offset order
     (committed=False: also records of open and aborted transactions). The reader's group id is
     a fresh one under `group_prefix` (on a secured cluster: the prefix the reader's ACLs grant)."""

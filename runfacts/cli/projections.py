@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
+from runfacts.cli.render import progress_bar
 from runfacts.logread import log_range
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.audit.verify import VerifySettings, findings_lines, verify
@@ -59,14 +47,6 @@ def audit_verify(
     raise typer.Exit(0 if report.ok else 1)
 
 
-class RateColumn(ProgressColumn):
-    """Events per second."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("-- ev/s" if speed is None else f"{speed:,.0f} ev/s", style="progress.data.speed")
-
-
 def replay_command(
     projection: Annotated[str, typer.Option(help="audit | trajectory | user-view")],
     into: Annotated[str | None, typer.Option(
@@ -89,24 +69,16 @@ def replay_command(
     log = log_range(kafka, topic, from_offset)
     target = into or _default_target(kafka, projection, sum(log.end.values()))
     settings = ReplaySettings(projection, target, topic, from_offset)
-    with progress_bar(projection, log.total, console, quiet) as advance:
+    with progress_bar(console, f"replay {projection}", log.total, transient=False, quiet=quiet) as update:
+        done = [0]
+
+        def advance(n: int) -> None:
+            done[0] += n
+            update(done[0], log.total)
         report = replay(kafka, settings, log, advance)
     typer.echo(f"{report.events} events -> {report.records} {projection} records into "
                f"{report.destination} in {report.wall_s:.2f}s "
                f"({report.events_per_cpu_s:,.0f} events per CPU-second)")
-
-
-@contextmanager
-def progress_bar(projection: str, total: int, out: Console,
-                 quiet: bool = False) -> Iterator[Callable[[int], None]]:
-    """The replay's progress bar (count, rate, ETA; redrawn 4 times a second: about 1% of a core);
-    yields the per-batch `advance(n)`."""
-    columns = [TextColumn(f"replay {projection}"), BarColumn(), MofNCompleteColumn(),
-               RateColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*columns, console=out, disable=quiet, refresh_per_second=4) as bar:
-        task = bar.add_task("replay", total=total)
-        yield lambda n: bar.advance(task, n)
-        bar.update(task, completed=total)
 
 
 def _default_target(kafka: KafkaSettings, projection: str, end: int) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from runfacts.logread import read_to_end
 from runfacts.projections import user_view
 from runfacts.projections.audit import reducer as audit
 from runfacts.schemas import codec
@@ -86,22 +87,11 @@ def read_latest(kafka: KafkaSettings, topic: str, key: bytes, timeout: float = 1
 
 def read_all(kafka: KafkaSettings, topic: str, key: bytes | None = None,
              timeout: float = 15.0) -> list[bytes | None]:
-    """Every committed value of `key` (every record with None), by a fresh consumer."""
-    consumer = _consumer(kafka, topic)
-    try:
-        parts = len(consumer.assignment())
-        eof: set[int] = set()
-        found: list[bytes | None] = []
-        deadline = time.monotonic() + timeout
-        while len(eof) < parts and time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.1):
-                if msg.error() is not None:
-                    eof.add(msg.partition() or 0)
-                elif key is None or msg.key() == key:
-                    found.append(msg.value())
-        return found
-    finally:
-        consumer.close()
+    """Every committed value of `key` (every record with None), read to the topic's end by the
+    one topic reader (runfacts.logread)."""
+    records = read_to_end(kafka.bootstrap_servers, [topic], timeout, config=kafka.client_config(),
+                          group_prefix="runfacts-demo-reader")[topic]
+    return [r.value for r in records if key is None or r.key == key]
 
 
 def read_state(kafka: KafkaSettings, topic: str, run_id: str, timeout: float = 15.0) -> dict[str, Any] | None:
