@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runfacts.cli.dlq import parse_filters, read_letters, redrive_plan
 from runfacts.logread import LogRecord
+from runfacts.ops.dlq import parse_filters, read_letters, redrive_plan
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 
 DLQ = "t.dlq"
