@@ -5,9 +5,8 @@ registered here, so `runfacts --help` lists everything in one place. Expected er
 (bad settings, bad input, a broker that is down) print as one readable line; `--debug`
 shows the traceback.
 
-Shells: every module, one per command group (demo's command is in run of
-runfacts.demo), render (rich tables and the one progress bar). Only this room, runfacts.demo
-and runfacts.dev import typer and rich.
+Shells: every module, one per command group, and render (rich tables and the one progress
+bar). Only this room, runfacts.demo and runfacts.dev import typer and rich.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import sys
 import typer
 from rich.console import Console
 
+from runfacts.cli import demo
 from runfacts.cli import dev as devcli
 from runfacts.cli import projections as projections_cli
 from runfacts.cli.dispatcher import app as dispatcher_app
@@ -28,7 +28,6 @@ from runfacts.cli.provider import app as provider_app
 from runfacts.cli.schemas import app as schemas_app
 from runfacts.cli.security import app as security_app
 from runfacts.cli.worker import app as worker_app
-from runfacts.demo import run as demo
 from runfacts.schemas.errors import RunfactsError
 
 app = typer.Typer(

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from runfacts.demo.readers import EventLog
@@ -38,7 +37,7 @@ from runfacts.projections.audit.verify import VerifyReport, VerifySettings, find
 from runfacts.schemas import events as ev
 from runfacts.settings import KafkaSettings
 
-__all__ = ["DemoOptions", "DemoResult", "demo", "run_demo"]
+__all__ = ["DemoOptions", "DemoResult", "run_demo"]
 QUICK_READ = ReadOptions(poll_timeout_s=0.1, client={"fetch.wait.max.ms": 20})  # small topics: answer fast
 
 
@@ -183,16 +182,3 @@ def _report(console: Console, result: DemoResult, log: EventLog, t0: float) -> N
     console.print(render_checks(result.checks))
     verdict = "[green]all checks hold[/]" if result.ok else "[red]some checks FAILED[/]"
     console.print(f"{verdict} · {len(result.ledger)} refund(s) in the ledger · {result.elapsed_s:.1f}s")
-
-
-def demo(
-    prefix: str = typer.Option("", help="Topic prefix (default: a fresh demo-<time>-<pid>)."),
-    partitions: int = typer.Option(3, min=1, help="Partitions of every demo topic."),
-    approval_ttl_ms: int = typer.Option(5_000, min=1_000,
-                                        help="Approval TTL of the expiry story (the refund story allows 10 min)."),
-    keep_topics: bool = typer.Option(False, help="Keep the demo's topics afterwards."),
-) -> None:
-    """Play the refund story end to end; exit 1 unless exactly one refund was executed and all checks hold."""
-    result = run_demo(DemoOptions(prefix=prefix, partitions=partitions, approval_ttl_ms=approval_ttl_ms,
-                                  keep_topics=keep_topics))
-    raise typer.Exit(0 if result.ok else 1)
