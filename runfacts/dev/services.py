@@ -9,11 +9,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from runfacts.schemas.errors import RunfactsError
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 
 
-class ServiceError(RuntimeError):
+class ServiceError(RunfactsError):
     """A local service could not be started; the message says why and what to do."""
 
 
