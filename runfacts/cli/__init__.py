@@ -83,6 +83,3 @@ def main() -> None:
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
 
-
-if __name__ == "__main__":
-    main()
