@@ -4,7 +4,7 @@ so the Quix and Faust virtualenvs import it too (the harness puts this folder on
 PYTHONPATH).
 
 The shared decoder is chosen by BENCH_DECODER (the harness sets it for every processor alike):
-  avrocode (default) - runfacts' schema-compiled Avro reader (schemas/avrocode.py, pure
+  avrocode (default) - runfacts' schema-compiled Avro reader (schemas/binary/readers.py, pure
                        Python, loaded from its file so the peers' virtualenvs run the very same
                        code without installing runfacts); every field decoded, the record must
                        consume the buffer exactly; timestamps stay epoch-millisecond ints;
@@ -73,16 +73,16 @@ def _load(name: str, path: Path) -> types.ModuleType:
 
 
 def avrocode_decoder() -> Callable[[bytes], dict]:
-    """The compiled reader of the envelope, from runfacts' schemas/avrocode.py. The peer venvs
+    """The compiled reader of the envelope, from runfacts' schemas/binary/readers.py. The peer venvs
     (Faust, Quix) do not install runfacts, so the two module files it needs are loaded by path
     under their package names (pure Python, standard library only)."""
     try:
-        from runfacts.schemas import avrocode
+        from runfacts.schemas.binary import readers as avrocode
     except ImportError:
-        for package in ("runfacts", "runfacts.schemas"):
+        for package in ("runfacts", "runfacts.schemas", "runfacts.schemas.binary"):
             sys.modules.setdefault(package, types.ModuleType(package))
-        _load("runfacts.schemas.avrovarint", SCHEMAS_DIR / "avrovarint.py")
-        avrocode = _load("runfacts.schemas.avrocode", SCHEMAS_DIR / "avrocode.py")
+        _load("runfacts.schemas.binary.varint", SCHEMAS_DIR / "binary" / "varint.py")
+        avrocode = _load("runfacts.schemas.binary.readers", SCHEMAS_DIR / "binary" / "readers.py")
     return avrocode.checked(avrocode.compile_reader(SCHEMA), "bench envelope")
 
 

@@ -6,7 +6,7 @@ Run: .venv/bin/python benchmarks/codec_bench.py [--n 20000] [--repeat 5]
 "raw" is fastavro's schemaless_writer/schemaless_reader with the pre-parsed schema and a
 BytesIO, i.e. the floor for any fastavro-based codec. The bar: the codec within 1.25x of
 raw. Decoding a current-version record goes through the schema's generated reader
-(`runfacts.schemas.avrocode`), so it can beat raw fastavro; old versions take fastavro's
+(`runfacts.schemas.binary.readers`), so it can beat raw fastavro; old versions take fastavro's
 schema resolution. Model-level rows add pydantic (validated, or trusted construction).
 Each figure is the best of --repeat runs of --n records, in records per CPU-second.
 """
@@ -24,7 +24,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from runfacts.schemas import construct
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 
 def rate(fn: Callable[[], Any], n: int, repeat: int) -> float:

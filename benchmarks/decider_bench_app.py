@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import Progress  # noqa: E402
 from decider_load import CTX  # noqa: E402
 
-from runfacts.processors.decider_app import DeciderShell  # noqa: E402
-from runfacts.processors.engine import Engine  # noqa: E402
-from runfacts.processors.settings import EngineSettings  # noqa: E402
+from runfacts.processors.decider.app import DeciderShell  # noqa: E402
+from runfacts.processors.engine.runner import Engine  # noqa: E402
+from runfacts.processors.engine.settings import EngineSettings  # noqa: E402
 from runfacts.projections.user_view import publisher  # noqa: E402
 from runfacts.topics import TopicNames  # noqa: E402
 

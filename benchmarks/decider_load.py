@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.decider import DecideContext, decide_evolve
-from runfacts.processors.retry import args_hash, idempotency_key
+from runfacts.processors.decider.core import DecideContext, decide_evolve
+from runfacts.processors.policy.capabilities import parse_capabilities
+from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, RunVersions

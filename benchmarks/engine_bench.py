@@ -222,11 +222,11 @@ def restore_bench(ctx: argparse.Namespace, pairs: list[tuple[bytes, bytes]]) -> 
 
 def restore_child(args: argparse.Namespace) -> None:
     """In a fresh process: restore all 6 partitions of the changelog into empty RocksDBs."""
-    from runfacts.processors.api import Application, Source
-    from runfacts.processors.changelog import Restorer
-    from runfacts.processors.gctune import tune_gc
-    from runfacts.processors.settings import EngineSettings
-    from runfacts.processors.store import RocksBackend
+    from runfacts.processors.engine.api import Application, Source
+    from runfacts.processors.engine.changelog import Restorer
+    from runfacts.processors.engine.gctune import tune_gc
+    from runfacts.processors.engine.settings import EngineSettings
+    from runfacts.processors.engine.store import RocksBackend
 
     app = Application(args.app, (Source(f"{args.app}-unused"),), lambda r, c: None, ("runs",))
     settings = EngineSettings(bootstrap_servers=args.bootstrap, state_dir=Path(args.state_dir))

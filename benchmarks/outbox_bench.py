@@ -32,9 +32,9 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runfacts.connectors.outbox import EncodedRecord, Outbox
-from runfacts.connectors.outbox_store import OutboxStore
-from runfacts.devenv import LocalKafka, LocalPostgres
+from runfacts.connectors.outbox.store import OutboxStore
+from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+from runfacts.dev.services import LocalKafka, LocalPostgres
 
 PARTITIONS = 6
 SCHEMA = fastavro.parse_schema({
@@ -58,7 +58,7 @@ class BenchEncoder:
 
 
 def start_relay(dsn: str, bootstrap: str, table: str, *, exit_when_idle: bool):
-    command = [sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", dsn,
+    command = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", dsn,
                "--bootstrap", bootstrap, "--table", table, "--batch-size", "5000"]
     if exit_when_idle:
         command.append("--exit-when-idle")

@@ -32,10 +32,10 @@ from typing import Any
 
 from rich.console import Console
 
-from runfacts.projections.cli import progress_bar
-from runfacts.projections.kafkalog import ReadOptions, batches, snapshot
-from runfacts.projections.replay import ReplayReport, ReplaySettings, projectors, relaxed_gc, replay
-from runfacts.projections.runlog import RunScript, produce_log
+from runfacts.cli.projections import progress_bar
+from runfacts.dev.runscript import RunScript, produce_log
+from runfacts.logread import ReadOptions, batches, log_range
+from runfacts.projections.projector.replay import ReplayReport, ReplaySettings, projectors, relaxed_gc, replay
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics, delete_topics
 
@@ -56,7 +56,7 @@ def main() -> None:
     created = [] if args.events_topic else [topic]
     try:
         values = [(m.value(), m.partition(), m.offset())
-                  for batch in batches(kafka, snapshot(kafka, topic)) for m in batch]
+                  for batch in batches(kafka, log_range(kafka, topic)) for m in batch]
         print(f"log: {len(values):,} events in {topic}; best of {args.repeat} (range)")
         for name in args.projections.split(","):
             _row(name, "core (decode+fold+encode)",
@@ -124,7 +124,7 @@ def _run(kafka: KafkaSettings, settings: ReplaySettings, with_bar: bool) -> Repl
     """A replay, optionally with the CLI's progress bar (its refresh thread's CPU counts)."""
     if not with_bar:
         return replay(kafka, settings)
-    log = snapshot(kafka, settings.events_topic or "")
+    log = log_range(kafka, settings.events_topic or "")
     with open(os.devnull, "w", encoding="utf-8") as sink:
         out = Console(file=sink, force_terminal=True, width=120)
         with progress_bar(settings.projection, log.total, out) as advance:

@@ -9,9 +9,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import Progress, decode, reduce  # noqa: E402
 
-from runfacts.processors.api import Application, Source  # noqa: E402
-from runfacts.processors.engine import Engine  # noqa: E402
-from runfacts.processors.settings import EngineSettings  # noqa: E402
+from runfacts.processors.engine.api import Application, Source  # noqa: E402
+from runfacts.processors.engine.runner import Engine  # noqa: E402
+from runfacts.processors.engine.settings import EngineSettings  # noqa: E402
 
 
 def build(args: argparse.Namespace) -> Application:

@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 
 from runfacts import telemetry  # noqa: E402
 from runfacts.otel import OtelSettings, OtelTelemetry  # noqa: E402
-from runfacts.processors.decider_app import DeciderShell  # noqa: E402
-from runfacts.processors.testdriver import TestDriver  # noqa: E402
+from runfacts.processors.decider.app import DeciderShell  # noqa: E402
+from runfacts.processors.engine.testdriver import TestDriver  # noqa: E402
 from runfacts.schemas import codec  # noqa: E402
 from runfacts.topics import TopicNames  # noqa: E402
 

@@ -3,7 +3,7 @@
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/view_latency_bench.py \
         [--runs 300] [--age 256] [--seconds 20] [--load 0.7] [--step-seconds 5] [--capacity N]
 
-1. starts the run decider (`runfacts.processors.decider_app`, which hosts the user view) as its
+1. starts the run decider (`runfacts.processors.decider.app`, which hosts the user view) as its
    own worker process with the engine's defaults (or --commit-interval-ms / --poll-timeout-ms),
    on fresh topics, creates --runs runs and ages them (--age commands each, default a full
    dedupe window: from then on a run's state keeps its size, so the load stays the same from
@@ -43,9 +43,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from runfacts.processors.decider_app import DEFAULT_VERSIONS
-from runfacts.processors.decider_codec import DeciderCodec
-from runfacts.processors.run_state import DEDUPE_WINDOW
+from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.codec import DeciderCodec
+from runfacts.processors.decider.state import DEDUPE_WINDOW
 from runfacts.projections.user_view import schema
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import default_codec
@@ -268,14 +268,14 @@ def cpu_seconds(pid: int) -> float:
 
 def _start_worker(kafka: KafkaSettings, names: TopicNames, state_dir: str,
                   args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+    env = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
            "RUNFACTS_STATE_DIR": state_dir, "RUNFACTS_INSTANCE_ID": f"{names.prefix}-1"}
     if args.commit_interval_ms:
         env["RUNFACTS_COMMIT_INTERVAL_MS"] = str(args.commit_interval_ms)
     if args.poll_timeout_ms is not None:
         env["RUNFACTS_POLL_TIMEOUT_MS"] = str(args.poll_timeout_ms)
-    return subprocess.Popen([sys.executable, "-m", "runfacts.processors.worker", "--app",
-                             "runfacts.processors.decider_app:decider_app",
+    return subprocess.Popen([sys.executable, "-m", "runfacts.processors.engine.worker", "--app",
+                             "runfacts.workers:decider",
                              "--param", f"prefix={names.prefix}"], env=env)
 
 

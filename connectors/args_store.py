@@ -19,27 +19,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from runfacts.processors.retry import args_hash, canonical_json
-from runfacts.schemas.errors import ConfigError, RunfactsError
+from runfacts.processors.dispatcher.adapters import ArgsMissing, ArgsTampered
+from runfacts.processors.policy.retry import args_hash, canonical_json
+from runfacts.schemas.errors import ConfigError
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-
-class ArgsMissing(RunfactsError):
-    """No arguments are stored under the reference."""
-
-    def __init__(self, ref: str) -> None:
-        self.ref = ref
-        super().__init__(f"no arguments stored under argsRef {ref!r}")
-
-
-class ArgsTampered(RunfactsError):
-    """The stored arguments do not hash to the hash the events carry."""
-
-    def __init__(self, ref: str, expected: str, actual: str) -> None:
-        self.ref = ref
-        super().__init__(f"arguments under argsRef {ref!r} hash to {actual[:16]}…, "
-                         f"the tool call expects {expected[:16]}…")
 
 
 class StoredArgs(NamedTuple):

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import BaseModel, Field, SecretStr, StrictInt, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runfacts.connectors.adapters import (
+from runfacts.processors.dispatcher.adapters import (
     CAMEL,
     FoundCompleted,
     FoundFailed,
@@ -33,7 +33,7 @@ from runfacts.connectors.adapters import (
     ToolUnknown,
     Verification,
 )
-from runfacts.processors.retry import (
+from runfacts.processors.policy.retry import (
     ErrorClass,
     Observation,
     Phase,

@@ -1,1 +1,21 @@
-"""runfacts.processors"""
+"""runfacts.processors: the stream processors and their engine. Imports only runfacts.schemas
+and the runfacts foundation, never projections, connectors or a runfacts subpackage.
+
+Rooms: engine/ (run applications on Kafka), decider/ (the run's single writer), dispatcher/
+(tool calls, and the ports connectors implement), policy/ (access, capabilities, retry,
+approval tokens). Each room's docstring says which of its modules are pure.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# the rooms, imported on first use
+__all__ = ["decider", "dispatcher", "engine", "policy"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

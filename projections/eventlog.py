@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.schemas.avrocode import compile_reader
+from runfacts.schemas.binary.readers import compile_reader
 from runfacts.schemas.catalog import SchemaEntry, envelope_prefix
 from runfacts.schemas.codec import CONFLUENT_MAGIC, SINGLE_OBJECT_MARKER, Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput, RecordPosition

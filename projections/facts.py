@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from runfacts.schemas.avrocode import Keep
+from runfacts.schemas.binary.readers import Keep
 
 if TYPE_CHECKING:
     from runfacts.schemas.catalog import SchemaEntry

@@ -16,8 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from runfacts.schemas.avrocode import Reader, Writer, checked, compile_reader
-from runfacts.schemas.avrowriter import compile_writer
+from runfacts.schemas.binary.readers import Reader, Writer, checked, compile_reader
+from runfacts.schemas.binary.writers import compile_writer
 from runfacts.schemas.catalog import fingerprint_of
 from runfacts.schemas.errors import InvalidInput
 

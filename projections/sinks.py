@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
-from runfacts.projections.kafkalog import LogRange, snapshot
+from runfacts.logread import LogRange, log_range
 from runfacts.projections.records import ProjectionSchema
-from runfacts.schemas.avrocode import write_long, write_string
+from runfacts.schemas.binary.readers import write_long, write_string
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicSpec, apply_topics
@@ -209,4 +209,4 @@ def _closed(*_args: Any, **_kwargs: Any) -> None:
 
 
 def _has_records(settings: KafkaSettings, topic: str) -> bool:
-    return snapshot(settings, topic).total > 0
+    return log_range(settings, topic).total > 0

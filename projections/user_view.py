@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from runfacts.processors.run_state import RunState
+from runfacts.processors.decider.state import RunState
 from runfacts.projections.records import ProjectionSchema, load
 
 FORMAT_VERSION = 1

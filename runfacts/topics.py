@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -206,21 +206,12 @@ def delete_topics(settings: KafkaSettings, names: list[str], timeout: float = 30
                 raise
 
 
-RETRIABLE_METADATA = frozenset({"_UNKNOWN_PARTITION", "NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER",
-                                "LEADER_NOT_AVAILABLE",
-                                "UNKNOWN_TOPIC_OR_PART", "_TIMED_OUT"})
+# Consumer-group naming is topic naming: the ACLs grant a component's groups by this prefix.
+def group_prefix(prefix: str, component: str) -> str:
+    """The consumer-group prefix `component`'s ACLs grant under topic prefix `prefix`."""
+    return f"{prefix}-{component}"
 
 
-def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) -> tuple[int, int]:
-    """Low/high offsets of a changelog partition, waiting out a just-created topic's missing
-    leader (metadata lags creation, more so on a loaded broker) until `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
-        except KafkaException as exc:
-            code = exc.args[0].name() if exc.args else ""
-            if code not in RETRIABLE_METADATA or time.monotonic() > deadline:
-                raise
-            _log.info("changelog %s[%d] not ready (%s): retrying", tp.topic, tp.partition, code)
-            time.sleep(0.2)
+def reader_group(prefix_of_group: str) -> str:
+    """A fresh group id under `prefix_of_group` for one never-committing reader."""
+    return f"{prefix_of_group}-{uuid.uuid4().hex[:12]}"

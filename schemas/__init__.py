@@ -1,1 +1,36 @@
-"""runfacts.schemas"""
+"""runfacts.schemas: the wire contract, the ground floor (imports nothing else of runfacts).
+
+Generated (paths kept): common, events, commands. Pure: base, models, construct, upcasters,
+catalog (the .avsc files in avro/), pii. Shells: codec (Avro encode/decode of envelopes),
+registry (optional schema registry). errors is the root of every runfacts error. Rooms:
+spec/ (EDIT HERE to change the contract), binary/ (schema-specialised readers and writers).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# the rooms, imported on first use
+__all__ = [
+    "base",
+    "binary",
+    "catalog",
+    "codec",
+    "commands",
+    "common",
+    "construct",
+    "errors",
+    "events",
+    "models",
+    "pii",
+    "registry",
+    "spec",
+    "upcasters",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,8 @@ from fastavro import schemaless_reader, schemaless_writer
 from pydantic import BaseModel, ValidationError
 
 from runfacts.schemas import construct
-from runfacts.schemas.avrocode import Reader, Writer, compile_reader
-from runfacts.schemas.avrowriter import compile_writer
+from runfacts.schemas.binary.readers import Reader, Writer, compile_reader
+from runfacts.schemas.binary.writers import compile_writer
 from runfacts.schemas.catalog import (
     ID_FIELD,
     TYPE_FIELD,

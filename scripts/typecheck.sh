@@ -9,9 +9,9 @@ TREE="$ROOT/.runfacts/typecheck"
 rm -rf "$TREE/runfacts"
 mkdir -p "$TREE/runfacts"
 ln -s "$ROOT"/runfacts/*.py "$ROOT/runfacts/py.typed" "$TREE/runfacts/"
-for sub in "$ROOT"/runfacts/*/; do  # subpackages of runfacts itself (runfacts/tools, ...)
-  name="$(basename "$sub")"
-  [ "$name" = "__pycache__" ] || ln -s "${sub%/}" "$TREE/runfacts/$name"
+# the subpackages of runfacts/ itself (cli, ops, security, dashboard, demo, dev, ...)
+for sub in "$ROOT"/runfacts/*/; do
+  if [ -f "$sub/__init__.py" ]; then ln -s "${sub%/}" "$TREE/runfacts/"; fi
 done
 for pkg in schemas processors projections connectors; do
   ln -s "$ROOT/$pkg" "$TREE/runfacts/$pkg"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runfacts.devenv import LocalKafka, docker_available
+from runfacts.dev.services import LocalKafka, docker_available
 
 KAFKA_IMAGE = "apache/kafka:4.1.0"
 
@@ -33,7 +33,7 @@ def _testcontainers_kafka() -> Iterator[str]:
 
 
 def _compose_broker_env() -> dict[str, str]:
-    from runfacts.devenv import REPO
+    from runfacts.dev.services import REPO
 
     env: dict[str, str] = {}
     for line in (REPO / "scripts/kafka/broker.properties").read_text().splitlines():
@@ -88,6 +88,6 @@ def postgres_dsn() -> str:
     configured = os.environ.get("RUNFACTS_PG_DSN")
     if configured:
         return configured
-    from runfacts.devenv import LocalPostgres
+    from runfacts.dev.services import LocalPostgres
 
     return LocalPostgres().start()

@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
-from runfacts.processors.approval_tokens import Keyring
-from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.decider import DecideContext, decide
-from runfacts.processors.decider_security import policy_checks
-from runfacts.processors.policy import load_policy
-from runfacts.processors.retry import args_hash, idempotency_key
-from runfacts.processors.run_evolve import fold
-from runfacts.processors.run_state import RunState
+from runfacts.processors.decider.core import DecideContext, decide
+from runfacts.processors.decider.evolve import fold
+from runfacts.processors.decider.security import policy_checks
+from runfacts.processors.decider.state import RunState
+from runfacts.processors.policy.access import load_policy
+from runfacts.processors.policy.approvals import Keyring
+from runfacts.processors.policy.capabilities import parse_capabilities
+from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase, RunVersions
 

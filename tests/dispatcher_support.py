@@ -15,17 +15,17 @@ from typing import Any
 
 from decider_support import AGENT, CTX, REFUND_ARGS, SUPPORT, T0, USER, command
 
-from runfacts.connectors.adapters import ToolAdapter, ToolRequest
 from runfacts.connectors.args_store import ArgsStore
-from runfacts.connectors.payment_sim import PaymentSimulator, SimSettings
 from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
+from runfacts.dev.provider.server import PaymentSimulator, SimSettings
 from runfacts.processors.decider import DecideContext
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.dispatch_core import PollPolicy, VerifyPolicy
-from runfacts.processors.dispatch_pool import ToolPool
-from runfacts.processors.dispatcher_app import DispatcherSettings, DispatcherShell
-from runfacts.processors.retry import args_hash
-from runfacts.processors.testdriver import TestDriver
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.dispatcher.adapters import ToolAdapter, ToolRequest
+from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell
+from runfacts.processors.dispatcher.core import PollPolicy, VerifyPolicy
+from runfacts.processors.dispatcher.pool import ToolPool
+from runfacts.processors.engine.testdriver import TestDriver
+from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts, CommandBase, EventBase
@@ -167,7 +167,7 @@ class Loop:
         return [e.payload.reasonCode for e in self.events() if e.eventType == "command.rejected"]
 
     def call(self, run: str = RUN, call: str = CALL) -> Any:
-        from runfacts.processors.run_state import RunState
+        from runfacts.processors.decider.state import RunState
 
         raw = self.decider.read_store("runs")[run.encode()]
         return RunState.model_validate_json(raw).toolCalls[call]

@@ -22,13 +22,14 @@ from typing import Any, NamedTuple
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runfacts.crash_workload import Commands, Input, ticking, valid
-from runfacts.processors.decider_app import DeciderShell, decide_context
-from runfacts.processors.testdriver import TestDriver
+from runfacts.dev.crash.workload import Commands, Input, ticking, valid
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.schemas import codec
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import InvalidInput
 from runfacts.topics import TopicNames
+from runfacts.workers import decide_context
 
 NAMES = TopicNames("fz")
 T0 = datetime(2026, 7, 27, 8, 40, tzinfo=UTC)

@@ -12,12 +12,12 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from decider_support import CTX, create, propose_refund
 
-from runfacts.identity import hash_secret
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.run_state import RunState
+from runfacts.ops.client import CommandClient, StateReader
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.decider.state import RunState
 from runfacts.projections.user_view import publisher
-from runfacts.runlog import CommandClient, StateReader
 from runfacts.schemas.common import CommandBase
+from runfacts.security.identity import hash_secret
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 

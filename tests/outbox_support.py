@@ -14,7 +14,7 @@ import fastavro
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runfacts.connectors.outbox import EncodedRecord
+from runfacts.connectors.outbox.writer import EncodedRecord
 
 SCHEMA = fastavro.parse_schema({
     "type": "record", "name": "DemoHappened", "namespace": "runfacts.test",

@@ -6,10 +6,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from runfacts.projections import audit
+from runfacts.dev.runscript import RunScript, encode_event
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.projections.runlog import RunScript, encode_event
 from runfacts.schemas.catalog import SchemaEntry
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)

@@ -6,11 +6,15 @@
   signature, `ToolContext` / `LookupContext`. Pure.
 - `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`.
 - `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
-- `adapter` — shell: `RegisteredTool` (implements `connectors.adapters.ToolAdapter`) and the
+- `adapter` — shell: `RegisteredTool` (implements `processors.dispatcher.adapters.ToolAdapter`) and the
   `ToolRuntime` where tool code runs (thread pool, event loop).
 - `loader` — `load_registry("module:attribute")`; `refund` — the packaged registry
-  (`runfacts.tools.refund:registry`, served by default); `serve` — the dispatcher worker
-  factory (`runfacts worker dispatcher --tools module:registry`).
+  (`runfacts.tools.refund:registry`, served by default); `serve` — the manifest a dispatcher
+  serving a registry works with (the factory is `runfacts.workers.dispatcher`:
+  `runfacts worker dispatcher --tools module:registry`).
+
+Pure: registry, spec, errors, manifest, serve. Shells: adapter (runs tool code), loader
+(imports the user's module).
 This room may import processors, connectors and schemas; nothing there imports it.
 """
 

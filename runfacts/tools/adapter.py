@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from runfacts.connectors.adapters import (
+from runfacts.processors.dispatcher.adapters import (
     FoundCompleted,
     FoundFailed,
     LookupOutcome,
@@ -37,7 +37,7 @@ from runfacts.connectors.adapters import (
     ToolUnknown,
     Verification,
 )
-from runfacts.processors.retry import ErrorClass, canonical_json
+from runfacts.processors.policy.retry import ErrorClass, canonical_json
 from runfacts.tools.errors import OutcomeUnknown, ToolError
 from runfacts.tools.spec import LookupContext, ToolContext, ToolSpec
 

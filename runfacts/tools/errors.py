@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runfacts.processors.retry import ErrorClass
+from runfacts.processors.policy.retry import ErrorClass
 from runfacts.schemas.errors import RunfactsError
 
 _RETRYABLE_DEFAULT = {ErrorClass.TRANSIENT: True, ErrorClass.RATE_LIMITED: True}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runfacts.processors.capabilities import CapabilityCatalog, parse_capabilities
+from runfacts.processors.policy.capabilities import CapabilityCatalog, parse_capabilities
 
 
 def manifest_toml(catalog: CapabilityCatalog, source: str = "") -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runfacts.connectors.adapters import ToolAdapter
-from runfacts.processors.capabilities import load_capabilities
+from runfacts.processors.dispatcher.adapters import ToolAdapter
+from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.tools.registry import ToolRegistry
 
 REFUND = "payments.refund"

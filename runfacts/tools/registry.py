@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from runfacts.connectors.adapters import ToolAdapter
-from runfacts.processors.capabilities import CapabilityCatalog, CapabilityManifest
-from runfacts.processors.retry import RetryPolicy
+from runfacts.processors.dispatcher.adapters import ToolAdapter
+from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest
+from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.tools.errors import RegistryError
 from runfacts.tools.spec import ToolSpec, build_spec
 

@@ -9,8 +9,8 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from runfacts.processors.capabilities import CapabilityManifest
-from runfacts.processors.retry import canonical_json
+from runfacts.processors.policy.capabilities import CapabilityManifest
+from runfacts.processors.policy.retry import canonical_json
 from runfacts.tools.errors import RegistryError
 
 

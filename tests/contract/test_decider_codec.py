@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import values_of
 
-from runfacts.processors.decider_app import InputLimits
-from runfacts.processors.decider_codec import DeciderCodec
+from runfacts.processors.decider.app import InputLimits
+from runfacts.processors.decider.codec import DeciderCodec
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput
-from runfacts.schemas.golden import golden_paths
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.golden import golden_paths
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 CURRENT = sorted(CATALOG.current.values(), key=lambda e: e.fullname)

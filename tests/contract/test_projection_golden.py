@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runfacts.projections import audit, trajectory, trajectory_model
-from runfacts.projections.audit_check import ChainCheck
+from runfacts.dev.runscript import RunScript, encode_event
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.check import ChainCheck
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.runlog import RunScript, encode_event
+from runfacts.projections.trajectory import model as trajectory_model
+from runfacts.projections.trajectory import reducer as trajectory
 
 GOLDEN = Path(__file__).parent / "golden" / "projections"
 TOPIC = "runfacts.run.events"

@@ -10,7 +10,7 @@ from fastavro import schemaless_reader
 
 from runfacts.schemas.catalog import ID_FIELD, default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings, _classes
-from runfacts.schemas.golden import from_avro_json, golden_paths, missing_golden
+from runfacts.schemas.spec.golden import from_avro_json, golden_paths, missing_golden
 
 GOLDEN = Path(__file__).parent / "golden"
 CATALOG = default_catalog()

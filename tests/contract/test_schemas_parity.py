@@ -15,10 +15,10 @@ from pydantic import BaseModel
 from runfacts.schemas import construct
 from runfacts.schemas.catalog import default_catalog, default_root
 from runfacts.schemas.codec import _classes
-from runfacts.schemas.generate import build_schema, render, schema_path
-from runfacts.schemas.modelgen import render_models
-from runfacts.schemas.samples import sample
-from runfacts.schemas.spec import all_types
+from runfacts.schemas.spec.fields import all_types
+from runfacts.schemas.spec.generate import build_schema, render, schema_path
+from runfacts.schemas.spec.modelgen import render_models
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 CURRENT = sorted(CATALOG.current.values(), key=lambda e: e.fullname)

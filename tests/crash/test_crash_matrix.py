@@ -1,4 +1,4 @@
-"""The crash matrix (runfacts.crash_rows) on real worker processes and the real broker.
+"""The crash matrix (runfacts.dev.crash.rows) on real worker processes and the real broker.
 
 Each row kills a worker at its point (or from outside), restarts it, drives the scenario to
 the end and asks the oracle: events = the pure fold of the committed commands log (no
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runfacts.crash_rows import ALO, ROWS, Row, run_row
-from runfacts.crash_stage import Lab
+from runfacts.dev.crash.rows import ALO, ROWS, Row, run_row
+from runfacts.dev.crash.stage import Lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 RUNNABLE = [r for r in ROWS if r.scenario != "n/a"]

@@ -26,9 +26,9 @@ from outbox_support import (
     per_run_first_seen,
 )
 
-from runfacts.connectors.inbox import Inbox
-from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import OutboxStore
+from runfacts.connectors.outbox.inbox import Inbox
+from runfacts.connectors.outbox.store import OutboxStore
+from runfacts.connectors.outbox.writer import Outbox
 from runfacts.crashpoints import arm
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.crash]
@@ -37,7 +37,7 @@ EVENTS, RUNS, BATCH, TTL = 240, 6, 40, 3.0
 
 
 def relay_process(dsn: str, bootstrap: str, table: str, log_path, env_extra: dict[str, str]):
-    command = [sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", dsn,
+    command = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", dsn,
                "--bootstrap", bootstrap, "--table", table, "--batch-size", str(BATCH),
                "--lease-ttl", str(TTL), "--poll-interval", "0.2", "--exit-when-idle"]
     with open(log_path, "a", encoding="utf-8") as log:

@@ -13,11 +13,11 @@ from typing import Any
 import uvicorn
 from ops_support import Deployment
 
-from runfacts.dashboard import Dashboard, create_app
-from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
-from runfacts.identity import load_users
-from runfacts.runlog import CommandClient, ReaderSettings
-from runfacts.web_session import SessionSigner
+from runfacts.dashboard.app import Dashboard, create_app
+from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.session import SessionSigner
+from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.security.identity import load_users
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -14,9 +14,9 @@ import sys
 import urllib.request
 from typing import Any
 
-from runfacts import demo
 from runfacts.cli import main
-from runfacts.demo_stack import API_KEY
+from runfacts.demo import run as demo
+from runfacts.demo.stack import API_KEY
 
 _expiry_story = demo.expiry_story
 

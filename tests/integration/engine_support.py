@@ -12,9 +12,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runfacts.processors.api import Application
-from runfacts.processors.engine import Engine
-from runfacts.processors.settings import EngineSettings
+from runfacts.processors.engine.api import Application
+from runfacts.processors.engine.runner import Engine
+from runfacts.processors.engine.settings import EngineSettings
 
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 6) -> None:

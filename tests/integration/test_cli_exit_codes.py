@@ -26,13 +26,13 @@ import pytest
 from engine_support import EngineThread, create_topics, produce, settings
 from ops_support import Deployment, waiting_run, write_users
 
-from runfacts.projections import audit
-from runfacts.projections.audit_summary import AuditConfig
+from runfacts.dev.runscript import RunScript, encode_event, produce_log
+from runfacts.logread import log_range as snapshot
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.kafkalog import snapshot
-from runfacts.projections.replay import AuditProjector
-from runfacts.projections.runlog import RunScript, encode_event, produce_log
+from runfacts.projections.projector.replay import AuditProjector
 from runfacts.projections.sinks import TopicSink
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, apply_topics, delete_topics, runfacts_topics
@@ -220,7 +220,7 @@ def test_engine_run_exits_1_when_the_handler_fails(kafka_bootstrap: str, tmp_pat
     produce(kafka_bootstrap, source, [(b"k", b"boom")])
     env = {"RUNFACTS_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_STATE_DIR": str(tmp_path)}
 
-    done = runfacts("engine", "run", "--app", "runfacts.processors.demo:counter_app",
+    done = runfacts("engine", "run", "--app", "runfacts.dev.apps:counter_app",
                     "--param", f"name=rc-{unique}", "--param", f"source={source}", "--param", f"output={output}",
                     "--param", f"dead_letter_topic={dlq}", "--param", "fail_on=boom", env=env)
 

@@ -9,8 +9,8 @@ import pytest
 from decider_support import CTX, RUN, claim, command, completed, create, propose_refund, resume, unknown
 from engine_support import EngineThread, produce, read_all, settings
 
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.run_evolve import fold
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.decider.evolve import fold
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.settings import KafkaSettings

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.devenv import REPO, SCRIPTS
+from runfacts.dev.services import REPO, SCRIPTS
 
 pytestmark = pytest.mark.integration
 SHARED_LIBS = REPO / ".runfacts" / "kafka" / "libs"

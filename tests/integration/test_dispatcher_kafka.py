@@ -14,10 +14,10 @@ from decider_support import CTX, create, propose_lookup
 from engine_support import EngineThread, create_topics, produce, read_all, settings
 
 from runfacts.connectors.args_store import ArgsStore
-from runfacts.processors.api import ProcessingError
 from runfacts.processors.decider import decide
-from runfacts.processors.dispatcher_app import DispatcherSettings, DispatcherShell
-from runfacts.processors.run_evolve import fold
+from runfacts.processors.decider.evolve import fold
+from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell
+from runfacts.processors.engine.api import ProcessingError
 from runfacts.schemas import codec
 from runfacts.topics import TopicNames
 

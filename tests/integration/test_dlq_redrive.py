@@ -10,13 +10,14 @@ from engine_support import EngineThread, settings
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.crash_kafka import produce
-from runfacts.crash_workload import Commands, Input, valid
-from runfacts.logread import snapshot
-from runfacts.processors.decider_app import DeciderShell, InputLimits, decide_context
+from runfacts.dev.crash.kafka import produce
+from runfacts.dev.crash.workload import Commands, Input, valid
+from runfacts.logread import read_to_end
+from runfacts.processors.decider.app import DeciderShell, InputLimits
 from runfacts.schemas import codec
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+from runfacts.workers import decide_context
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ def test_redrive_resubmits_dead_letter_once_when_the_cause_was_fixed(
     big = big.model_copy(update={"payload": big.payload.model_copy(update={"evidenceRefs": ("r" * 300,)})})
     produce(kafka_bootstrap, names.commands, [valid(c.create("run-1")), valid(big),
                                               Input(b"run-1", b"\xc3\x01garbage")])
-    dead = lambda: len(snapshot(kafka_bootstrap, [names.dlq])[names.dlq])  # noqa: E731
+    dead = lambda: len(read_to_end(kafka_bootstrap, [names.dlq])[names.dlq])  # noqa: E731
     _run_decider(kafka_bootstrap, names, tmp_path, InputLimits(max_text_chars=200), lambda: dead() == 2)
 
     runner = CliRunner()
@@ -56,9 +57,9 @@ def test_redrive_resubmits_dead_letter_once_when_the_cause_was_fixed(
     assert "1 redriven" in shown.output
 
     events = lambda: [codec.decode(r.value).eventType  # noqa: E731
-                      for r in snapshot(kafka_bootstrap, [names.events])[names.events]]
+                      for r in read_to_end(kafka_bootstrap, [names.events])[names.events]]
     _run_decider(kafka_bootstrap, names, tmp_path, InputLimits(), lambda: "reasoning.recorded" in events())
     assert events().count("reasoning.recorded") == 1
-    resubmitted = [r for r in snapshot(kafka_bootstrap, [names.commands])[names.commands]
+    resubmitted = [r for r in read_to_end(kafka_bootstrap, [names.commands])[names.commands]
                    if any(k == "dlq.redrivenFrom" for k, _ in r.headers)]
     assert len(resubmitted) == 1 and resubmitted[0].value == codec.encode(big)

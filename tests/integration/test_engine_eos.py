@@ -15,10 +15,10 @@ from engine_support import (
     settings,
 )
 
-from runfacts.processors import commit
-from runfacts.processors.api import ProcessingError
-from runfacts.processors.commit import TransactionAborted
-from runfacts.processors.demo import counter_app
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine import commit
+from runfacts.processors.engine.api import ProcessingError
+from runfacts.processors.engine.commit import TransactionAborted
 
 pytestmark = pytest.mark.integration
 KEYS = 40

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 from engine_support import EngineThread, create_topics, outputs, produce, settings
 
-from runfacts.processors.demo import counter_app
+from runfacts.dev.apps import counter_app
 
 pytestmark = pytest.mark.integration
 

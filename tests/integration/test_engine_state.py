@@ -20,9 +20,9 @@ from engine_support import (
     wait_for,
 )
 
-from runfacts.processors.demo import counter_app
-from runfacts.processors.engine import Engine
-from runfacts.processors.store import RocksBackend
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine.runner import Engine
+from runfacts.processors.engine.store import RocksBackend
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ def spawn(bootstrap: str, unique: str, state: Path, guarantee: str, log: Path,
           **env: str) -> subprocess.Popen:
     params = [f"name=wk-{unique}", f"source=wk-in-{unique}", f"output=wk-out-{unique}",
               f"dead_letter_topic=wk-dlq-{unique}"]
-    args = [sys.executable, "-m", "runfacts.processors.worker",
-            "--app", "runfacts.processors.demo:counter_app"]
+    args = [sys.executable, "-m", "runfacts.processors.engine.worker",
+            "--app", "runfacts.dev.apps:counter_app"]
     for p in params:
         args += ["--param", p]
-    environment = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": bootstrap,
+    environment = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
                    "RUNFACTS_STATE_DIR": str(state), "RUNFACTS_INSTANCE_ID": "w1",
                    "RUNFACTS_GUARANTEE": guarantee, "RUNFACTS_COMMIT_EVERY": "100",
                    "RUNFACTS_CONSUME_BATCH": "50",

@@ -12,7 +12,7 @@ from ops_support import Deployment, waiting_run, write_users
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.identity import AuthenticationFailed
+from runfacts.security.identity import AuthenticationFailed
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ops_support import Deployment, waiting_run
 
 from runfacts import telemetry
-from runfacts.control import Issue, resume_command
-from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
-from runfacts.identity import Identity
+from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.ops.client import CommandClient
+from runfacts.ops.control import Issue, resume_command
 from runfacts.otel import OtelSettings, OtelTelemetry
-from runfacts.runlog import CommandClient
+from runfacts.security.identity import Identity
 
 pytestmark = pytest.mark.integration
 

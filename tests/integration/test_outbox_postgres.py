@@ -21,10 +21,10 @@ from outbox_support import (
     per_run_first_seen,
 )
 
-from runfacts.connectors.outbox import EncodedRecord, Outbox
-from runfacts.connectors.outbox_store import LeaseLost, OutboxStore
-from runfacts.connectors.relay import Relay, RelaySettings
-from runfacts.connectors.relay_kafka import KafkaPublisher, PublisherSettings
+from runfacts.connectors.outbox.store import LeaseLost, OutboxStore
+from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+from runfacts.connectors.relay.loop import Relay, RelaySettings
+from runfacts.connectors.relay.publisher import KafkaPublisher, PublisherSettings
 from runfacts.schemas.errors import InfrastructureError
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]

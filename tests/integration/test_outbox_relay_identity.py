@@ -15,9 +15,9 @@ import pytest
 from outbox_support import AvroEncoder, DemoEvent, consume, create_topic, drop_outbox
 
 from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import OutboxRow, OutboxStore
+from runfacts.connectors.outbox.store import OutboxRow, OutboxStore
 from runfacts.connectors.relay import Relay, RelaySettings
-from runfacts.connectors.relay_kafka import KafkaPublisher
+from runfacts.connectors.relay.publisher import KafkaPublisher
 from runfacts.schemas.errors import InfrastructureError
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ def test_relays_of_two_databases_never_fence_each_other_and_a_restart_fences_its
 
 
 def _relay_cli(db: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", db,
+    return subprocess.run([sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", db,
                            "--exit-when-idle", *extra], capture_output=True, text=True, timeout=60,
                           check=False)
 

@@ -15,9 +15,9 @@ from outbox_support import (
     per_run_first_seen,
 )
 
-from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import OutboxStore
-from runfacts.connectors.relay import Relay, RelaySettings
+from runfacts.connectors.outbox.store import OutboxStore
+from runfacts.connectors.outbox.writer import Outbox
+from runfacts.connectors.relay.loop import Relay, RelaySettings
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ from fastavro import reader as avro_reader
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.projections import audit
+from runfacts.dev.runscript import RunScript, encode_event, produce_log
+from runfacts.logread import batches, log_range
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.kafkalog import batches, snapshot
-from runfacts.projections.replay import AuditProjector, ReplaySettings, replay
-from runfacts.projections.runlog import RunScript, encode_event, produce_log
+from runfacts.projections.projector.replay import AuditProjector, ReplaySettings, replay
 from runfacts.projections.sinks import TopicSink
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings
@@ -46,7 +46,7 @@ def log(kafka_bootstrap: str, unique: str, monkeypatch: pytest.MonkeyPatch):
 
 def _records(kafka: KafkaSettings, topic: str) -> dict[int, list[tuple[bytes, bytes | None]]]:
     out: dict[int, list[tuple[bytes, bytes | None]]] = {}
-    for batch in batches(kafka, snapshot(kafka, topic)):
+    for batch in batches(kafka, log_range(kafka, topic)):
         for m in batch:
             out.setdefault(m.partition(), []).append((m.key(), m.value()))
     return out
@@ -145,7 +145,7 @@ def test_audit_verify_cli_reports_a_broken_chain_when_an_audit_record_is_missing
         for i, (key, value) in enumerate(rows):
             if (partition, i) != (0, 5):
                 sink.write(partition, key.decode(), value[10:])
-    sink.close(snapshot(kafka, names.events))
+    sink.close(log_range(kafka, names.events))
     result = runner.invoke(app, ["audit", "verify", "--audit-topic", copy])
     assert result.exit_code == 1
     assert f"run {dropped.run_id} seq {dropped.sequence + 1}: broken" in result.output
@@ -161,7 +161,7 @@ def _audit_into(kafka: KafkaSettings, topic: str, events_topic: str, events) -> 
         fact = reader.fact(encode_event(event), events_topic, partition, offsets[partition])
         offsets[partition] += 1
         projector.apply(fact, sink.write)
-    sink.close(snapshot(kafka, events_topic))
+    sink.close(log_range(kafka, events_topic))
 
 
 def _produce_values(kafka: KafkaSettings, topic: str, events, values) -> None:

@@ -13,14 +13,15 @@ from engine_support import EngineThread, settings
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.projections import audit
-from runfacts.projections.kafkalog import batches, snapshot
-from runfacts.projections.projector_app import app_name, projector_app
-from runfacts.projections.replay import ReplaySettings, replay
-from runfacts.projections.runlog import RunScript, produce_log
+from runfacts.dev.runscript import RunScript, produce_log
+from runfacts.logread import batches, log_range
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.projector.app import app_name
+from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.projections.sinks import TopicSink
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, TopicSpec, apply_topics, delete_topics, runfacts_topics
+from runfacts.workers import projector as projector_app
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 3
@@ -54,7 +55,7 @@ def projected(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _records(kafka: KafkaSettings, topic: str) -> Rows:
     out: Rows = {}
-    for batch in batches(kafka, snapshot(kafka, topic)):
+    for batch in batches(kafka, log_range(kafka, topic)):
         for m in batch:
             out.setdefault(m.partition(), []).append((m.key(), m.value()))
     return out
@@ -92,7 +93,7 @@ def test_audit_verify_fails_when_a_copy_of_the_live_audit_has_one_changed_record
     for partition, rows in records.items():
         for i, (key, value) in enumerate(rows):
             sink.write(partition, key.decode(), audit.encode(forged) if (partition, i) == (1, 3) else value[10:])
-    sink.close(snapshot(kafka, names.events))
+    sink.close(log_range(kafka, names.events))
 
     result = runner.invoke(app, ["audit", "verify", "--audit-topic", copy])
 

@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from scan_support import personal_needles, personal_values, records, scan, secret_needles
 
-from runfacts.connectors.payment_book import read_ledger
-from runfacts.demo import DemoOptions, DemoResult, run_demo
-from runfacts.demo_stack import API_KEY, DemoStack
+from runfacts.demo.run import DemoOptions, DemoResult, run_demo
+from runfacts.demo.stack import API_KEY, DemoStack
+from runfacts.dev.provider.book import read_ledger
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, delete_topics
 

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from runfacts.schemas import codec
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.errors import InvalidInput, RecordPosition
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 pytestmark = pytest.mark.integration
 CATALOG = default_catalog()

@@ -27,20 +27,20 @@ from ops_support import write_users
 from outbox_support import AvroEncoder, DemoEvent, decode
 from typer.testing import CliRunner
 
-from runfacts.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.cli import app
+from runfacts.cli.dashboard import DashboardSettings, build_dashboard
 from runfacts.connectors.outbox import Outbox
-from runfacts.dashboard_cli import DashboardSettings, build_dashboard
-from runfacts.devenv import SCRIPTS, port_open
-from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.settings import EngineSettings
+from runfacts.dev.services import SCRIPTS, port_open
+from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.engine.settings import EngineSettings
+from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.projections import user_view
-from runfacts.projections.audit_verify import VerifySettings, verify
-from runfacts.projections.replay import ReplaySettings, replay
-from runfacts.runlog import CommandClient, ReaderSettings, StateReader
+from runfacts.projections.audit.verify import VerifySettings, verify
+from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
+from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
@@ -296,7 +296,7 @@ def test_outbox_relay_cli_publishes_when_run_as_scram_principal_from_the_environ
             tx.emit(DemoEvent(f"e{n}", "run-relay", n))
     conn.close()
     deployment.principal_settings(monkeypatch, "outbox-relay")
-    relay = subprocess.run([sys.executable, "-m", "runfacts.connectors.relay_cli", "relay", "--db", db,
+    relay = subprocess.run([sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", db,
                             "--exit-when-idle"], capture_output=True, text=True, timeout=120, check=False)
     assert relay.returncode == 0, relay.stderr
     assert "parked run=" not in relay.stderr and '"published_total": 5' in relay.stderr, relay.stderr

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from tools_support import ToolStack
 
-from runfacts.demo_stack import DISPATCH_CRASH_POINT, DemoOptions
+from runfacts.demo.stack import DISPATCH_CRASH_POINT, DemoOptions
 from runfacts.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration

@@ -58,7 +58,7 @@ def _worker(tmp_path: Path, bootstrap: str, *params: str) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNFACTS_PAYMENT")}
     env.update(RUNFACTS_BOOTSTRAP_SERVERS=bootstrap, RUNFACTS_STATE_DIR=str(tmp_path / "state"),
                PYTHONPATH=str(REPO))
-    args = [sys.executable, "-m", "runfacts.processors.worker", "--app", "runfacts.tools.serve:dispatcher_app",
+    args = [sys.executable, "-m", "runfacts.processors.engine.worker", "--app", "runfacts.workers:dispatcher",
             "--param", "prefix=ts-none", "--param", f"args_store={tmp_path / 'args.db'}"]
     for param in params:
         args += ["--param", param]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from tools_support import REPO, ToolStack
 
-from runfacts.demo_stack import DemoOptions
+from runfacts.demo.stack import DemoOptions
 from runfacts.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration

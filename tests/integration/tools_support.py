@@ -12,14 +12,14 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
-from runfacts.approval_signing import ApprovalRequest, sign_approval
-from runfacts.connectors.command_outbox import CommandOutbox
-from runfacts.demo_kafka import EventLog, has
-from runfacts.demo_stack import DemoOptions, DemoStack
-from runfacts.processors.decider_app import DEFAULT_VERSIONS
+from runfacts.connectors.outbox.commands import CommandOutbox
+from runfacts.demo.readers import EventLog, has
+from runfacts.demo.stack import DemoOptions, DemoStack
+from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
 from runfacts.schemas.models import new_command, payload_class
+from runfacts.security.approvals import ApprovalRequest, sign_approval
 
 REPO = Path(__file__).resolve().parents[2]
 BILLING = "examples.billing_tools:registry"

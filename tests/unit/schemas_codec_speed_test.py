@@ -15,7 +15,7 @@ from runfacts.schemas import construct
 from runfacts.schemas.catalog import TYPE_FIELD, default_catalog
 from runfacts.schemas.codec import SINGLE_OBJECT_MARKER, Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 CURRENT = sorted(CATALOG.current.values(), key=lambda e: e.fullname)

@@ -15,7 +15,7 @@ from runfacts.schemas.commands import ReportToolFailed
 from runfacts.schemas.common import CommandEnvelope, EventEnvelope
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 from runfacts.schemas.events import ApprovalRequired, ApprovalRequiredPayload
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 CURRENT = sorted(CATALOG.current.values(), key=lambda e: e.fullname)

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from runfacts.cli import app
 from runfacts.schemas.catalog import default_root, load_catalog
-from runfacts.schemas.compat import backward_problems, check_catalog
 from runfacts.schemas.errors import ContractViolation
-from runfacts.schemas.generate import update_lock, write_schemas
-from runfacts.schemas.spec import STRING, f
-from runfacts.schemas.spec_events import EVENTS
+from runfacts.schemas.spec.compat import backward_problems, check_catalog
+from runfacts.schemas.spec.events import EVENTS
+from runfacts.schemas.spec.fields import STRING, f
+from runfacts.schemas.spec.generate import update_lock, write_schemas
 
 RUNNER = CliRunner()
 

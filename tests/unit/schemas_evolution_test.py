@@ -11,7 +11,7 @@ from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput
 from runfacts.schemas.events import ToolCallFailed
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 from runfacts.schemas.upcasters import snake_case, upcast
 
 GOLDEN = Path(__file__).parents[1] / "contract" / "golden" / "events"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.errors import InvalidInput, RecordPosition
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 ENTRIES = sorted(CATALOG.entries, key=lambda e: (e.fullname, e.version))

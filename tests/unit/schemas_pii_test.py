@@ -9,7 +9,7 @@ from runfacts.schemas.codec import _classes
 from runfacts.schemas.commands import CreateRun
 from runfacts.schemas.events import RunCreated
 from runfacts.schemas.pii import MASK, pii_paths, redact
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 CURRENT = sorted(CATALOG.current.values(), key=lambda e: e.fullname)

@@ -13,7 +13,7 @@ from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import ConfigError, InvalidInput
 from runfacts.schemas.events import ToolCallFailed
 from runfacts.schemas.registry import RegistrySchemaIds, RegistrySettings, registry_codec
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 CATALOG = default_catalog()
 

@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from runfacts.acls import COMPONENTS, AclEntry, acl_entries, component_access, kafka_acls_command
 from runfacts.cli import app
-from runfacts.connectors.relay import transactional_id_for
+from runfacts.connectors.relay.loop import transactional_id_for
 from runfacts.schemas.errors import ConfigError
+from runfacts.security.acls import COMPONENTS, AclEntry, acl_entries, component_access, kafka_acls_command
 from runfacts.topics import TopicNames, runfacts_topics
 
 NAMES = TopicNames("acme")
@@ -117,7 +117,7 @@ def test_security_policy_cli_prints_version_when_policy_is_valid():
 
 
 def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():
-    from runfacts.processors.approval_tokens import parse_keyring
+    from runfacts.processors.policy.approvals import parse_keyring
 
     result = CliRunner().invoke(app, ["security", "keygen", "k2026-12"])
     entry = json.loads(result.output)

@@ -10,9 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from runfacts.processors import approval_tokens
-from runfacts.processors.approval_keys import ENV_KEYS, ENV_KEYS_FILE, load_keyring, new_secret
-from runfacts.processors.approval_tokens import (
+from runfacts.processors.policy import approvals as approval_tokens
+from runfacts.processors.policy.approvals import (
     ApprovalClaims,
     Keyring,
     SigningKey,
@@ -20,6 +19,7 @@ from runfacts.processors.approval_tokens import (
     parse_keyring,
     verify_token,
 )
+from runfacts.processors.policy.keyring import ENV_KEYS, ENV_KEYS_FILE, load_keyring, new_secret
 from runfacts.schemas.errors import ConfigError
 
 K1 = SigningKey(b"1" * 32)

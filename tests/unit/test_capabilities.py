@@ -6,13 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runfacts.processors.capabilities import (
-    CapabilityManifest,
-    Risk,
-    load_capabilities,
-    parse_capabilities,
-)
-from runfacts.processors.retry import RetryPolicy
+from runfacts.processors.policy.capabilities import CapabilityManifest, Risk, load_capabilities, parse_capabilities
+from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.schemas.errors import ConfigError
 
 MANIFEST = """

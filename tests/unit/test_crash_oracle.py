@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 from fuzz_support import NAMES, SHELL, T0, T0_MS
 
-from runfacts.crash_oracle import Expected, expect, ledger_problems, verdict
-from runfacts.crash_workload import ticking, workload
+from runfacts.dev.crash.oracle import Expected, expect, ledger_problems, verdict
+from runfacts.dev.crash.workload import ticking, workload
 from runfacts.logread import LogRecord
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.testdriver import TestDriver
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.projections.user_view import publisher
 from runfacts.schemas import events as ev
 

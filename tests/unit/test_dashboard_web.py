@@ -12,17 +12,17 @@ from decider_support import Scenario, create, propose_refund
 from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
 
-from runfacts.dashboard import Dashboard, create_app
-from runfacts.dashboard_feed import FeedSettings, ViewFeed, decode_view
-from runfacts.dashboard_html import run_fragment, sse
-from runfacts.identity import Identity, hash_secret, load_users
-from runfacts.processors.policy import load_policy
+from runfacts.dashboard.app import Dashboard, create_app
+from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.html import run_fragment, sse
+from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SessionSigner
+from runfacts.ops.client import CommandClient
+from runfacts.ops.views import Viewer, page_view, view_of
+from runfacts.processors.policy.access import load_policy
 from runfacts.projections.user_view import publisher
-from runfacts.run_views import Viewer, page_view, view_of
-from runfacts.runlog import CommandClient
+from runfacts.security.identity import Identity, hash_secret, load_users
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
-from runfacts.web_session import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SessionSigner
 
 RUN = "run-20260727001"
 SECRET = b"s" * 32

@@ -16,10 +16,10 @@ from decider_support import (  # noqa: I001
     resume,
 )
 
-from runfacts.processors.decider_app import DeciderShell, InputLimits
-from runfacts.processors.retry import args_hash
-from runfacts.processors.run_state import RunState
-from runfacts.processors.testdriver import InputRecord, TestDriver
+from runfacts.processors.decider.app import DeciderShell, InputLimits
+from runfacts.processors.decider.state import RunState
+from runfacts.processors.engine.testdriver import InputRecord, TestDriver
+from runfacts.processors.policy.retry import args_hash
 from runfacts.projections.user_view import publisher, schema
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd

@@ -22,7 +22,7 @@ from decider_support import (  # noqa: I001
     unknown,
 )
 
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.decider.timers import wanted_timers
 from runfacts.schemas import commands as cmd
 
 APPROVAL = "approval-tool-call-031"

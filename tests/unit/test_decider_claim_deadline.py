@@ -20,8 +20,8 @@ from decider_support import (  # noqa: I001
     unknown,
 )
 
-from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.decider.timers import wanted_timers
+from runfacts.processors.policy.capabilities import parse_capabilities
 from runfacts.projections.user_view import user_view
 from runfacts.schemas import commands as cmd
 

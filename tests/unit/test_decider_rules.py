@@ -23,7 +23,7 @@ from decider_support import (  # noqa: I001
     timer,
 )
 
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.decider.timers import wanted_timers
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 

@@ -19,8 +19,8 @@ from decider_support import (
     resume,
 )
 
-from runfacts.processors.approval_tokens import ApprovalClaims, Keyring, SigningKey, issue_token
-from runfacts.processors.decider_security import to_millis
+from runfacts.processors.decider.security import to_millis
+from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 

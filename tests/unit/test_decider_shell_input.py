@@ -13,10 +13,11 @@ from datetime import timedelta
 
 from fuzz_support import NAMES, T0, Probe
 
-from runfacts.crash_workload import Input, refund_story, valid
-from runfacts.processors.decider_app import InputLimits, input_limits
+from runfacts.dev.crash.workload import Input, refund_story, valid
+from runfacts.processors.decider.app import InputLimits
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
+from runfacts.workers import input_limits
 
 LIMITS = InputLimits()
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")

@@ -7,10 +7,10 @@ from decider_support import CTX, claim, command, completed, create, propose_refu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runfacts.processors.decider import decide_evolve
-from runfacts.processors.decider_app import GROWTH_FIXED, GROWTH_PER_BYTE
-from runfacts.processors.retry import args_hash
-from runfacts.processors.state_json import dump_state
+from runfacts.processors.decider.app import GROWTH_FIXED, GROWTH_PER_BYTE
+from runfacts.processors.decider.core import decide_evolve
+from runfacts.processors.decider.state_json import dump_state
+from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts

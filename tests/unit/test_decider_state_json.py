@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from runfacts.processors.run_state import ApprovalState, RunState, ToolCallState
-from runfacts.processors.state_json import dump_state
+from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
+from runfacts.processors.decider.state_json import dump_state
 from runfacts.schemas.construct import trusted
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

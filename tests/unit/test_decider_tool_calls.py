@@ -25,7 +25,7 @@ from decider_support import (  # noqa: I001
     unknown,
 )
 
-from runfacts.processors.run_timers import wanted_timers
+from runfacts.processors.decider.timers import wanted_timers
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts
 

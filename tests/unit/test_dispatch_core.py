@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 from decider_support import CTX, approved_refund, claim, dispatched_refund, unknown
 
-from runfacts.connectors.adapters import (
+from runfacts.connectors.args_store import ArgsStore
+from runfacts.processors.dispatcher import core
+from runfacts.processors.dispatcher.adapters import (
+    ArgsMissing,
+    ArgsTampered,
     FoundCompleted,
     FoundFailed,
     LookupUnknown,
@@ -17,10 +21,8 @@ from runfacts.connectors.adapters import (
     ToolUnknown,
     Verification,
 )
-from runfacts.connectors.args_store import ArgsMissing, ArgsStore, ArgsTampered
-from runfacts.processors import dispatch_core as core
-from runfacts.processors.incarnation import next_incarnation
-from runfacts.processors.retry import ErrorClass
+from runfacts.processors.dispatcher.incarnation import next_incarnation
+from runfacts.processors.policy.retry import ErrorClass
 from runfacts.schemas.errors import ConfigError
 
 POLICY = CTX.capabilities.get("payments.refund").retry

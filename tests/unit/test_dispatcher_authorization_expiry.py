@@ -12,7 +12,7 @@ import pytest
 from decider_support import CTX, MANIFEST, REFUND_HASH
 from dispatcher_support import Loop
 
-from runfacts.processors.capabilities import parse_capabilities
+from runfacts.processors.policy.capabilities import parse_capabilities
 
 TTL_MS = 900_000  # decider_support's approvalTtlMs for payments.refund
 PAST_EXPIRY_MS = TTL_MS + 19_000

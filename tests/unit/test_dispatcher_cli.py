@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from runfacts.cli import app
 from runfacts.connectors.args_store import ArgsStore
-from runfacts.connectors.command_outbox import CommandOutbox
-from runfacts.connectors.outbox_store import OutboxStore
+from runfacts.connectors.outbox.commands import CommandOutbox
+from runfacts.connectors.outbox.store import OutboxStore
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.topics import TopicNames

@@ -13,8 +13,8 @@ import pytest
 from decider_support import REFUND_HASH
 from dispatcher_support import Loop
 
-from runfacts.connectors.adapters import ToolAdapter, ToolRequest
-from runfacts.processors.dispatch_pool import ToolPool
+from runfacts.processors.dispatcher.adapters import ToolAdapter, ToolRequest
+from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.telemetry import TOOL_CALLS_IN_FLIGHT, Telemetry
 
 

@@ -9,7 +9,7 @@ import pytest
 from decider_support import REFUND_HASH, USER
 from dispatcher_support import CALL, POOLED, Loop, SimulatedCrash
 
-from runfacts.processors.dispatch_core import incarnation_of
+from runfacts.processors.dispatcher.core import incarnation_of
 from runfacts.schemas import commands as cmd
 
 AFTER_CALL = "dispatcher.after_call_before_record"

@@ -10,9 +10,9 @@ import pytest
 from decider_support import AGENT
 from dispatcher_support import RUN, Loop
 
-from runfacts.processors.api import ProcessingError
-from runfacts.processors.dispatcher_app import UnservedCapability
-from runfacts.processors.retry import args_hash
+from runfacts.processors.dispatcher.app import UnservedCapability
+from runfacts.processors.engine.api import ProcessingError
+from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import commands as cmd
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runfacts.logread import LogRecord
-from runfacts.processors.dlq_cli import parse_filters, read_letters, redrive_plan
+from runfacts.ops.dlq import parse_filters, read_letters, redrive_plan
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 
 DLQ = "t.dlq"

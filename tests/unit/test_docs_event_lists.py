@@ -4,7 +4,7 @@ docs/decider.md said a rejected approval emits `tool.call.failed(approval_reject
 decider emits `approval.rejected` and closes the call. Now the docs list command -> events in
 tables headed `story | command | events, in order`; this test finds every such table in
 docs/*.md and the README, replays each story's commands in order through the decider shell on
-the broker-free test driver (processors/testdriver.py) and compares, row by row, the event
+the broker-free test driver (processors/engine/testdriver.py) and compares, row by row, the event
 types (and a `(x)` reason, outcome, status or reason code) with what the decider emitted.
 A story or a command the test cannot play fails it too, so a new row must come with its
 command here. A second test refuses event lists left in prose (`→ `a.b`, `c.d``), which
@@ -22,8 +22,8 @@ from typing import Any
 
 from fuzz_support import APP, NAMES, T0, T0_MS
 
-from runfacts.crash_workload import Commands, ticking
-from runfacts.processors.testdriver import TestDriver
+from runfacts.dev.crash.workload import Commands, ticking
+from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.schemas import codec
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.common import CommandBase, EventBase

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from runfacts.processors import commit
-from runfacts.processors.commit import ExactlyOnce
+from runfacts.processors.engine import commit
+from runfacts.processors.engine.commit import ExactlyOnce
 from runfacts.schemas.errors import InfrastructureError
 
 

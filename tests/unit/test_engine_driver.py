@@ -6,18 +6,10 @@ import json
 
 import pytest
 
-from runfacts.processors.api import (
-    JSON,
-    UTF8,
-    Application,
-    ProcessingError,
-    Record,
-    Source,
-)
-from runfacts.processors.demo import counter_app
-from runfacts.processors.store import changelog_key, input_key
-from runfacts.processors.task import Context
-from runfacts.processors.testdriver import InputRecord, TestDriver
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine.api import JSON, UTF8, Application, Context, ProcessingError, Record, Source
+from runfacts.processors.engine.store import changelog_key, input_key
+from runfacts.processors.engine.testdriver import InputRecord, TestDriver
 from runfacts.schemas.errors import ConfigError, InvalidInput
 
 

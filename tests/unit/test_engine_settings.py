@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from runfacts.processors.demo import counter_app
-from runfacts.processors.settings import (
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine.settings import (
     EngineSettings,
     consumer_config,
     load_settings,
     producer_config,
     restore_config,
 )
-from runfacts.processors.worker import load_app, parse_params, run
+from runfacts.processors.engine.worker import load_app, parse_params, run
 from runfacts.schemas.errors import ConfigError
 
 APP = counter_app(name="cfg")
@@ -48,7 +48,8 @@ def test_load_settings_names_the_setting_when_env_value_is_invalid(monkeypatch) 
 
 
 def test_load_settings_reads_nested_kafka_options_when_json_in_env(monkeypatch) -> None:
-    monkeypatch.setenv("RUNFACTS_KAFKA", '{"security.protocol": "SSL"}')
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"security.protocol": "SSL"}')
     monkeypatch.setenv("RUNFACTS_GUARANTEE", "at_least_once")
     settings = load_settings()
     assert settings.kafka == {"security.protocol": "SSL"}
@@ -56,18 +57,18 @@ def test_load_settings_reads_nested_kafka_options_when_json_in_env(monkeypatch) 
 
 
 def test_load_app_builds_application_when_factory_params_given() -> None:
-    app = load_app("runfacts.processors.demo:counter_app", parse_params(["name=x", "idle_ms=5"]))
+    app = load_app("runfacts.dev.apps:counter_app", parse_params(["name=x", "idle_ms=5"]))
     assert app.name == "x" and app.on_timer is not None
 
 
-@pytest.mark.parametrize("spec", ["nocolon", "runfacts.processors.demo:missing", "no.such:f"])
+@pytest.mark.parametrize("spec", ["nocolon", "runfacts.dev.apps:missing", "no.such:f"])
 def test_load_app_raises_config_error_when_spec_cannot_load(spec: str) -> None:
     with pytest.raises(ConfigError, match="--app"):
         load_app(spec, {})
 
 
 def test_worker_exits_2_when_params_are_malformed() -> None:
-    assert run("runfacts.processors.demo:counter_app", ["novalue"]) == 2
+    assert run("runfacts.dev.apps:counter_app", ["novalue"]) == 2
 
 
 def test_producer_compresses_with_lz4_unless_overridden_when_configured() -> None:

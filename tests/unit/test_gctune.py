@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from runfacts.processors.gctune import tune_gc
-from runfacts.processors.settings import EngineSettings
+from runfacts.processors.engine.gctune import tune_gc
+from runfacts.processors.engine.settings import EngineSettings
 
 
 @pytest.fixture

@@ -9,12 +9,20 @@ from pathlib import Path
 import pytest
 from decider_support import CTX, REFUND_HASH, Scenario, create, propose_refund
 
-from runfacts.control import ControlError, Issue, Outcome, find_approval, resume_command, retry_command, stop_command
-from runfacts.identity import AuthenticationFailed, cli_identity, hash_secret, parse_users, verify_secret
+from runfacts.ops.control import (
+    ControlError,
+    Issue,
+    Outcome,
+    find_approval,
+    resume_command,
+    retry_command,
+    stop_command,
+)
 from runfacts.partitioning import murmur2, partition_for
-from runfacts.processors.decider import decide
+from runfacts.processors.decider.core import decide
 from runfacts.schemas.common import Actor
 from runfacts.schemas.errors import ConfigError
+from runfacts.security.identity import AuthenticationFailed, cli_identity, hash_secret, parse_users, verify_secret
 
 ALICE = Actor(subjectId="alice", roles=("support_agent",), authSource="cli")
 NOW = datetime(2026, 7, 27, 8, 41, tzinfo=UTC)
@@ -122,10 +130,10 @@ def test_signed_approval_is_accepted_and_unsigned_refused_when_decider_requires_
     import dataclasses
     import json as _json
 
-    from runfacts.approval_signing import ApprovalRequest, sign_approval
-    from runfacts.processors.approval_keys import new_secret
-    from runfacts.processors.approval_tokens import parse_keyring
-    from runfacts.processors.decider_security import approval_token_check
+    from runfacts.processors.decider.security import approval_token_check
+    from runfacts.processors.policy.approvals import parse_keyring
+    from runfacts.processors.policy.keyring import new_secret
+    from runfacts.security.approvals import ApprovalRequest, sign_approval
 
     keys = _json.dumps({"current": "k1", "keys": {"k1": new_secret()}})
     ctx = dataclasses.replace(CTX, verify_token=approval_token_check(parse_keyring(keys)))

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from decider_support import Scenario, claim, create, failed, propose_refund, resume
 
-from runfacts.run_views import RunFilter, Viewer, list_rows, operator_summary, page_view, parse_duration, view_of
+from runfacts.ops.views import RunFilter, Viewer, list_rows, operator_summary, page_view, parse_duration, view_of
 from runfacts.schemas.common import Actor
 
 PERSONAL = ("refund order-001", "customer-42", "user-7", "Refund 42.00 EUR", "alice", "dispatcher-1")
@@ -122,7 +122,7 @@ def test_page_has_no_banner_when_approval_was_granted():
 
 
 def test_page_buttons_follow_the_policy_when_viewer_carries_allowed_commands():
-    from runfacts.processors.policy import allowed_command_types, load_policy
+    from runfacts.processors.policy.access import allowed_command_types, load_policy
 
     s = Scenario().given(create(), propose_refund(), resume(), claim(), failed(retryable=True))
     policy = load_policy()
@@ -137,7 +137,7 @@ def test_page_buttons_follow_the_policy_when_viewer_carries_allowed_commands():
 
 
 def test_page_view_of_the_published_record_equals_the_view_of_the_state_when_decoded():
-    from runfacts.dashboard_feed import decode_view
+    from runfacts.dashboard.feed import decode_view
     from runfacts.projections.user_view import publisher
 
     state = _waiting().s

@@ -9,9 +9,9 @@ from outbox_support import AvroEncoder, DemoEvent
 from typer.testing import CliRunner
 
 from runfacts.cli import app
+from runfacts.cli.outbox import relay_settings
 from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import OutboxStore
-from runfacts.connectors.relay_cli import relay_settings
+from runfacts.connectors.outbox.store import OutboxStore
 
 runner = CliRunner()
 

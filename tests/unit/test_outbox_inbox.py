@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from runfacts.connectors.inbox import Inbox, InboxSettings
+from runfacts.connectors.outbox.inbox import Inbox, InboxSettings
 from runfacts.schemas.errors import ConfigError
 
 

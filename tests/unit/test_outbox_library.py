@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 from outbox_support import AvroEncoder, DemoEvent, decode
 
-from runfacts.connectors.outbox import EncodedRecord, Outbox, decode_headers
-from runfacts.connectors.outbox_sql import Dialect, Sql, check_table_name, dialect_of
+from runfacts.connectors.outbox.sql import Dialect, Sql, check_table_name, dialect_of
+from runfacts.connectors.outbox.writer import EncodedRecord, Outbox, decode_headers
 from runfacts.schemas.errors import ConfigError, InvalidInput
 
 

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runfacts.connectors.relay_core import (
-    Failure,
-    RateWindow,
-    backoff_s,
-    first_rows_to,
-    settle,
-    without_parked,
-)
+from runfacts.connectors.relay.decisions import Failure, RateWindow, backoff_s, first_rows_to, settle, without_parked
 
 
 @dataclass(frozen=True)

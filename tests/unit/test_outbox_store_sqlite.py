@@ -8,7 +8,7 @@ import pytest
 from outbox_support import AvroEncoder, DemoEvent
 
 from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox_store import Lease, LeaseLost, OutboxNotInstalled, OutboxStore
+from runfacts.connectors.outbox.store import Lease, LeaseLost, OutboxNotInstalled, OutboxStore
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from runfacts.connectors.payment_book import read_ledger
-from runfacts.connectors.payment_sim import API_KEY_ENV, PaymentSimulator, SimSettings, api_key_from
+from runfacts.dev.provider.book import read_ledger
+from runfacts.dev.provider.server import API_KEY_ENV, PaymentSimulator, SimSettings, api_key_from
 from runfacts.schemas.errors import ConfigError
 
 KEY = "sk_test_sim"
@@ -201,7 +201,7 @@ def test_simulator_process_serves_and_persists_ledger_when_run_as_module(tmp_pat
     ledger = tmp_path / "proc-ledger.jsonl"
     env = {**os.environ, API_KEY_ENV: KEY}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runfacts.connectors.payment_sim", "--port", "0",
+        [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
          "--ledger", str(ledger)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from projection_support import facts_of, run_values, values_of
 
-from runfacts.projections import audit
-from runfacts.projections.audit_summary import AuditConfig
+from runfacts.dev.runscript import encode_event
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader, fact_of
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.runlog import encode_event
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.events import ToolCallProposed, ToolCallProposedPayload
-from runfacts.schemas.samples import sample
+from runfacts.schemas.spec.samples import sample
 
 ENTRIES = sorted((e for e in default_catalog().entries if e.kind == "event"),
                  key=lambda e: (e.fullname, e.version))
@@ -57,7 +57,7 @@ def test_step_encodes_the_reference_record_when_payload_values_are_random(type_n
 
 
 def _framed(entry, values) -> bytes:
-    from runfacts.schemas.avrowriter import compile_writer
+    from runfacts.schemas.binary.writers import compile_writer
 
     return b"\xc3\x01" + entry.fingerprint + compile_writer(entry.raw)(values)
 

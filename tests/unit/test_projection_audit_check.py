@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from projection_support import audit_records, facts_of, run_values
 
-from runfacts.projections import audit
-from runfacts.projections.audit_check import ChainCheck
-from runfacts.projections.audit_summary import AuditConfig
-from runfacts.projections.audit_verify import VerifyReport, findings_lines
+from runfacts.dev.runscript import encode_event
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.check import ChainCheck
+from runfacts.projections.audit.summary import AuditConfig
+from runfacts.projections.audit.verify import VerifyReport, findings_lines
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.projections.runlog import encode_event
 
 READ = ReadSettings(decode=False)
 

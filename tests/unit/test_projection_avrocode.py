@@ -11,16 +11,10 @@ from hypothesis import strategies as st
 from projection_support import values_of
 
 from runfacts.projections.eventlog import plain
-from runfacts.schemas.avrocode import (
-    AvroDecodeError,
-    checked,
-    compile_reader,
-    read_long,
-    write_long,
-)
-from runfacts.schemas.avrowriter import compile_writer
+from runfacts.schemas.binary.readers import AvroDecodeError, checked, compile_reader, read_long, write_long
+from runfacts.schemas.binary.writers import compile_writer
 from runfacts.schemas.catalog import default_catalog
-from runfacts.schemas.samples import sample as contract_sample
+from runfacts.schemas.spec.samples import sample as contract_sample
 
 ENTRIES = sorted(default_catalog().entries, key=lambda e: (e.fullname, e.version))
 

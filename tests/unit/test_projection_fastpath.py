@@ -18,12 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_support import run_values
 
-from runfacts.projections import audit, trajectory, trajectory_model
+from runfacts.dev.runscript import encode_event
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.replay import AuditProjector, Projector, projectors
-from runfacts.projections.runlog import encode_event
-from runfacts.schemas.avrocode import AvroDecodeError, compile_reader
+from runfacts.projections.projector.replay import AuditProjector, Projector, projectors
+from runfacts.projections.trajectory import model as trajectory_model
+from runfacts.projections.trajectory import reducer as trajectory
+from runfacts.schemas.binary.readers import AvroDecodeError, compile_reader
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.errors import InvalidInput
 

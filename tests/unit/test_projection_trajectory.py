@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from projection_support import facts_of, run_values
 
-from runfacts.projections import trajectory
+from runfacts.dev.runscript import RunScript
 from runfacts.projections.facts import Fact
-from runfacts.projections.runlog import RunScript
-from runfacts.projections.trajectory_model import FORMAT_VERSION, as_json, encode, schema, trajectory_of
+from runfacts.projections.trajectory import reducer as trajectory
+from runfacts.projections.trajectory.model import FORMAT_VERSION, as_json, encode, schema, trajectory_of
 from runfacts.schemas.catalog import default_catalog
 
 T0 = 1_714_564_800_000

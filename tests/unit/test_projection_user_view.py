@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runfacts.processors.run_evolve import evolve
-from runfacts.projections.runlog import RunScript, encode_event
+from runfacts.dev.runscript import RunScript, encode_event
+from runfacts.processors.decider.evolve import evolve
 from runfacts.projections.user_view import ROLES, as_json, encode, publisher, schema, user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.pii import pii_paths

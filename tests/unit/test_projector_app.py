@@ -6,15 +6,18 @@ import zlib
 from collections import defaultdict
 from typing import Any
 
-from runfacts.processors.testdriver import InputRecord, TestDriver
-from runfacts.projections import audit, trajectory, trajectory_model
-from runfacts.projections.audit_summary import AuditConfig
+from runfacts.dev.runscript import RunScript, encode_event
+from runfacts.processors.engine.testdriver import InputRecord, TestDriver
+from runfacts.projections.audit import reducer as audit
+from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import Fact, ReadSettings
-from runfacts.projections.projector_app import ProjectorShell, app_name, projector_app
-from runfacts.projections.replay import AuditProjector, trajectory_projector
-from runfacts.projections.runlog import RunScript, encode_event
+from runfacts.projections.projector.app import ProjectorShell, app_name
+from runfacts.projections.projector.replay import AuditProjector, trajectory_projector
+from runfacts.projections.trajectory import model as trajectory_model
+from runfacts.projections.trajectory import reducer as trajectory
 from runfacts.topics import TopicNames
+from runfacts.workers import projector as projector_app
 
 NAMES = TopicNames("pj")
 PARTITIONS = 3

@@ -11,16 +11,17 @@ from confluent_kafka import KafkaError
 from decider_support import USER, command
 from typer.testing import CliRunner
 
-from runfacts import dashboard_feed, logread, runlog
-from runfacts.acls import acl_entries, component_access, group_prefix, reader_group
+from runfacts import logread
 from runfacts.cli import app
-from runfacts.dashboard_cli import DashboardSettings, build_dashboard
-from runfacts.projections import kafkalog
-from runfacts.projections.kafkalog import ReadOptions
+from runfacts.cli.dashboard import DashboardSettings, build_dashboard
+from runfacts.dashboard import feed as dashboard_feed
+from runfacts.logread import ReadOptions
+from runfacts.ops import client as runlog
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.errors import InfrastructureError
+from runfacts.security.acls import acl_entries, component_access
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, group_prefix, reader_group
 
 KAFKA = KafkaSettings(bootstrap_servers="unused:9092", topic_prefix="acme")
 NAMES = TopicNames("acme")
@@ -44,7 +45,7 @@ class _Refusing:
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     _Refusing.configs = []
-    for module in (runlog, dashboard_feed, kafkalog, logread):
+    for module in (runlog, dashboard_feed, logread):
         monkeypatch.setattr(module, "Consumer", _Refusing)
     return _Refusing.configs
 
@@ -93,9 +94,9 @@ def test_dashboard_reads_in_dashboard_groups_when_built_from_settings(groups, tm
 
 def test_kafkalog_reads_in_auditor_groups_when_options_default(groups):
     with pytest.raises(RuntimeError):
-        kafkalog.snapshot(KAFKA, NAMES.events, timeout=1)
+        logread.log_range(KAFKA, NAMES.events, timeout=1)
     with pytest.raises(RuntimeError):
-        kafkalog.snapshot(KAFKA, NAMES.events, timeout=1, options=ReadOptions(component="cli"))
+        logread.log_range(KAFKA, NAMES.events, timeout=1, options=ReadOptions(component="cli"))
     assert_group(groups[0], "auditor")
     assert_group(groups[1], "cli")
 

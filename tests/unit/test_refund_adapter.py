@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runfacts.connectors.adapters import (
+from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
+from runfacts.dev.provider.server import PaymentSimulator, SimSettings
+from runfacts.processors.dispatcher.adapters import (
     FoundCompleted,
     FoundFailed,
     LookupUnknown,
@@ -21,9 +23,7 @@ from runfacts.connectors.adapters import (
     ToolUnknown,
     Verification,
 )
-from runfacts.connectors.payment_sim import PaymentSimulator, SimSettings
-from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
-from runfacts.processors.retry import ErrorClass
+from runfacts.processors.policy.retry import ErrorClass
 from runfacts.schemas.errors import ConfigError
 
 KEY = "sk_test_provider"

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-from runfacts.processors import retry
-from runfacts.processors.retry import (
+from runfacts.processors.policy.retry import (
     ErrorClass,
     GiveUp,
     GiveUpReason,
@@ -216,14 +212,3 @@ def test_idempotency_key_raises_naming_input_when_a_part_is_invalid(
 ):
     with pytest.raises(ValueError, match=names):
         idempotency_key(run_id, action, target, digest)
-
-
-def test_retry_module_imports_nothing_impure():
-    tree = ast.parse(Path(retry.__file__).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
-    forbidden = {"time", "os", "random", "uuid", "datetime", "socket", "confluent_kafka",
-                 "rocksdict", "fastavro"}
-    assert imported & forbidden == set()

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from runfacts import telemetry
 from runfacts.otel import OtelSettings, OtelTelemetry
-from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.testdriver import TestDriver
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.schemas import codec
 from runfacts.schemas.errors import ConfigError
 from runfacts.topics import TopicNames

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.processors.capabilities import load_capabilities
+from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.schemas.errors import ConfigError
 from runfacts.tools import load_registry
 from runfacts.tools.refund import registry as refund_registry

@@ -9,7 +9,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from runfacts.connectors.adapters import (
+from runfacts.processors.dispatcher.adapters import (
     FoundCompleted,
     FoundFailed,
     LookupUnknown,
@@ -19,8 +19,8 @@ from runfacts.connectors.adapters import (
     ToolRequest,
     ToolUnknown,
 )
-from runfacts.processors.capabilities import parse_capabilities
-from runfacts.processors.retry import ErrorClass
+from runfacts.processors.policy.capabilities import parse_capabilities
+from runfacts.processors.policy.retry import ErrorClass
 from runfacts.tools import (
     LookupContext,
     OutcomeUnknown,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from decider_support import CTX, dispatched_refund, reconciled, unknown
 from decider_support import completed as completed_report
 
-from runfacts.connectors.adapters import FoundCompleted, ToolCompleted, Verification
-from runfacts.processors import dispatch_core as core
-from runfacts.projections import audit
+from runfacts.processors.dispatcher import core
+from runfacts.processors.dispatcher.adapters import FoundCompleted, ToolCompleted, Verification
+from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
 from runfacts.schemas import codec
@@ -96,7 +96,7 @@ def test_result_is_personal_data_when_views_and_audit_read_the_completion() -> N
 def test_result_cap_reads_the_setting_and_names_it_when_the_value_is_bad() -> None:
     import pytest
 
-    from runfacts.processors.dispatcher_app import result_cap
+    from runfacts.processors.dispatcher.app import result_cap
     from runfacts.schemas.errors import ConfigError
 
     assert result_cap({}) == core.RESULT_MAX_BYTES == 16_384

@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from runfacts.connectors.adapters import FoundCompleted, ToolCompleted, ToolFailed, ToolRequest
-from runfacts.processors.capabilities import parse_capabilities
+from runfacts.processors.dispatcher.adapters import FoundCompleted, ToolCompleted, ToolFailed, ToolRequest
+from runfacts.processors.policy.capabilities import parse_capabilities
 from runfacts.tools import manifest_toml
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tools.md"

@@ -7,13 +7,13 @@ from typing import NamedTuple
 import pytest
 from decider_support import create
 
-from runfacts.control import approval_decision
-from runfacts.processors.testdriver import MemoryLog
-from runfacts.projections.audit_check import ChainCheck
-from runfacts.projections.audit_verify import _event
+from runfacts.ops.control import approval_decision
+from runfacts.processors.engine.testdriver import MemoryLog
+from runfacts.projections.audit.check import ChainCheck
+from runfacts.projections.audit.verify import _event
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
-from runfacts.projections.replay import projectors
+from runfacts.projections.projector.replay import projectors
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import default_codec
 from runfacts.schemas.errors import InvalidInput, RecordPosition

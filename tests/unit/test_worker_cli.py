@@ -1,4 +1,4 @@
-"""`runfacts worker ...`: the broker comes from the shared Kafka settings unless the engine's own names it."""
+"""`runfacts worker ...`: the broker comes from the shared Kafka settings (RUNFACTS_KAFKA_*), and only from them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.worker_cli import FACTORIES, engine_settings
+from runfacts.cli.worker import FACTORIES, engine_settings
+from runfacts.processors.engine.settings import load_settings
+from runfacts.schemas.errors import ConfigError
 
 runner = CliRunner()
 ENGINE_VARS = ("RUNFACTS_BOOTSTRAP_SERVERS", "RUNFACTS_KAFKA", "RUNFACTS_KAFKA_CONFIG",
@@ -29,15 +31,27 @@ def test_worker_engine_uses_the_shared_kafka_settings_when_engine_variables_are_
     assert settings.kafka == {"security.protocol": "SASL_SSL"}
 
 
-def test_worker_engine_keeps_its_own_variables_when_they_are_set(monkeypatch):
+@pytest.mark.parametrize(("old", "new"), [("RUNFACTS_BOOTSTRAP_SERVERS", "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS"),
+                                          ("RUNFACTS_KAFKA", "RUNFACTS_KAFKA_CONFIG")])
+def test_worker_engine_refuses_the_old_broker_variables_when_they_are_set(monkeypatch, old, new):
     monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", "kafka:9092")
+    monkeypatch.setenv(old, "broker-a:9093")
+
+    with pytest.raises(ConfigError, match=f"{old}=.*no longer read: set {new}"):
+        engine_settings()
+    with pytest.raises(ConfigError, match=old):
+        load_settings()
+
+
+def test_worker_refuses_to_start_and_names_the_replacement_when_an_old_variable_is_set(monkeypatch):
     monkeypatch.setenv("RUNFACTS_BOOTSTRAP_SERVERS", "broker-a:9093")
-    monkeypatch.setenv("RUNFACTS_KAFKA", '{"client.id": "mine"}')
+    monkeypatch.setattr("runfacts.cli.worker.run", lambda *a: pytest.fail("the worker started"))
 
-    settings = engine_settings()
+    result = runner.invoke(app, ["worker", "projector"])
 
-    assert settings.bootstrap_servers == "broker-a:9093"
-    assert settings.kafka == {"client.id": "mine"}
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ConfigError)
+    assert "set RUNFACTS_KAFKA_BOOTSTRAP_SERVERS" in str(result.exception)
 
 
 @pytest.mark.parametrize("kind", sorted(FACTORIES))
@@ -47,7 +61,7 @@ def test_worker_runs_the_factory_of_its_kind_when_invoked(kind: str, monkeypatch
     def fake_run(spec: str, pairs: list[str], settings: object) -> int:
         seen.update(spec=spec, pairs=pairs)
         return 0
-    monkeypatch.setattr("runfacts.worker_cli.run", fake_run)
+    monkeypatch.setattr("runfacts.cli.worker.run", fake_run)
     extra = ["--args-store", "/tmp/h.db"] if kind == "dispatcher" else []
 
     result = runner.invoke(app, ["worker", kind, "--prefix", "p1", *extra])
@@ -58,7 +72,7 @@ def test_worker_runs_the_factory_of_its_kind_when_invoked(kind: str, monkeypatch
 
 
 def test_worker_factories_build_applications_when_loaded(tmp_path, monkeypatch):
-    from runfacts.processors.worker import load_app
+    from runfacts.processors.engine.worker import load_app
 
     monkeypatch.setenv("RUNFACTS_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("RUNFACTS_PAYMENT_API_KEY", "k-test")

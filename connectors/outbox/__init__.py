@@ -1,0 +1,35 @@
+"""The transactional outbox: a service writes events or commands in its own database
+transaction; the relay publishes them.
+
+Pure: sql (per-dialect SQL). Shells: writer (Outbox, what a service calls), commands
+(commands through the outbox), store (the outbox tables: fetch, mark, park, lease), inbox
+(consumer-side dedupe in the same tables).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.connectors.outbox.commands import CommandOutbox
+    from runfacts.connectors.outbox.inbox import Inbox, InboxSettings
+    from runfacts.connectors.outbox.store import OutboxStore
+    from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "CommandOutbox": "commands",
+    "EncodedRecord": "writer",
+    "Inbox": "inbox",
+    "InboxSettings": "inbox",
+    "Outbox": "writer",
+    "OutboxStore": "store",
+}
+__all__ = ["CommandOutbox", "EncodedRecord", "Inbox", "InboxSettings", "Outbox", "OutboxStore"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

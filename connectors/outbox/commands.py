@@ -1,0 +1,69 @@
+"""Commands through the transactional outbox: what a harness or UI backend calls.
+
+    harness = CommandOutbox.open("harness.db", TopicNames("runfacts"))
+    harness.send(CreateRun(...))                             # one local transaction
+    stored = harness.propose(lambda ref, digest: ProposeToolCall(... argsRef=ref, argsHash=digest ...),
+                             {"orderId": "order-001", "amountMinor": 4200, "currency": "EUR"})
+
+`propose` writes the arguments to the argument store and the proposal to the outbox in ONE
+SQLite transaction: the dispatcher can never see a proposal whose arguments are missing,
+and a rolled-back proposal leaves no arguments behind. The relay (runfacts.connectors.relay)
+publishes the rows to the commands topic, keyed by runId, with the commandId as eventId.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runfacts.connectors.args_store import ArgsStore, StoredArgs
+from runfacts.connectors.outbox.store import connect
+from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+from runfacts.schemas import codec
+from runfacts.schemas.common import CommandBase
+from runfacts.topics import TopicNames
+
+
+@dataclass(frozen=True)
+class CommandEncoder:
+    """The outbox's encoder for commands: Avro single-object bytes, key runId, id commandId."""
+
+    topic: str
+
+    def encode(self, command: CommandBase) -> EncodedRecord:
+        return EncodedRecord(self.topic, command.runId, codec.encode(command), command.commandId,
+                             tuple((k, v) for k, v in codec.headers(command) if v is not None))
+
+
+class CommandOutbox:
+    """An outbox for commands plus the argument store, on one SQLite connection."""
+
+    def __init__(self, conn: sqlite3.Connection, names: TopicNames, table: str = "runfacts_outbox") -> None:
+        self.conn = conn
+        self.outbox = Outbox(CommandEncoder(names.commands), table=table, commands_topic=names.commands)
+        self.outbox.install(conn)
+        self.args = ArgsStore(conn)
+
+    @classmethod
+    def open(cls, path: str | Path, names: TopicNames, table: str = "runfacts_outbox") -> CommandOutbox:
+        return cls(connect(str(path)), names, table)
+
+    def send(self, *commands: CommandBase) -> None:
+        """Queue commands for publishing, in order, in one local transaction."""
+        with self.outbox.transaction(self.conn) as tx:
+            for command in commands:
+                tx.emit_command(command)
+
+    def propose(self, build: Callable[[str, str], CommandBase], arguments: dict[str, Any],
+                ref: str | None = None) -> StoredArgs:
+        """Store `arguments` and queue the proposal `build(argsRef, argsHash)`, atomically."""
+        with self.outbox.transaction(self.conn) as tx:
+            stored = self.args.put(arguments, ref)
+            tx.emit_command(build(stored.ref, stored.hash))
+        return stored
+
+    def close(self) -> None:
+        self.conn.close()

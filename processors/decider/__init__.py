@@ -1,0 +1,38 @@
+"""The decider: the single writer of the run events. `decide(command, state, ctx)` turns a
+command into events, `evolve` folds events into `RunState`.
+
+Pure: core (decide, decide_evolve), context (DecideContext, Draft, Rejected), run_commands
+(lifecycle, turns, approvals, budget, timers), tool_commands (the tool-call track), state
+(RunState), evolve, timers (which timers a run needs), state_json. Shell: app (DeciderShell,
+the engine application), codec (the shell-side reader), security (policy and keyring ->
+the DecideContext checks). The worker factory is runfacts.workers:decider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.processors.decider.app import DeciderShell
+    from runfacts.processors.decider.context import DecideContext
+    from runfacts.processors.decider.core import decide, decide_evolve
+    from runfacts.processors.decider.evolve import evolve
+    from runfacts.processors.decider.state import RunState
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "DecideContext": "context",
+    "DeciderShell": "app",
+    "RunState": "state",
+    "decide": "core",
+    "decide_evolve": "core",
+    "evolve": "evolve",
+}
+__all__ = ["DecideContext", "DeciderShell", "RunState", "decide", "decide_evolve", "evolve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,390 @@
+"""The run decider on the engine: commands topic -> events + run state + views, exactly once.
+
+Per command record (all in the engine's transaction for the batch):
+1. The command was decoded and validated by the codec; bad bytes, records or fields over the
+   `InputLimits` (issue 11: before they can reach any run's state) and `timer.fire` (internal:
+   a forged one could expire approvals) go to the dead-letter topic with the reason in headers.
+2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
+3. Load the run's state: as an earlier command of this batch left it, else from the `runs`
+   store (None: no run yet).
+4. `decide` (pure) -> events; `fold` -> the new state. A command that starts new work
+   (`GROWS`) and would take the run's state JSON past `InputLimits.max_state_bytes` is
+   dead-lettered instead, never decided: the state record must stay under the broker's
+   1 MB message limit, and results, controls and timers still get through to end the run.
+5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
+6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
+   `flush` stores each changed run's last state once, emits it to the run-state topic and
+   every view to its topic (a run's intermediate states within one batch are never
+   published: the compacted topics would drop them anyway).
+7. Re-plan timers from the new state (approval expiry, reconciliation deadline, wall budget);
+   a due timer becomes a `timer.fire` command through the same steps.
+The engine commits outputs, store changelogs and input offsets atomically, so events, state
+and views never disagree. Events are encoded by compiled Avro writers and commands read by
+compiled readers (`decider_codec`, byte-identical to the codec); the state's JSON reuses the
+unchanged tool calls' and approvals' JSON (`state_json`, identical to `model_dump_json`).
+
+Telemetry (only when enabled; the pure decider knows nothing of it): one span per command,
+child of the trace context in the command's headers; its `traceparent` goes on every event,
+state and view record the command produced; counters for commands, retries, policy denials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, cast
+
+from pydantic import BaseModel
+
+from runfacts import telemetry
+from runfacts.processors.decider.codec import DeciderCodec, Extent
+from runfacts.processors.decider.core import DecideContext, decide_evolve
+from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state_json import Parts, dump_state
+from runfacts.processors.decider.timers import TimerSpec, wanted_timers
+from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.codec import Codec, CodecSettings
+from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
+from runfacts.schemas.errors import InvalidInput
+from runfacts.schemas.models import schema_name
+from runfacts.topics import TopicNames
+
+APP_NAME = "runfacts-run-decider"
+GROWS = frozenset({cmd.ProposeToolCall, cmd.StartTurn, cmd.RecordReasoning, cmd.UpdateProgress,
+                   cmd.RecordFeedback, cmd.SaveCheckpoint})
+"""Commands that start new work or add data; only these are held to `max_state_bytes`."""
+GROWTH_PER_BYTE = 40
+"""How much state JSON one byte of a command can become, at most: a text may be JSON-escaped to
+6 bytes a byte (control characters) and is kept up to five times (e.g. a toolCallId: the map
+key, its field, the approval's id, key and field)."""
+GROWTH_FIXED = 16 * 1024
+"""What a command adds regardless of its size, at most (new entries' field names, timestamps,
+derived ids and hashes)."""
+TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
+ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
+CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
+
+
+class Pending(NamedTuple):
+    """A run this batch changed (`ctx.batch[key]`): its last state, the trace headers for its
+    outputs, the state's JSON if the size check measured it (reused by `flush`), and an upper
+    bound of that JSON's size (`_size_bound`)."""
+
+    state: RunState
+    trace: list[tuple[str, bytes]] | None
+    dumped: tuple[bytes, dict[str, Parts]] | None
+    size_bound: int
+
+
+class Cached(NamedTuple):
+    """A run's stored state bytes, the state they hold and their reusable JSON parts."""
+
+    raw: bytes
+    state: RunState
+    parts: dict[str, Parts]
+DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
+                               policy="default")
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """The largest command the shell accepts; anything bigger is dead-lettered, never decided.
+    `max_state_bytes`: the largest run state (JSON) a command that starts new work may leave."""
+
+    max_record_bytes: int = 64 * 1024
+    max_text_chars: int = 4_096
+    max_items: int = 256
+    max_state_bytes: int = 512 * 1024
+
+    def within(self, extent: Extent | None) -> bool:
+        """True when a record of this `Extent` cannot be over a limit (None: unknown)."""
+        return extent is not None and extent.text_bytes <= self.max_text_chars and extent.items <= self.max_items
+
+    def check(self, command: BaseModel) -> str | None:
+        """The first field over a limit, as a readable reason (None: within the limits)."""
+        if _fits(command, self):
+            return None
+        return _oversized(command, "", self)
+
+
+def _fits(value: BaseModel, limits: InputLimits) -> bool:
+    """True exactly when `_oversized(value)` finds nothing (the fast pass of `check`)."""
+    max_chars, max_items = limits.max_text_chars, limits.max_items
+    for item in value.__dict__.values():
+        kind = type(item)
+        if kind is str:
+            if len(item) > max_chars:
+                return False
+        elif kind is tuple or kind is list:
+            if len(item) > max_items:
+                return False
+            for sub in item:
+                if (len(sub) > max_chars) if type(sub) is str else not _fits_any(sub, limits):
+                    return False
+        elif kind not in _SCALARS and not _fits_any(item, limits):
+            return False
+    return True
+
+
+def _fits_any(value: Any, limits: InputLimits) -> bool:
+    if isinstance(value, BaseModel):
+        return _fits(value, limits)
+    return _oversized(value, "", limits) is None
+
+
+_SCALARS = frozenset({int, bool, float, type(None), datetime})
+
+
+def _oversized(value: Any, path: str, limits: InputLimits) -> str | None:
+    if isinstance(value, str):
+        if len(value) > limits.max_text_chars:
+            return f"field {path} has {len(value)} characters (limit {limits.max_text_chars})"
+        return None
+    if isinstance(value, BaseModel):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}" if path else k, v) for k, v in value.__dict__.items())
+    elif isinstance(value, tuple | list):
+        if len(value) > limits.max_items:
+            return f"field {path} has {len(value)} items (limit {limits.max_items})"
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub_path, sub in items:
+        found = _oversized(sub, sub_path, limits)
+        if found is not None:
+            return found
+    return None
+
+
+def effective_command(command: CommandBase, received_ms: int, max_backdate_ms: int) -> CommandBase:
+    """A command judged at the time the broker received it, when that is later than issuedAt.
+
+    The commands topic uses LogAppendTime, so the record timestamp is the broker's clock:
+    a sender cannot back-date `issuedAt` to slip an approval in before its expiry.
+    """
+    issued_ms = int(command.issuedAt.timestamp() * 1000)
+    if received_ms - issued_ms <= max_backdate_ms:
+        return command
+    received = datetime.fromtimestamp(received_ms / 1000, tz=UTC)
+    return command.model_copy(update={"issuedAt": received})
+
+
+@dataclass(frozen=True)
+class DeciderShell:
+    """The decider's wiring: topic names, the pure context, the codec and view publishers."""
+
+    names: TopicNames
+    ctx: DecideContext
+    codec: Codec = field(default_factory=lambda: Codec(CodecSettings(validate=True)))
+    views: tuple[ViewFn, ...] = ()
+    max_backdate_ms: int = 5_000
+    limits: InputLimits = InputLimits()
+    cache: dict[bytes, Cached] = field(default_factory=dict, compare=False, repr=False)
+    timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
+        default_factory=dict, compare=False, repr=False)
+    telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
+    fast: DeciderCodec = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fast", DeciderCodec(self.codec))
+
+    def deserialize(self, data: bytes | None, headers: list[tuple[str, bytes]] | None = None) -> CommandBase:
+        """The command in `data`, within the limits; InvalidInput (a dead letter) otherwise."""
+        if data is None:
+            raise InvalidInput("empty command (tombstone)", schema="runfacts.commands")
+        if len(data) > self.limits.max_record_bytes:
+            raise InvalidInput(f"oversized: record of {len(data)} bytes (limit {self.limits.max_record_bytes})",
+                               schema="runfacts.commands")
+        value, extent = self.fast.decode_sized(data, headers=headers)
+        if not isinstance(value, CommandBase):
+            raise InvalidInput(f"{value.eventType} is an event, not a command", schema=schema_name(value))
+        if isinstance(value, cmd.FireTimer):  # only on_timer makes these, in-process
+            raise InvalidInput("timer.fire is internal to the run decider: it fires its own timers and never "
+                               "accepts one from the commands topic", schema=schema_name(value),
+                               version=value.schemaVersion)
+        too_big = None if self.limits.within(extent) else self.limits.check(value)
+        if too_big is not None:
+            raise InvalidInput(f"oversized: {too_big}", schema=schema_name(value), version=value.schemaVersion)
+        return value
+
+    def process(self, record: Record, ctx: Context) -> None:
+        command: CommandBase = record.value
+        if record.key != command.runId.encode():
+            # on the wrong partition the run's single writer would never see it
+            ctx.dead_letter(InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
+                                         schema=schema_name(command), version=command.schemaVersion))
+            return
+        command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
+        tel = self.telemetry
+        if not tel.enabled:
+            self.handle(command, ctx)
+            return
+        with tel.span(f"run-decider handle {command.commandType}", parent=record.headers,
+                      attributes=_span_attributes(command)) as span:
+            self.handle(command, ctx, span.headers())
+
+    def on_timer(self, timer: Timer, ctx: Context) -> None:
+        kind, _, target = timer.payload.decode().partition("|")
+        at = datetime.fromtimestamp(timer.due_ms / 1000, tz=UTC)
+        fire = cmd.FireTimer(
+            commandId=f"timer:{timer.timer_id}:{timer.due_ms}", runId=timer.key.decode(),
+            actor=TIMER_ACTOR, issuedAt=at, correlationId=f"timer:{timer.timer_id}",
+            payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=cast(TimerKind, kind),  # pydantic checks it
+                                         targetId=target, dueAt=at))
+        self.handle(fire, ctx)
+
+    def handle(self, command: CommandBase, ctx: Context, trace: list[tuple[str, bytes]] | None = None) -> None:
+        """Steps 2-7 of the module docstring for one command (`trace`: headers for its outputs)."""
+        key = command.runId.encode()
+        state = self._current(key, ctx)
+        if state is None and self._orphan_seen(command, ctx):
+            return
+        events, new = decide_evolve(command, state, self.ctx)
+        dumped, bound = None, 0
+        if new is not None and new is not state:
+            bound = self._size_bound(key, ctx)
+            if type(command) in GROWS and bound > self.limits.max_state_bytes:
+                dumped = self._dump(key, new)  # might not fit: measure
+                if len(dumped[0]) > self.limits.max_state_bytes:
+                    self._refuse_growth(command, len(dumped[0]), ctx)
+                    return
+                bound = len(dumped[0])
+        if new is None:
+            self._mark_orphan(command, ctx)
+        for event in events:
+            self._emit_event(event, ctx, trace)
+        if new is not None and new is not state:
+            ctx.batch[key] = Pending(new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
+        self._plan_timers(key, state, new, ctx)
+        if self.telemetry.enabled:
+            _count(self.telemetry, command, events)
+
+    def flush(self, ctx: Context) -> None:
+        """Step 6 for every run the batch changed: its last state, stored and published once."""
+        for key, pending in ctx.batch.items():
+            self._save(key, pending.state, ctx, pending.trace, pending.dumped)
+
+    def _current(self, key: bytes, ctx: Context) -> RunState | None:
+        """The run's state: as this batch left it, else as stored."""
+        pending = ctx.batch.get(key)
+        if pending is not None:
+            return pending.state  # type: ignore[no-any-return]
+        return self._load(key, ctx.store("runs").get(key))
+
+    def _load(self, key: bytes, raw: bytes | None) -> RunState | None:
+        """The stored state; parsed once and cached while the stored bytes stay the same."""
+        if raw is None:
+            return None
+        cached = self.cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        state = RunState.model_validate_json(raw)
+        self._remember(key, Cached(raw, state, {}))
+        return state
+
+    def _remember(self, key: bytes, entry: Cached) -> None:
+        cache = self.cache
+        if len(cache) >= CACHE_SIZE and key not in cache:
+            cache.pop(next(iter(cache)))
+        cache[key] = entry
+
+    @staticmethod
+    def _orphan_key(command: CommandBase) -> bytes:
+        return f"{command.runId}\x00{command.commandId}".encode()
+
+    def _orphan_seen(self, command: CommandBase, ctx: Context) -> bool:
+        """A command already rejected for a run that does not exist (a redelivery)."""
+        return ctx.store("orphans").get(self._orphan_key(command)) is not None
+
+    def _mark_orphan(self, command: CommandBase, ctx: Context) -> None:
+        ctx.store("orphans").put(self._orphan_key(command), b"1")
+
+    def _emit_event(self, event: EventBase, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
+        fast = self.fast
+        headers = fast.headers(event)
+        ctx.emit(self.names.events, event.runId.encode(), fast.encode(event), headers + trace if trace else headers)
+
+    def _size_bound(self, key: bytes, ctx: Context) -> int:
+        """An upper bound of the run's state JSON after the current command: the last known size
+        (or bound, within this batch) plus GROWTH_PER_BYTE per byte of the command's record and
+        GROWTH_FIXED. Only a bound over the limit costs a real measurement (`_dump`)."""
+        pending = ctx.batch.get(key)
+        cached = self.cache.get(key)
+        known = pending.size_bound if pending is not None else (len(cached.raw) if cached is not None else 0)
+        record = ctx.record
+        size = len(record.message.value() or b"") if record is not None else 0  # timers: tiny, internal
+        return int(known + GROWTH_PER_BYTE * size + GROWTH_FIXED)
+
+    def _dump(self, key: bytes, state: RunState) -> tuple[bytes, dict[str, Parts]]:
+        cached = self.cache.get(key)
+        return dump_state(state, cached.parts if cached is not None else None)
+
+    def _refuse_growth(self, command: CommandBase, size: int, ctx: Context) -> None:
+        """Step 4's state limit: the command goes to the dead-letter topic, the run stays as it was."""
+        ctx.dead_letter(InvalidInput(f"run state would grow to {size} bytes (limit {self.limits.max_state_bytes}): "
+                                     f"{command.commandType} not decided; stop, complete or archive the run",
+                                     schema=schema_name(command), version=command.schemaVersion))
+
+    def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None,
+              dumped: tuple[bytes, dict[str, Parts]] | None = None) -> None:
+        body, parts = dumped if dumped is not None else self._dump(key, state)
+        ctx.store("runs").put(key, body)
+        self._remember(key, Cached(body, state, parts))
+        headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
+        ctx.emit(self.names.state, key, body, headers + trace if trace else headers)
+        for view in self.views:
+            for topic, view_key, value in view(state):
+                ctx.emit(topic, view_key, value, trace or None)
+
+    def _plan_timers(self, key: bytes, old: RunState | None, new: RunState | None, ctx: Context) -> None:
+        if new is old:
+            return
+        memo = self.timer_memo
+        known = memo.get(key)
+        catalog = self.ctx.capabilities
+        before = known[1] if known is not None and known[0] is old else wanted_timers(old, catalog)
+        after = wanted_timers(new, catalog)
+        if len(memo) >= CACHE_SIZE and key not in memo:
+            memo.pop(next(iter(memo)))
+        memo[key] = (new, after)  # the next command's `before`
+        if not before and not after:
+            return
+        for timer_id in before.keys() - after.keys():
+            ctx.cancel(key, timer_id)
+        for timer_id, spec in after.items():
+            if before.get(timer_id) != spec:
+                due_ms = int(spec.due.timestamp() * 1000)
+                ctx.schedule(key, due_ms, timer_id, f"{spec.kind}|{spec.target_id}".encode())
+
+    @property
+    def app_name(self) -> str:
+        """The engine application (and consumer group) name."""
+        return APP_NAME if self.names.prefix == "runfacts" else f"{self.names.prefix}-run-decider"
+
+    def application(self) -> Application:
+        """The engine application for this shell."""
+        return Application(
+            name=self.app_name,
+            sources=(Source(self.names.commands, value_deserializer=self.deserialize, value_headers=True),),
+            process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
+            dead_letter_topic=self.names.dlq, flush=self.flush,
+        )
+
+
+def _span_attributes(command: CommandBase) -> dict[str, str]:
+    return {"runfacts.run_id": command.runId, "runfacts.command_id": command.commandId,
+            "runfacts.command_type": command.commandType, "runfacts.correlation_id": command.correlationId,
+            "runfacts.causation_id": command.causationId or ""}
+
+
+def _count(tel: telemetry.Telemetry, command: CommandBase, events: list[EventBase]) -> None:
+    """Commands handled (by outcome), retries requested, policy denials."""
+    rejected = next((e for e in events if e.eventType == "command.rejected"), None)
+    outcome = "duplicate" if not events else ("rejected" if rejected is not None else "accepted")
+    tel.add(telemetry.COMMANDS_HANDLED, 1, {"commandType": command.commandType, "outcome": outcome})
+    if any(e.eventType == "tool.call.retry_requested" for e in events):
+        tel.add(telemetry.RETRIES, 1, {"source": "command"})
+    reason = getattr(getattr(rejected, "payload", None), "reasonCode", None)
+    if reason in telemetry.POLICY_REASONS:
+        tel.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": reason, "commandType": command.commandType})

@@ -1,0 +1,304 @@
+"""Decide handlers for the run itself: lifecycle, turns, approvals, budget, timers.
+
+`HANDLERS` maps every command type but run.create to its handler; a test checks it covers
+the whole command contract.
+"""
+
+from __future__ import annotations
+
+from runfacts.processors.decider import tool_commands as tools
+from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
+from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.timers import CLAIM_WAIT, claim_due
+from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
+from runfacts.schemas.common import CommandBase
+
+ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review", "needs_review"})
+
+
+def _require_active(c: CommandBase, state: RunState) -> None:
+    if state.status == "cancelling":
+        raise Rejected(c, "run_cancelling")
+    if state.terminal:
+        raise Rejected(c, "run_ended", f"run is {state.status}")
+
+
+def create_run(c: cmd.CreateRun, ctx: DecideContext) -> list[Draft]:
+    """A new run, started on the runtime's current versions."""
+    p = c.payload
+    if p.versions != ctx.current_versions:
+        raise Rejected(c, "incompatible_versions", _diff(p.versions, ctx.current_versions))
+    return [
+        draft(ev.RunCreated, goalRef=p.goalRef, goalSummary=p.goalSummary, userId=p.userId,
+              tenant=p.tenant, budget=p.budget, versions=p.versions, actor=c.actor),
+        draft(ev.RunStarted, versions=p.versions),
+    ]
+
+
+def _diff(have: object, want: object) -> str:
+    a, b = have.model_dump(), want.model_dump()  # type: ignore[attr-defined]
+    return ", ".join(f"{k}: {a[k]} != {b[k]}" for k in a if a[k] != b[k])
+
+
+def start_turn(c: cmd.StartTurn, state: RunState, ctx: DecideContext) -> list[Draft]:
+    if state.status != "running":
+        raise Rejected(c, "run_not_active", f"run is {state.status}")
+    if state.activeTurnId is not None:
+        raise Rejected(c, "turn_active", f"{state.activeTurnId} has not completed")
+    return [draft(ev.TurnStarted, turnId=c.payload.turnId, turnNumber=state.turnCount + 1)]
+
+
+def complete_turn(c: cmd.CompleteTurn, state: RunState, ctx: DecideContext) -> list[Draft]:
+    if state.activeTurnId != c.payload.turnId:
+        raise Rejected(c, "turn_not_active", f"active turn is {state.activeTurnId}")
+    return [draft(ev.TurnCompleted, turnId=c.payload.turnId, turnNumber=state.turnCount)]
+
+
+def record_reasoning(c: cmd.RecordReasoning, state: RunState, ctx: DecideContext) -> list[Draft]:
+    _require_active(c, state)
+    p = c.payload
+    return [draft(ev.ReasoningRecorded, turnId=p.turnId, reasoningObjectId=p.reasoningObjectId,
+                  goalRef=p.goalRef, evidenceRefs=list(p.evidenceRefs),
+                  conclusionHash=p.conclusionHash, conclusionRef=p.conclusionRef)]
+
+
+def resume(c: cmd.ResumeRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Decide an approval: exactly once, in time, on the same arguments, by the right role."""
+    p = c.payload
+    approval = _decidable_approval(c, state)
+    if c.issuedAt >= approval.expiresAt:
+        raise Rejected(c, "approval_expired", f"expired at {approval.expiresAt.isoformat()}")
+    if p.argsHash != approval.argsHash:
+        raise Rejected(c, "args_changed", "the approval binds to other arguments")
+    call = state.toolCalls[approval.toolCallId]
+    manifest = tools.manifest_for(c, ctx, call.capabilityId)
+    denied = ctx.check_approver(manifest, c.actor, approval.requestedBy)
+    if denied is not None:
+        raise Rejected(c, denied, f"{c.actor.subjectId} for {approval.requiredRole} approval")
+    if ctx.verify_token is not None:
+        bad = ctx.verify_token(c, approval)
+        if bad is not None:
+            raise Rejected(c, bad)
+    run_versions = state.checkpoint.versions if state.checkpoint else state.versions
+    if run_versions != ctx.current_versions:
+        raise Rejected(c, "incompatible_versions",
+                       _diff(run_versions, ctx.current_versions) + "; send run.migrate first")
+    ids = {"approvalId": approval.approvalId, "toolCallId": approval.toolCallId, "argsHash": p.argsHash}
+    if p.decision == "approve":
+        drafts = [draft(ev.ApprovalGranted, **ids, actor=c.actor),
+                  draft(ev.ToolCallAuthorized, capabilityId=call.capabilityId, **ids)]
+    else:
+        drafts = [draft(ev.ApprovalRejected, **ids, actor=c.actor)]
+    if len(state.open_approvals()) == 1 and state.status == "waiting_for_approval":
+        drafts.append(draft(ev.RunResumed, approvalId=approval.approvalId, actor=c.actor))
+    return drafts
+
+
+def _decidable_approval(c: cmd.ResumeRun, state: RunState):  # noqa: ANN202
+    if state.status in ("cancelling", "cancelled"):
+        raise Rejected(c, "run_cancelled", "a late approval cannot revive a cancelled run")
+    if state.terminal:
+        raise Rejected(c, "run_ended", f"run is {state.status}")
+    approval = state.approvals.get(c.payload.approvalId)
+    if approval is None:
+        raise Rejected(c, "unknown_approval", c.payload.approvalId)
+    if approval.status != "open":
+        reason = {"expired": "approval_expired", "invalidated": "approval_invalidated"}.get(
+            approval.status, "approval_already_decided")
+        raise Rejected(c, reason, f"{approval.approvalId} is {approval.status}")
+    return approval
+
+
+def _closing(state: RunState, reason: str) -> list[Draft]:
+    """Invalidate every open approval (stop, cancel, completion, failure)."""
+    return [draft(ev.ApprovalInvalidated, approvalId=a.approvalId, toolCallId=a.toolCallId,
+                  reason=reason) for a in state.open_approvals()]
+
+
+def _final_checkpoint(state: RunState) -> Draft:
+    return draft(ev.CheckpointSaved, node="final", stateHash=state_hash(state), versions=state.versions)
+
+
+def stop(c: cmd.StopRun | cmd.CancelRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Stop new work; the run is cancelled once no call is in flight (see follow_ups)."""
+    _require_active(c, state)
+    return _closing(state, "run_cancelled") + [
+        draft(ev.RunCancelRequested, reason=c.payload.reason or c.commandType, actor=c.actor)]
+
+
+def complete(c: cmd.CompleteRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    _require_active(c, state)
+    in_flight = [call.toolCallId for call in state.in_flight_calls()]
+    if in_flight:
+        raise Rejected(c, "tool_calls_in_flight", ", ".join(in_flight))
+    pending = [k for k, call in state.toolCalls.items() if call.verification == "pending"]
+    return _closing(state, "run_ended") + [
+        draft(ev.RunCompleted, outcomeRef=c.payload.outcomeRef, pendingVerifications=pending),
+        _final_checkpoint(state)]
+
+
+def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    _require_active(c, state)
+    return _closing(state, "run_ended") + [
+        draft(ev.RunFailed, errorClass=c.payload.errorClass, detail=c.payload.detail),
+        _final_checkpoint(state)]
+
+
+def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> list[Draft]:
+    """Consequences of the new state: a cancellation completes when nothing is in flight."""
+    if state is None or state.status != "cancelling" or state.in_flight_calls():
+        return []
+    unresolved = [k for k, call in state.toolCalls.items()
+                  if call.execution == "result_unknown" and call.reconciliation != "not_found"]
+    return [draft(ev.RunCancelled, unresolvedToolCalls=unresolved), _final_checkpoint(state)]
+
+
+def record_feedback(c: cmd.RecordFeedback, state: RunState, ctx: DecideContext) -> list[Draft]:
+    p = c.payload
+    return [draft(ev.FeedbackRecorded, feedbackId=p.feedbackId, rating=p.rating, comment=p.comment,
+                  targetTurnId=p.targetTurnId, targetToolCallId=p.targetToolCallId,
+                  targetReasoningObjectId=p.targetReasoningObjectId, actor=c.actor)]
+
+
+def save_checkpoint(c: cmd.SaveCheckpoint, state: RunState, ctx: DecideContext) -> list[Draft]:
+    _require_active(c, state)
+    p = c.payload
+    return [draft(ev.CheckpointSaved, node=p.node, stateHash=p.stateHash, versions=p.versions)]
+
+
+def debit(c: cmd.DebitBudget, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Debit the budget; the first debit that would overdraw goes to review instead."""
+    _require_active(c, state)
+    p = c.payload
+    over = tools._over_budget(state, p.amounts)
+    if over:
+        return over
+    drafts = [draft(ev.BudgetDebited, amounts=p.amounts, actionHash=p.actionHash)]
+    if state.actionCounts.get(p.actionHash, 0) + 1 >= ctx.loop_threshold and state.status != "needs_review":
+        path = [*state.attemptedPath, p.actionHash][-32:]
+        drafts.append(draft(ev.RunNeedsReview, reason="loop_detected", attemptedPath=path,
+                            detail=f"{p.actionHash} repeated {ctx.loop_threshold} times"))
+    return drafts
+
+
+def update_progress(c: cmd.UpdateProgress, state: RunState, ctx: DecideContext) -> list[Draft]:
+    _require_active(c, state)
+    p = c.payload
+    return [draft(ev.ProgressUpdated, verifiedItems=list(p.verifiedItems), openItems=list(p.openItems),
+                  nextSafeAction=p.nextSafeAction)]
+
+
+def archive(c: cmd.ArchiveRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    if not state.terminal:
+        raise Rejected(c, "run_not_ended", f"run is {state.status}")
+    return [draft(ev.RunArchived, checkpointRef=c.payload.checkpointRef)]
+
+
+def migrate(c: cmd.MigrateRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Move a run explicitly to the runtime's current versions (never silently)."""
+    _require_active(c, state)
+    if c.payload.versions != ctx.current_versions:
+        raise Rejected(c, "unknown_versions", _diff(c.payload.versions, ctx.current_versions))
+    old = state.checkpoint.versions if state.checkpoint else state.versions
+    if old == c.payload.versions:
+        raise Rejected(c, "already_current")
+    return [draft(ev.RunMigrated, fromVersions=old, toVersions=c.payload.versions, actor=c.actor),
+            draft(ev.CheckpointSaved, node="migrated", stateHash=state_hash(state),
+                  versions=c.payload.versions)]
+
+
+class TimerStale:
+    """Marker: a timer whose target already moved on decides nothing (the one no-op)."""
+
+    EVENTS: list[Draft] = []
+
+
+def fire_timer(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A decider timer fell due: expire an approval, end a reconciliation wait, stop on wall time."""
+    p = c.payload
+    if p.kind == "approval_expiry":
+        return _expire_approval(c, state)
+    if p.kind == "reconciliation_deadline":
+        return _reconciliation_deadline(c, state)
+    if p.kind == "claim_deadline":
+        return _claim_deadline(c, state, ctx)
+    return _wall_budget(c, state)
+
+
+def _claim_deadline(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """An authorized call nobody claimed in time (no dispatcher serves its capability?)."""
+    call = state.toolCalls.get(c.payload.targetId)
+    due = None if call is None else claim_due(call, ctx.capabilities)
+    if call is None or due is None or c.issuedAt < due or state.status not in CLAIM_WAIT:
+        return TimerStale.EVENTS
+    within = ctx.capabilities.get(call.capabilityId).claim_within_ms
+    return [draft(ev.RunNeedsReview, capabilityId=call.capabilityId, reason="unclaimed_tool_call",
+                  detail=f"{call.toolCallId} ({call.capabilityId}) waited {within} ms for a claim: is a "
+                         f"dispatcher with an adapter for {call.capabilityId} running?",
+                  attemptedPath=list(state.attemptedPath))]
+
+
+def _expire_approval(c: cmd.FireTimer, state: RunState) -> list[Draft]:
+    """An open approval expires; so does a grant whose call still waits for a claim."""
+    approval = state.approvals.get(c.payload.targetId)
+    if approval is None or c.issuedAt < approval.expiresAt:
+        return TimerStale.EVENTS
+    call = state.toolCalls.get(approval.toolCallId)
+    if approval.status != "open":
+        waiting = call is not None and call.awaiting_claim and state.lapsed_grant(call, c.issuedAt)
+        return tools.lapsed_authorization(state, call, approval) if waiting and call else TimerStale.EVENTS
+    drafts = [draft(ev.ApprovalExpired, approvalId=approval.approvalId, toolCallId=approval.toolCallId,
+                    expiresAt=approval.expiresAt)]
+    if state.status == "waiting_for_approval" and len(state.open_approvals()) == 1:
+        drafts.append(draft(ev.RunPaused, reason="approval_expired", approvalId=approval.approvalId,
+                            detail="re-authorization needed: propose the call again"))
+    return drafts
+
+
+def _reconciliation_deadline(c: cmd.FireTimer, state: RunState) -> list[Draft]:
+    call = state.toolCalls.get(c.payload.targetId)
+    if (call is None or call.execution != "result_unknown" or call.reconcileDeadline is None
+            or c.issuedAt < call.reconcileDeadline or state.status in ("needs_review", "cancelled")):
+        return TimerStale.EVENTS
+    return [draft(ev.RunNeedsReview, reason="unresolved_side_effect",
+                  detail=f"{call.toolCallId}: outcome unknown past its reconciliation deadline")]
+
+
+def _wall_budget(c: cmd.FireTimer, state: RunState) -> list[Draft]:
+    limit = state.budget.limits.wallTimeMs
+    elapsed = int((c.issuedAt - state.createdAt).total_seconds() * 1000)
+    if limit <= 0 or elapsed < limit or state.status not in ACTIVE or state.status == "needs_review":
+        return TimerStale.EVENTS
+    return [draft(ev.BudgetExceeded, dimension="wall_time", limit=limit, used=elapsed),
+            draft(ev.RunNeedsReview, reason="budget_exceeded", detail=f"wall time {elapsed} ms > {limit} ms",
+                  attemptedPath=list(state.attemptedPath))]
+
+
+HANDLERS: dict[str, Handler] = {
+    "run.resume": resume,
+    "run.stop": stop,
+    "run.cancel": stop,
+    "run.complete": complete,
+    "run.fail": fail,
+    "run.archive": archive,
+    "run.migrate": migrate,
+    "turn.start": start_turn,
+    "turn.complete": complete_turn,
+    "reasoning.record": record_reasoning,
+    "feedback.record": record_feedback,
+    "checkpoint.save": save_checkpoint,
+    "budget.debit": debit,
+    "progress.update": update_progress,
+    "timer.fire": fire_timer,
+    "tool.call.propose": tools.propose,
+    "tool.call.claim": tools.claim,
+    "tool.call.report_accepted": tools.report_accepted,
+    "tool.call.report_completed": tools.report_completed,
+    "tool.call.report_failed": tools.report_failed,
+    "tool.call.report_result_unknown": tools.report_unknown,
+    "tool.call.request_reconciliation": tools.request_reconciliation,
+    "tool.call.report_reconciled": tools.report_reconciled,
+    "tool.call.retry": tools.retry,
+    "tool.call.report_verification": tools.report_verification,
+}

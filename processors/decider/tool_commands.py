@@ -1,0 +1,320 @@
+"""Decide handlers for the tool-call track: propose, claim, reports, reconcile, retry, verify.
+
+Execution: proposed -> authorized -> dispatching -> accepted -> completed | failed, with
+result_unknown after dispatching/accepted. result_unknown never goes back to proposed or
+authorized: it leaves only by reconciliation (SEMANTICS.md §4-5).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
+from runfacts.processors.decider.evolve import action_hash
+from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
+from runfacts.processors.policy.capabilities import CapabilityManifest
+from runfacts.processors.policy.retry import idempotency_key
+from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
+from runfacts.schemas.common import BudgetAmounts, CommandBase
+from runfacts.schemas.errors import ConfigError
+
+CLAIMABLE_STATUS = frozenset({"running", "waiting_for_approval"})  # not review, cancel, end
+
+
+def manifest_for(command: CommandBase, ctx: DecideContext, capability_id: str) -> CapabilityManifest:
+    """The capability's manifest, or a rejection naming the unknown capability."""
+    try:
+        return ctx.capabilities.get(capability_id)
+    except ConfigError as exc:
+        raise Rejected(command, "unknown_capability", str(exc)) from None
+
+
+def tool_call(command: CommandBase, state: RunState, tool_call_id: str) -> ToolCallState:
+    """The run's tool call, or a rejection naming the unknown id."""
+    call = state.toolCalls.get(tool_call_id)
+    if call is None:
+        settled = state.settledCalls.get(tool_call_id)
+        if settled is not None:
+            raise Rejected(command, "tool_call_settled", f"{tool_call_id} ended ({settled[0]}); "
+                           "its record is compacted, its history is in the events log")
+        raise Rejected(command, "unknown_tool_call", tool_call_id)
+    return call
+
+
+def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A proposed side effect: authorized by policy, or waiting for an approval."""
+    p = c.payload
+    _check_can_propose(c, state)
+    existing = state.toolCalls.get(p.toolCallId)
+    if existing is not None:
+        same = existing.argsHash == p.argsHash
+        raise Rejected(c, "already_proposed" if same else "tool_call_exists",
+                       f"{p.toolCallId} is {existing.execution}; changed arguments need a new toolCallId")
+    settled = state.settledCalls.get(p.toolCallId)
+    if settled is not None:
+        how, args = settled
+        raise Rejected(c, "already_proposed" if p.argsHash.startswith(args) else "tool_call_exists",
+                       f"{p.toolCallId} ended ({how}); a new call needs a new toolCallId")
+    manifest = manifest_for(c, ctx, p.capabilityId)
+    try:
+        idempotency_key(c.runId, p.action, p.target, p.argsHash)
+    except ValueError as exc:
+        raise Rejected(c, "invalid_tool_call", str(exc)) from None
+    loop = _loop_review(c, state, ctx, action_hash(p.capabilityId, p.argsHash))
+    if loop:
+        return loop
+    ids = {"turnId": p.turnId, "capabilityId": p.capabilityId, "reasoningObjectId": p.reasoningObjectId}
+    drafts = _supersede(state, p) + [draft(
+        ev.ToolCallProposed, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash, argsRef=p.argsRef,
+        target=p.target, action=p.action, risk=manifest.risk.value, summary=p.summary)]
+    if not manifest.needs_approval:
+        return drafts + [draft(ev.ToolCallAuthorized, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash)]
+    approval_id = f"approval-{p.toolCallId}"
+    expires = c.issuedAt + timedelta(milliseconds=manifest.approval_ttl_ms)
+    return drafts + [
+        draft(ev.ApprovalRequired, **ids, approvalId=approval_id, toolCallId=p.toolCallId,
+              argsHash=p.argsHash, risk=manifest.risk.value, requiredRole=manifest.required_role,
+              expiresAt=expires, summary=p.summary),
+        draft(ev.RunPaused, reason="waiting_for_approval", approvalId=approval_id,
+              detail=f"{p.action} {p.target} needs {manifest.required_role} approval"),
+    ]
+
+
+def _check_can_propose(c: cmd.ProposeToolCall, state: RunState) -> None:
+    reauthorizing = state.status == "waiting_for_review" and state.statusReason == "approval_expired"
+    if state.status not in ("running", "waiting_for_approval") and not reauthorizing:
+        raise Rejected(c, "run_not_active", f"run is {state.status}")
+
+
+def _supersede(state: RunState, p: cmd.ProposeToolCallPayload) -> list[Draft]:
+    """Open approvals for the same action and target with other arguments stop binding."""
+    out = []
+    for approval in state.open_approvals():
+        old = state.toolCalls[approval.toolCallId]
+        if old.action == p.action and old.target == p.target and old.argsHash != p.argsHash:
+            out.append(draft(ev.ApprovalInvalidated, approvalId=approval.approvalId,
+                             toolCallId=old.toolCallId, reason="args_changed",
+                             detail=f"superseded by {p.toolCallId}"))
+    return out
+
+
+def _loop_review(c: CommandBase, state: RunState, ctx: DecideContext, action: str) -> list[Draft]:
+    """needs_review instead of the action when it was tried `loop_threshold` times already."""
+    if state.actionCounts.get(action, 0) < ctx.loop_threshold:
+        return []
+    return [draft(ev.RunNeedsReview, reason="loop_detected", attemptedPath=list(state.attemptedPath),
+                  detail=f"{action} repeated {state.actionCounts[action]} times")]
+
+
+def lapsed_authorization(state: RunState, call: ToolCallState, approval: ApprovalState) -> list[Draft]:
+    """A grant that expired before a dispatch attempt: the approval expires, the call closes
+    and a running run pauses for re-authorization (SEMANTICS.md §6): propose the same
+    arguments again for a new approval (same argsHash, so the same idempotency key)."""
+    drafts = [draft(ev.ApprovalExpired, capabilityId=call.capabilityId, approvalId=approval.approvalId,
+                    toolCallId=call.toolCallId, expiresAt=approval.expiresAt)]
+    if state.status == "running":
+        drafts.append(draft(ev.RunPaused, reason="approval_expired", approvalId=approval.approvalId,
+                            detail=f"{call.toolCallId}: the grant expired at {approval.expiresAt.isoformat()} "
+                                   f"before dispatch attempt {call.attempts + 1}; re-authorization "
+                                   "needed: propose the call again"))
+    return drafts
+
+
+def claim(c: cmd.ClaimToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A dispatcher claims an authorized call: the claim is a fact before any call is made.
+    Every claim (the first and a re-dispatch after not_found) re-checks the grant's expiry."""
+    p = c.payload
+    call = tool_call(c, state, p.toolCallId)
+    _check_claimable(c, call, ctx)
+    if state.status not in CLAIMABLE_STATUS:
+        raise Rejected(c, "run_not_active", f"run is {state.status}: no new dispatches")
+    lapsed = state.lapsed_grant(call, c.issuedAt)
+    if lapsed is not None:
+        return lapsed_authorization(state, call, lapsed)
+    over = _over_budget(state, BudgetAmounts(toolCalls=1))
+    if over:
+        return over
+    ids = {"capabilityId": call.capabilityId, "turnId": call.turnId}
+    drafts = [draft(ev.ToolCallDispatching, **ids, toolCallId=call.toolCallId, attempt=p.attempt,
+                    idempotencyKey=p.idempotencyKey, externalRequestId=p.externalRequestId,
+                    leaseEpoch=p.leaseEpoch)]
+    approval = state.approvals.get(call.approvalId or "")
+    if approval is not None and approval.status == "granted":
+        drafts.append(draft(ev.ApprovalConsumed, approvalId=approval.approvalId, toolCallId=call.toolCallId))
+    drafts.append(draft(ev.BudgetDebited, amounts=BudgetAmounts(toolCalls=1),
+                        actionHash=action_hash(call.capabilityId, call.argsHash)))
+    return drafts
+
+
+def _check_claimable(c: cmd.ClaimToolCall, call: ToolCallState, ctx: DecideContext) -> None:
+    p = c.payload
+    redispatch = call.execution == "result_unknown" and call.reconciliation == "not_found"
+    if call.closedReason is not None:
+        raise Rejected(c, "tool_call_closed", call.closedReason)
+    if call.execution != "authorized" and not redispatch:
+        raise Rejected(c, "not_claimable", f"{call.toolCallId} is {call.execution}")
+    if p.idempotencyKey != call.idempotencyKey:
+        raise Rejected(c, "idempotency_key_mismatch", f"the call's key is {call.idempotencyKey}")
+    if p.leaseEpoch <= call.leaseEpoch:
+        raise Rejected(c, "stale_lease", f"epoch {p.leaseEpoch} <= {call.leaseEpoch}")
+    if p.attempt != call.attempts + 1:
+        raise Rejected(c, "wrong_attempt", f"next attempt is {call.attempts + 1}")
+    max_attempts = manifest_for(c, ctx, call.capabilityId).retry.max_attempts
+    if p.attempt > max_attempts:
+        raise Rejected(c, "max_attempts", f"attempt {p.attempt} > {max_attempts}")
+
+
+def _over_budget(state: RunState, amounts: BudgetAmounts) -> list[Draft]:
+    """BudgetExceeded + needs_review for the first dimension `amounts` would overdraw."""
+    limits, used = state.budget.limits, state.budget.used
+    for field, dimension in DIMENSIONS:
+        limit, have, want = getattr(limits, field), getattr(used, field), getattr(amounts, field)
+        if limit > 0 and want > 0 and have + want > limit:
+            return [draft(ev.BudgetExceeded, dimension=dimension, limit=limit, used=have),
+                    draft(ev.RunNeedsReview, reason="budget_exceeded",
+                          detail=f"{dimension}: {have} used + {want} > {limit}",
+                          attemptedPath=list(state.attemptedPath))]
+    return []
+
+
+DIMENSIONS = (("steps", "steps"), ("toolCalls", "tool_calls"), ("tokens", "tokens"),
+              ("wallTimeMs", "wall_time"), ("costMicros", "cost"))
+
+
+def _reported_call(c: CommandBase, state: RunState, tool_call_id: str, attempt: int,
+                   external_request_id: str) -> ToolCallState:
+    """The call a dispatcher reports on; a report from an older attempt is stale."""
+    call = tool_call(c, state, tool_call_id)
+    if attempt != call.attempts or external_request_id != call.externalRequestId:
+        raise Rejected(c, "stale_report", f"current attempt {call.attempts} "
+                       f"request {call.externalRequestId}")
+    return call
+
+
+def _require_execution(c: CommandBase, call: ToolCallState, allowed: tuple[str, ...]) -> None:
+    if call.execution == "result_unknown":
+        raise Rejected(c, "reconciliation_required", f"{call.toolCallId} is result_unknown")
+    if call.execution not in allowed:
+        raise Rejected(c, "duplicate_report" if call.execution in ("accepted", "completed", "failed")
+                       else "not_dispatched", f"{call.toolCallId} is {call.execution}")
+
+
+def report_accepted(c: cmd.ReportToolAccepted, state: RunState, ctx: DecideContext) -> list[Draft]:
+    p = c.payload
+    call = _reported_call(c, state, p.toolCallId, p.attempt, p.externalRequestId)
+    _require_execution(c, call, ("dispatching",))
+    return [draft(ev.ToolCallAccepted, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
+                  attempt=p.attempt, externalRequestId=p.externalRequestId)]
+
+
+def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideContext) -> list[Draft]:
+    p = c.payload
+    call = _reported_call(c, state, p.toolCallId, p.attempt, p.externalRequestId)
+    _require_execution(c, call, ("dispatching", "accepted"))
+    return [
+        draft(ev.ToolCallCompleted, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
+              attempt=p.attempt, externalRequestId=p.externalRequestId, resultRef=p.resultRef,
+              resultHash=p.resultHash, result=p.result),
+        draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
+              status="pending"),
+    ]
+
+
+def report_failed(c: cmd.ReportToolFailed, state: RunState, ctx: DecideContext) -> list[Draft]:
+    p = c.payload
+    call = _reported_call(c, state, p.toolCallId, p.attempt, p.externalRequestId)
+    _require_execution(c, call, ("dispatching", "accepted"))
+    return [draft(ev.ToolCallFailed, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
+                  attempt=p.attempt, externalRequestId=p.externalRequestId,
+                  errorClass=p.errorClass, retryable=p.retryable, detail=p.message)]
+
+
+def report_unknown(c: cmd.ReportResultUnknown, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """The response was lost: result_unknown, and reconciliation is requested at once."""
+    p = c.payload
+    call = _reported_call(c, state, p.toolCallId, p.attempt, p.externalRequestId)
+    _require_execution(c, call, ("dispatching", "accepted"))
+    deadline_ms = manifest_for(c, ctx, call.capabilityId).reconciliation_deadline_ms
+    ids = {"capabilityId": call.capabilityId}
+    return [
+        draft(ev.ToolCallResultUnknown, **ids, toolCallId=p.toolCallId, attempt=p.attempt,
+              externalRequestId=p.externalRequestId, lastError=p.lastError),
+        draft(ev.ToolCallReconciliationRequested, **ids, toolCallId=p.toolCallId,
+              externalRequestId=p.externalRequestId,
+              deadline=c.issuedAt + timedelta(milliseconds=deadline_ms)),
+    ]
+
+
+def _unknown_call(c: CommandBase, state: RunState, tool_call_id: str, request_id: str) -> ToolCallState:
+    """A result_unknown call addressed by the request the dispatcher sent."""
+    call = tool_call(c, state, tool_call_id)
+    if call.execution != "result_unknown":
+        raise Rejected(c, "not_result_unknown", f"{call.toolCallId} is {call.execution}")
+    if request_id != call.externalRequestId:
+        raise Rejected(c, "stale_report", f"request {call.externalRequestId}")
+    return call
+
+
+def request_reconciliation(c: cmd.RequestReconciliation, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Ask again to reconcile a call still unknown (a fresh deadline)."""
+    p = c.payload
+    call = _unknown_call(c, state, p.toolCallId, p.externalRequestId)
+    deadline_ms = manifest_for(c, ctx, call.capabilityId).reconciliation_deadline_ms
+    return [draft(ev.ToolCallReconciliationRequested, capabilityId=call.capabilityId,
+                  toolCallId=p.toolCallId, externalRequestId=p.externalRequestId,
+                  deadline=c.issuedAt + timedelta(milliseconds=deadline_ms))]
+
+
+def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """What the external system said about a result_unknown call."""
+    p = c.payload
+    call = _unknown_call(c, state, p.toolCallId, p.externalRequestId)
+    ids = {"capabilityId": call.capabilityId}
+    drafts = [draft(ev.ToolCallReconciled, **ids, toolCallId=p.toolCallId,
+                    externalRequestId=p.externalRequestId, outcome=p.outcome,
+                    resultRef=p.resultRef, resultHash=p.resultHash, result=p.result)]
+    if p.outcome == "found_completed":
+        drafts.append(draft(ev.VerificationUpdated, **ids, toolCallId=p.toolCallId, status="pending"))
+    lapsed = state.lapsed_grant(call, c.issuedAt) if p.outcome == "not_found" else None
+    if lapsed is not None and state.status != "cancelling":  # no re-dispatch on the old grant
+        drafts += lapsed_authorization(state, call, lapsed)
+    past_deadline = call.reconcileDeadline is not None and c.issuedAt >= call.reconcileDeadline
+    if p.outcome == "still_unknown" and past_deadline and state.status != "needs_review":
+        drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
+                            detail=f"{call.toolCallId} still unknown after its reconciliation deadline"))
+    return drafts
+
+
+def retry(c: cmd.RetryToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A person retries a failed call whose error is retryable, within max attempts."""
+    call = tool_call(c, state, c.payload.toolCallId)
+    if call.execution == "result_unknown":
+        raise Rejected(c, "result_unknown_needs_reconciliation", call.toolCallId)
+    if call.execution != "failed":
+        raise Rejected(c, "not_failed", f"{call.toolCallId} is {call.execution}")
+    if not call.retryable:
+        raise Rejected(c, "not_retryable", f"{call.toolCallId} failed with {call.errorClass}")
+    if state.status != "running":
+        raise Rejected(c, "run_not_active", f"run is {state.status}")
+    max_attempts = manifest_for(c, ctx, call.capabilityId).retry.max_attempts
+    if call.attempts >= max_attempts:
+        raise Rejected(c, "max_attempts", f"{call.attempts} of {max_attempts} used")
+    lapsed = state.lapsed_grant(call, c.issuedAt)
+    if lapsed is not None:
+        raise Rejected(c, "approval_expired", f"{lapsed.approvalId} expired at "
+                       f"{lapsed.expiresAt.isoformat()}: propose the call again for a new approval")
+    return [draft(ev.ToolCallRetryRequested, capabilityId=call.capabilityId,
+                  toolCallId=call.toolCallId, actor=c.actor)]
+
+
+def report_verification(c: cmd.ReportVerification, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """Domain reality observed for a call (allowed after the run ended)."""
+    p = c.payload
+    call = tool_call(c, state, p.toolCallId)
+    if call.execution not in ("completed", "failed"):
+        raise Rejected(c, "not_finished", f"{call.toolCallId} is {call.execution}")
+    if call.verification in ("confirmed_success", "confirmed_failure") and call.verification != p.status:
+        raise Rejected(c, "verification_final", f"{call.toolCallId} is {call.verification}")
+    return [draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
+                  status=p.status, evidenceRef=p.evidenceRef)]

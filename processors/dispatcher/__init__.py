@@ -1,0 +1,43 @@
+"""The tool dispatcher: executes tool calls the decider proposed, at most once per lease epoch,
+and reconciles calls whose outcome is unknown.
+
+Pure: core (what to do for a run: claim, execute, reconcile). The port: adapters
+(ToolAdapter and ArgsReader, which runfacts.connectors implements). Shells: app
+(DispatcherShell), incarnation (the fenced incarnation counter on local disk). The worker
+factory is runfacts.workers:dispatcher.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.processors.dispatcher.adapters import ArgsMissing, ArgsReader, ArgsTampered, ToolAdapter, ToolRequest
+    from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "ArgsMissing": "adapters",
+    "ArgsReader": "adapters",
+    "ArgsTampered": "adapters",
+    "DispatcherSettings": "app",
+    "DispatcherShell": "app",
+    "ToolAdapter": "adapters",
+    "ToolRequest": "adapters",
+}
+__all__ = [
+    "ArgsMissing",
+    "ArgsReader",
+    "ArgsTampered",
+    "DispatcherSettings",
+    "DispatcherShell",
+    "ToolAdapter",
+    "ToolRequest",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

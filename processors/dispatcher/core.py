@@ -1,0 +1,406 @@
+"""The dispatcher's pure core: what an event asks of the side-effect shell, and which
+commands an observed outcome becomes.
+
+No I/O, no clock: the shell passes `now_ms`, the run's state (folded from the events with
+the run decider's own `evolve`) and its incarnation; it performs the `Work` and feeds the
+adapter's typed outcomes back through `after_execute`, `after_lookup`, `after_verify` and
+`after_cancel`. Invariants:
+1. A claim's lease epoch is `incarnation * ATTEMPT_SLOTS + attempt`: greater for every
+   later incarnation, and for every later attempt within one (the decider wants each claim
+   of a call to carry a greater epoch than the last).
+2. A tool is executed only for a `tool.call.dispatching` whose epoch is THIS incarnation's.
+   Any other is never executed: it becomes `result_unknown` (the earlier holder may have
+   called before it died), and reconciliation decides.
+3. Every attempt of a call carries the call's one idempotency key; only the
+   externalRequestId (`<toolCallId>-a<attempt>`) and the epoch change between claims.
+4. Retryable errors are retried inside the claim (same key, same request id) per the
+   capability's retry policy; an unknown outcome is never retried, only looked up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from runfacts.processors.decider.state import RunState, ToolCallState
+from runfacts.processors.decider.tool_commands import CLAIMABLE_STATUS
+from runfacts.processors.dispatcher.adapters import (
+    FoundCompleted,
+    FoundFailed,
+    LookupOutcome,
+    LookupUnknown,
+    NotFound,
+    ToolCompleted,
+    ToolFailed,
+    ToolOutcome,
+    ToolUnknown,
+    Verification,
+)
+from runfacts.processors.policy.retry import ErrorClass, GiveUp, RetryPolicy, backoff_ms, is_retryable, next_retry
+from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
+from runfacts.schemas.base import Record
+from runfacts.schemas.common import CommandBase, EventBase
+from runfacts.schemas.models import payload_class
+
+Phase = Literal["idle", "executing", "retry_wait", "reconciling", "verifying", "done"]
+MESSAGE_CHARS = 500
+ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
+RESULT_MAX_BYTES = 16_384  # default cap of a result value on the log (RUNFACTS_TOOL_RESULT_MAX_BYTES)
+
+
+def lease_epoch(incarnation: int, attempt: int) -> int:
+    """The lease epoch of `attempt` claimed by `incarnation`."""
+    if not 1 <= attempt < ATTEMPT_SLOTS:
+        raise ValueError(f"attempt={attempt}: expected 1..{ATTEMPT_SLOTS - 1}")
+    return incarnation * ATTEMPT_SLOTS + attempt
+
+
+def incarnation_of(epoch: int) -> int:
+    """The incarnation that claimed with lease epoch `epoch`."""
+    return epoch // ATTEMPT_SLOTS
+
+
+class Progress(BaseModel):
+    """The dispatcher's own memory of one call (what the run state does not hold)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    toolCallId: str
+    correlationId: str
+    phase: Phase = "idle"
+    attempt: int = 0  # the claim these counters belong to
+    tries: int = 0  # HTTP tries inside that claim
+    firstTryMs: int = 0
+    lookups: int = 0  # failed lookups in the current reconciliation / verification
+    deadlineMs: int = 0  # reconciliation or verification deadline
+    reportedStill: bool = False  # still_unknown already reported for this reconciliation
+    polls: int = 0  # polls of the running try's future (execution off the transaction)
+
+
+class Draft(NamedTuple):
+    """A command before the shell stamps id, actor, time and correlation on it."""
+
+    command: type[CommandBase]
+    payload: Record
+
+
+def draft(command: type[CommandBase], **payload: Any) -> Draft:
+    """A draft of `command` with a payload built (and validated) from keyword arguments."""
+    return Draft(command, payload_class(command)(**payload))
+
+
+class Step(NamedTuple):
+    """What follows an outcome: commands to send, the call's new memory, when to come back."""
+
+    drafts: list[Draft]
+    progress: Progress
+    wake_at_ms: int | None = None
+
+
+# --- work: what an event asks of the shell -------------------------------------------
+
+class Claim(NamedTuple):
+    call: ToolCallState
+
+
+class Execute(NamedTuple):
+    call: ToolCallState
+
+
+class ReportLost(NamedTuple):
+    call: ToolCallState
+    why: str
+
+
+class Reconcile(NamedTuple):
+    call: ToolCallState
+    deadline_ms: int
+
+
+class Verify(NamedTuple):
+    call: ToolCallState
+
+
+class Cancel(NamedTuple):
+    call: ToolCallState
+
+
+class Forget(NamedTuple):
+    call: ToolCallState
+
+
+Work = Claim | Execute | ReportLost | Reconcile | Verify | Cancel | Forget
+
+
+def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
+    """The work `event` asks for, given the run's state AFTER the event and our incarnation."""
+    if isinstance(event, ev.RunCancelRequested):
+        return [Cancel(c) for c in run.in_flight_calls()]
+    call_id = getattr(event.payload, "toolCallId", None)
+    call = run.toolCalls.get(call_id) if isinstance(call_id, str) else None
+    if call is None:
+        return []
+    if isinstance(event, ev.ToolCallAuthorized | ev.ToolCallRetryRequested):
+        return [Claim(call)] if claimable(call, run) else []
+    if isinstance(event, ev.ToolCallDispatching):
+        return [_dispatching(event, call, incarnation)]
+    if isinstance(event, ev.ToolCallReconciliationRequested):
+        deadline = event.payload.deadline
+        return [Reconcile(call, 0 if deadline is None else _ms(deadline))]
+    if isinstance(event, ev.ToolCallReconciled):
+        if event.payload.outcome == "still_unknown":
+            return []  # we keep asking (our own timer)
+        return [Claim(call)] if claimable(call, run) else [Forget(call)]
+    if isinstance(event, ev.VerificationUpdated):
+        return [Verify(call)] if event.payload.status == "pending" else [Forget(call)]
+    if isinstance(event, ev.ToolCallCompleted | ev.ToolCallFailed):
+        return [Forget(call)]
+    return []
+
+
+def _dispatching(event: ev.ToolCallDispatching, call: ToolCallState, incarnation: int) -> Work:
+    held = incarnation_of(event.payload.leaseEpoch)
+    if held == incarnation:
+        return Execute(call)
+    return ReportLost(call, f"claimed by dispatcher incarnation {held}, this is {incarnation}: "
+                            "the earlier holder may have called before it stopped")
+
+
+def claimable(call: ToolCallState, run: RunState) -> bool:
+    """Authorized (or reconciled not_found), not closed, and the run takes new dispatches."""
+    ready = call.execution == "authorized" or (
+        call.execution == "result_unknown" and call.reconciliation == "not_found")
+    return ready and call.closedReason is None and run.status in CLAIMABLE_STATUS
+
+
+def lapsed_grant(call: ToolCallState, run: RunState, now_ms: int) -> str | None:
+    """Why `call` must not be claimed now: its approval's grant expired (SEMANTICS.md §6; the
+    decider pauses the run for re-authorization at its expiry timer), or None."""
+    grant = run.approvals.get(call.approvalId or "")
+    if grant is None or grant.status not in ("granted", "consumed") or now_ms < _ms(grant.expiresAt):
+        return None
+    return f"{grant.approvalId} expired at {grant.expiresAt.isoformat()}: the run needs a new approval"
+
+
+def _ms(at: Any) -> int:
+    return int(at.timestamp() * 1000)
+
+
+# --- commands -----------------------------------------------------------------------
+
+def external_request_id(tool_call_id: str, attempt: int) -> str:
+    """The provider-facing id of one claim of a call."""
+    return f"{tool_call_id}-a{attempt}"
+
+
+def claim_draft(call: ToolCallState, incarnation: int) -> Draft | None:
+    """Claim the next attempt of `call` with the call's one idempotency key (None: our
+    epoch would not be greater than the call's, e.g. a lagging clock on another host)."""
+    attempt = call.attempts + 1
+    epoch = lease_epoch(incarnation, attempt)
+    if epoch <= call.leaseEpoch:
+        return None
+    return draft(cmd.ClaimToolCall, toolCallId=call.toolCallId, attempt=attempt,
+                 idempotencyKey=call.idempotencyKey,
+                 externalRequestId=external_request_id(call.toolCallId, attempt), leaseEpoch=epoch)
+
+
+def _report(command: type[CommandBase], call: ToolCallState, **payload: Any) -> Draft:
+    return draft(command, toolCallId=call.toolCallId, attempt=call.attempts,
+                 externalRequestId=call.externalRequestId or "", **payload)
+
+
+def unknown_draft(call: ToolCallState, why: str) -> Draft:
+    """The outcome of the current attempt is unknown: reconcile, never call blindly."""
+    return _report(cmd.ReportResultUnknown, call, lastError=why[:MESSAGE_CHARS])
+
+
+def failed_draft(call: ToolCallState, error_class: str, retryable: bool, message: str) -> Draft:
+    return _report(cmd.ReportToolFailed, call, errorClass=error_class, retryable=retryable,
+                   message=message[:MESSAGE_CHARS])
+
+
+def oversize(call: ToolCallState, result: str | None, cap: int) -> str | None:
+    """Why `result` cannot travel on the log (it is over `cap` UTF-8 bytes), else None."""
+    size = 0 if result is None else len(result.encode())
+    if size <= cap:
+        return None
+    return (f"tool {call.capabilityId} returned a result of {size} bytes for {call.toolCallId}, "
+            f"over the cap of {cap} (RUNFACTS_TOOL_RESULT_MAX_BYTES): return a smaller result "
+            "(e.g. a reference to a document) or raise the cap")
+
+
+def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
+    return _report(cmd.ReportToolCompleted, call, resultRef=found.result_ref,
+                   resultHash=found.result_hash, result=found.result)
+
+
+def _reconciled(call: ToolCallState, outcome: str, found: FoundCompleted | None = None) -> Draft:
+    return draft(cmd.ReportReconciled, toolCallId=call.toolCallId,
+                 externalRequestId=call.externalRequestId or "", outcome=outcome,
+                 resultRef=found.result_ref if found else None,
+                 resultHash=found.result_hash if found else None,
+                 result=found.result if found else None)
+
+
+def _verification(call: ToolCallState, status: str, evidence: str | None) -> Draft:
+    return draft(cmd.ReportVerification, toolCallId=call.toolCallId, status=status,
+                 evidenceRef=evidence)
+
+
+# --- outcomes -> steps ----------------------------------------------------------------
+
+def start_try(progress: Progress, call: ToolCallState, now_ms: int) -> Progress:
+    """Count one more HTTP try of the call's current claim (a new claim starts at 1)."""
+    if progress.attempt != call.attempts:
+        progress = progress.model_copy(update={"attempt": call.attempts, "tries": 0,
+                                               "firstTryMs": now_ms})
+    return progress.model_copy(update={"tries": progress.tries + 1, "phase": "idle"})
+
+
+class PollPolicy(NamedTuple):
+    """How often the engine looks at a running call: first after `first_ms`, doubling to `max_ms`."""
+
+    first_ms: int = 10
+    max_ms: int = 500
+
+
+def executing(progress: Progress, policy: PollPolicy, now_ms: int) -> Step:
+    """A try started off the transaction: remember it runs, look again after `first_ms`."""
+    running = progress.model_copy(update={"phase": "executing", "polls": 0})
+    return Step([], running, now_ms + policy.first_ms)
+
+
+def still_running(progress: Progress, policy: PollPolicy, now_ms: int) -> Step:
+    """The try has not answered yet: look again later (doubling, capped)."""
+    polls = progress.polls + 1
+    wait = min(policy.max_ms, policy.first_ms * 2 ** min(polls, 16))
+    return Step([], progress.model_copy(update={"polls": polls}), now_ms + wait)
+
+
+def after_execute(outcome: ToolOutcome, call: ToolCallState, progress: Progress,
+                  policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+    """Report completion / an unknown outcome, retry a retryable error, or report the failure.
+
+    A completion whose result is over `result_cap` is reported `failed(result_too_large)`,
+    not retryable: the tool may have acted, so it is never called again automatically."""
+    idle = progress.model_copy(update={"phase": "idle"})
+    if isinstance(outcome, ToolCompleted):
+        too_large = oversize(call, outcome.result, result_cap)
+        if too_large is not None:
+            return Step([failed_draft(call, "result_too_large", False, too_large)], idle)
+        return Step([_completed_draft(call, outcome)], idle)
+    if isinstance(outcome, ToolUnknown):
+        return Step([unknown_draft(call, outcome.reason)], idle)
+    if outcome.error_class is ErrorClass.FENCED:
+        why = f"fenced by the provider ({outcome.code}): a newer lease holder owns the key"
+        return Step([unknown_draft(call, why)], idle)
+    return _retry_or_fail(outcome, call, progress, policy, now_ms)
+
+
+def _retry_or_fail(failed: ToolFailed, call: ToolCallState, progress: Progress,
+                   policy: RetryPolicy, now_ms: int) -> Step:
+    decision = next_retry(policy, progress.tries, now_ms, progress.firstTryMs, failed.error_class,
+                          retry_after_ms=failed.retry_after_ms,
+                          jitter_seed=f"{call.idempotencyKey}:{call.attempts}")
+    if isinstance(decision, GiveUp):
+        message = f"{failed.code}: {failed.detail}; {decision.reason}: {decision.detail}"
+        retryable = is_retryable(failed.error_class)
+        draft_ = failed_draft(call, failed.error_class.value, retryable, message)
+        return Step([draft_], progress.model_copy(update={"phase": "idle"}))
+    waiting = progress.model_copy(update={"phase": "retry_wait"})
+    return Step([], waiting, decision.retry_at_ms)
+
+
+def begin_lookups(progress: Progress, phase: Phase, deadline_ms: int) -> Progress:
+    """A fresh reconciliation or verification: no failed lookups yet."""
+    return progress.model_copy(update={"phase": phase, "lookups": 0, "deadlineMs": deadline_ms,
+                                       "reportedStill": False})
+
+
+def after_lookup(outcome: LookupOutcome, call: ToolCallState, progress: Progress,
+                 policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+    """Reconciliation: report what the provider knows; ask again later while it cannot say.
+
+    A found completion whose result is over `result_cap` cannot be recorded: it is reported
+    `still_unknown` once and not asked again, so the decider's deadline hands it to a person."""
+    done = progress.model_copy(update={"phase": "idle"})
+    too_large = oversize(call, outcome.result, result_cap) if isinstance(outcome, FoundCompleted) else None
+    if too_large is not None:
+        outcome = LookupUnknown(reason=too_large, retryable=False)
+    if isinstance(outcome, FoundCompleted):
+        return Step([_reconciled(call, "found_completed", outcome)], done)
+    if isinstance(outcome, FoundFailed):
+        return Step([_reconciled(call, "found_failed")], done)
+    if isinstance(outcome, NotFound):
+        return Step([_reconciled(call, "not_found")], done)
+    drafts = [] if progress.reportedStill else [_reconciled(call, "still_unknown")]
+    progress = progress.model_copy(update={"reportedStill": True, "lookups": progress.lookups + 1})
+    wake = _next_lookup(progress, policy, now_ms, call.idempotencyKey)
+    if not outcome.retryable or wake is None:
+        return Step(drafts, progress.model_copy(update={"phase": "idle"}))
+    return Step(drafts, progress.model_copy(update={"phase": "reconciling"}), wake)
+
+
+def _next_lookup(progress: Progress, policy: RetryPolicy, now_ms: int, seed: str) -> int | None:
+    """When to look up again (backoff over failed lookups); None past the deadline."""
+    wake = now_ms + backoff_ms(policy, progress.lookups, f"lookup:{seed}")
+    return wake if progress.deadlineMs == 0 or wake < progress.deadlineMs else None
+
+
+class VerifyPolicy(NamedTuple):
+    """How verification polls: first delay, cap of the doubling delay, and the give-up time."""
+
+    first_ms: int = 250
+    max_ms: int = 5_000
+    deadline_ms: int = 600_000
+
+
+_SETTLED = {Verification.CONFIRMED_SUCCESS: "confirmed_success",
+            Verification.CONFIRMED_FAILURE: "confirmed_failure",
+            Verification.INCONCLUSIVE: "inconclusive"}
+
+
+def after_verify(outcome: LookupOutcome, call: ToolCallState, progress: Progress,
+                 policy: VerifyPolicy, now_ms: int) -> Step:
+    """Verification: report a settled status; while pending poll again, until the deadline."""
+    done = progress.model_copy(update={"phase": "done"})
+    if isinstance(outcome, FoundCompleted) and outcome.verification in _SETTLED:
+        return Step([_verification(call, _SETTLED[outcome.verification], outcome.result_ref)], done)
+    if isinstance(outcome, FoundFailed):
+        return Step([_verification(call, "confirmed_failure", outcome.code)], done)
+    if isinstance(outcome, NotFound):
+        return Step([_verification(call, "inconclusive", "provider_has_no_record")], done)
+    progress = progress.model_copy(update={"lookups": progress.lookups + 1})
+    wake = now_ms + min(policy.max_ms, policy.first_ms * 2 ** min(progress.lookups, 20))
+    if wake >= progress.deadlineMs:
+        return Step([_verification(call, "inconclusive", "verification_deadline")], done)
+    return Step([], progress, wake)
+
+
+def verify_wake(progress: Progress, policy: VerifyPolicy, now_ms: int) -> tuple[Progress, int]:
+    """Start polling a completed call's verification: the first poll after `first_ms`."""
+    started = begin_lookups(progress, "verifying", now_ms + policy.deadline_ms)
+    return started, now_ms + policy.first_ms
+
+
+def after_cancel(cancelled: bool, found: LookupOutcome | None, call: ToolCallState,
+                 progress: Progress, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+    """A dispatching call waiting to retry when its run is cancelled: report what is true."""
+    done = progress.model_copy(update={"phase": "idle"})
+    if cancelled:
+        return Step([failed_draft(call, "cancelled", False, "cancelled at the provider")], done)
+    too_large = oversize(call, found.result, result_cap) if isinstance(found, FoundCompleted) else None
+    if too_large is not None:
+        return Step([failed_draft(call, "result_too_large", False, too_large)], done)
+    if isinstance(found, FoundCompleted):
+        return Step([_completed_draft(call, found)], done)  # too late to cancel
+    if isinstance(found, FoundFailed):
+        return Step([failed_draft(call, found.error_class.value, False, found.detail)], done)
+    if isinstance(found, NotFound):
+        message = "cancelled before the provider received the request"
+        return Step([failed_draft(call, "cancelled", False, message)], done)
+    reason = found.reason if isinstance(found, LookupUnknown) else "no lookup"
+    return Step([unknown_draft(call, f"cancel requested; outcome unknown: {reason}")], done)

@@ -1,0 +1,201 @@
+"""Changelog topics: creation at start-up and restore of a partition's stores before processing.
+
+Restore of the stores of newly assigned partitions (store by store, all partitions at once):
+  1. ask the end offset of each changelog partition (read_committed: the last stable offset,
+     so records of an open or aborted transaction are never restored);
+  2. start after the changelog offset the store already reflects (records already in the
+     store are skipped by offset); a store claiming an offset beyond the end (changelog
+     recreated) is cleared and rebuilt from the beginning;
+  3. consume batches up to the end; each batch is ONE WriteBatch holding its records and the
+     batch's last changelog offset, so a crash mid-restore (crash point engine.mid_restore)
+     resumes from the last written batch (batches are logged writes: RocksBackend.apply).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from itertools import groupby
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from runfacts.crashpoints import crash_point
+from runfacts.logread import watermarks
+from runfacts.processors.engine.api import Application
+from runfacts.processors.engine.settings import EngineSettings, common_config, restore_config
+from runfacts.processors.engine.store import Backend, changelog_key
+from runfacts.schemas.errors import ConfigError, InfrastructureError
+
+log = logging.getLogger("runfacts.engine")
+_EOF = KafkaError._PARTITION_EOF
+_error = Message.error
+# A data message (error events are filtered out before grouping) always has a partition.
+_partition = cast("Callable[[Message], int]", Message.partition)
+
+
+def prepare_topics(app: Application, settings: EngineSettings) -> int:
+    """Check co-partitioned sources, create missing changelogs; return the partition count."""
+    admin = AdminClient(common_config(settings))
+    meta = admin.list_topics(timeout=30).topics
+    counts = {s.topic: _partitions(meta, s.topic, "source") for s in app.sources}
+    if len(set(counts.values())) != 1:
+        raise ConfigError("application.sources", counts,
+                          "co-partitioned sources need the same partition count")
+    partitions = next(iter(counts.values()))
+    if any(s.on_invalid == "dead_letter" for s in app.sources):
+        _partitions(meta, app.dead_letter_topic, "dead-letter topic")
+    missing = []
+    for store in app.all_stores:
+        topic = app.changelog_topic(store)
+        if topic in meta:
+            if _partitions(meta, topic, "changelog") != partitions:
+                raise ConfigError("changelog", topic, f"must have {partitions} partitions")
+        else:
+            missing.append(NewTopic(topic, partitions, settings.changelog_replication_factor,
+                                    config={"cleanup.policy": "compact"}))
+    _create(admin, missing)
+    return partitions
+
+
+def _partitions(meta: dict, topic: str, what: str) -> int:
+    found = meta.get(topic)
+    if found is None or found.error is not None:
+        raise ConfigError(what, topic, "topic does not exist (create it first)")
+    return len(found.partitions)
+
+
+def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
+    if not topics:
+        return
+    for topic, future in admin.create_topics(topics, request_timeout=30).items():
+        try:
+            future.result()
+            log.info("created changelog topic %s", topic)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise InfrastructureError(f"cannot create changelog {topic}: {exc}",
+                                          retryable=True) from exc
+
+
+class Restorer:
+    """Brings partitions' stores up to the end of their changelogs, all partitions at once."""
+
+    def __init__(self, app: Application, settings: EngineSettings) -> None:
+        self._app = app
+        self._settings = settings
+        self._consumer: Consumer | None = None
+
+    def restore(self, backends: dict[int, Backend]) -> int:
+        """Restore every store of every given partition; returns the records applied."""
+        with _gc_paused():
+            return sum(self._restore_store(store, backends) for store in self._app.all_stores)
+
+    def _restore_store(self, store: str, backends: dict[int, Backend]) -> int:
+        consumer = self._client()
+        todo = {}
+        for partition, backend in backends.items():
+            tp, end = self._start(consumer, partition, backend, store)
+            if tp is not None:
+                todo[partition] = (tp, end, backend)
+        if not todo:
+            return 0
+        consumer.assign([tp for tp, *_ in todo.values()])
+        try:
+            count = self._consume(consumer, store, todo)
+        finally:
+            consumer.unassign()
+        log.info("restored %d records of store %s into partitions %s",
+                 count, store, sorted(todo))
+        return count
+
+    def _start(self, consumer: Consumer, partition: int, backend: Backend,
+               store: str) -> tuple[TopicPartition | None, int]:
+        """Steps 1-2: where to start reading (None: the store is current)."""
+        topic = self._app.changelog_topic(store)
+        low, high = watermarks(consumer, TopicPartition(topic, partition))
+        stored = int(backend.meta().get(changelog_key(store), b"-1"))
+        if stored >= high:
+            log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
+                        store, partition, stored, high)
+            backend.clear(store)
+            stored = -1
+        start = max(stored + 1, low)
+        return (TopicPartition(topic, partition, start) if start < high else None), high
+
+    def _consume(self, consumer: Consumer, store: str, todo: dict[int, tuple]) -> int:
+        """Step 3: batches until every changelog partition of `store` reached its end. Writes
+        run on writer threads (RocksDB releases the GIL) while the next batch is read; each
+        partition keeps one write in flight, so its batches land in changelog order."""
+        count = 0
+        pending = set(todo)
+        deadline = time.monotonic() + self._settings.restore_timeout_s
+        writing: dict[int, Future] = {}
+        with ThreadPoolExecutor(2, thread_name_prefix="restore") as writers:
+            while pending:
+                data = msgs = consumer.consume(self._settings.restore_batch, 0.05)
+                if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
+                    data = [m for m in msgs if m.error() is None]
+                    pending -= {m.partition() for m in msgs if _is_eof(m)}
+                for partition, run in groupby(data, key=_partition):
+                    batch = list(run)
+                    _, end, backend = todo[partition]
+                    prepared = backend.prepare(store, batch)
+                    _written(writing.pop(partition, None))
+                    writing[partition] = writers.submit(backend.apply, prepared)
+                    count += len(batch)
+                    if batch[-1].offset() >= end - 1:
+                        pending.discard(partition)
+                if pending and time.monotonic() > deadline:
+                    raise InfrastructureError(f"restore of {store} {sorted(pending)} did not "
+                                              f"finish in {self._settings.restore_timeout_s}s",
+                                              retryable=True)
+            for write in writing.values():
+                _written(write)
+        return count
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(restore_config(self._app, self._settings))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while restoring: every consumed batch allocates thousands of
+    (GC-tracked, acyclic) messages that would trigger collections of everything alive."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _written(write: Future | None) -> None:
+    """Wait for a restore batch's write (re-raising its error)."""
+    if write is not None:
+        write.result()
+        crash_point("engine.mid_restore")
+
+
+def _is_eof(msg: Any) -> bool:
+    """True for an end-of-partition event; raises on any other consumer error."""
+    err = msg.error()
+    if err is None:
+        return False
+    if err.code() != _EOF:
+        raise InfrastructureError(f"restore read failed: {err}", retryable=err.retriable())
+    return True
+

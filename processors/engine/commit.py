@@ -1,0 +1,216 @@
+"""The commit of a batch: exactly-once (Kafka transactions, KIP-447) or at-least-once.
+
+Exactly-once commit steps, and what a crash or abort between two steps leaves behind:
+
+  0. (loop) the transaction was begun before the batch's first output; outputs are in it.
+  1. produce one changelog record per buffered key of every touched partition (the last
+     record per store asks for a delivery report: it carries the store's changelog offset).
+       -- crash point engine.after_produce_before_commit
+  2. send_offsets_to_transaction(next input offsets, consumer_group_metadata()); a newer
+     group generation (another instance owns the partitions) fences this call.
+       -- crash point engine.during_commit
+  3. commit_transaction(): flushes every output and changelog record (a failed delivery
+     makes it fail -> abort), then commits them with the input offsets: the atomic point.
+  4. flush(): serves the delivery reports, so each store's changelog offset is known.
+       -- crash point engine.after_commit_before_store_write
+  5. store write: per partition ONE WriteBatch = buffered data + input offsets + changelog
+     offsets; then the buffers are cleared.
+
+  Crash before 3 commits (at any point 0-3): the broker aborts the transaction (on the next
+  init_transactions with the same transactional.id, or at transaction.timeout.ms); no
+  read_committed reader ever sees its outputs or changelog records, the group offsets stay
+  at the previous commit and the store never saw the buffer -> the records are processed
+  again from the committed offsets into the same state, producing the same outputs with
+  the same derived ids. An in-process failure before 3 completes aborts: abort_transaction,
+  discard the write buffers, seek the partitions back to the transaction's first offsets.
+  Crash between 3 and 5: Kafka holds the batch, the store does not; on assignment restore
+  replays the changelog from the store's changelog offset, so the store catches up to the
+  committed state (and the committed group offsets skip the inputs). Crash after 5: nothing
+  to repair. (A delivery report missing after a successful commit would leave the store's
+  changelog offset older: restore then replays records the store already holds, which is
+  harmless since every changelog record is a full value.) A fenced producer (fatal)
+  cannot abort: the buffers are discarded, the engine stops, and the partitions' new
+  owner restores from the changelog.
+
+At-least-once commit steps:
+  1. produce changelog records; 2. flush and check every delivery report;
+       -- crash point engine.after_produce_before_commit
+  3. store write (data + input offsets + changelog offsets);
+       -- crash point engine.after_store_write_before_commit
+  4. consumer.commit(offsets) synchronously.
+  Crash before 3: records are reprocessed (duplicate outputs, state applied once).
+  Crash between 3 and 4: the store is ahead of the group offsets; on assignment the engine
+  seeks past the store's input offsets, so the state is not applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from runfacts.crashpoints import crash_point
+from runfacts.processors.engine.task import Task
+from runfacts.schemas.errors import InfrastructureError
+
+log = logging.getLogger("runfacts.engine")
+T = TypeVar("T")
+_TIMEOUT_S = 30.0
+_RETRIES = 5
+_OFFSETS_DEADLINE_S = _TIMEOUT_S + 5.0  # see ExactlyOnce._send_offsets
+
+
+class TransactionAborted(InfrastructureError):
+    """The batch did not commit and was rolled back; processing resumes from its first offsets."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
+def call(fn: Callable[..., T], *args: Any) -> T:
+    """Run a transactional API call: retry retriable errors, map the rest to runfacts errors."""
+    for attempt in range(_RETRIES):
+        try:
+            return fn(*args)
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.retriable() and attempt < _RETRIES - 1:
+                continue
+            if err.fatal() or not err.txn_requires_abort():
+                raise InfrastructureError(f"{fn.__name__} failed: {err}", retryable=False) from exc
+            raise TransactionAborted(f"{fn.__name__} failed: {err}") from exc
+    raise AssertionError("unreachable")
+
+
+def flush_changelogs(producer: Producer, tasks: Sequence[Task]) -> None:
+    """Steps 1-2 of both modes: changelog records out, everything flushed, reports checked."""
+    for task in tasks:
+        task.produce_changelog()
+    remaining = producer.flush(_TIMEOUT_S)
+    problems = [p for t in tasks for p in t.missing_deliveries()]
+    if remaining:
+        problems.append(f"{remaining} messages still queued after {_TIMEOUT_S}s")
+    if problems:
+        raise TransactionAborted("; ".join(problems))
+
+
+class ExactlyOnce:
+    """Transactions: outputs, changelogs and input offsets commit atomically."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.producer: Producer
+        self._consumer = consumer
+        self.open = False
+        self.wedged = False
+
+    def init(self) -> None:
+        call(self.producer.init_transactions, _TIMEOUT_S)
+
+    def begin(self) -> None:
+        if not self.open:
+            call(self.producer.begin_transaction)
+            self.open = True
+
+    def commit(self, tasks: Sequence[Task]) -> None:
+        for task in tasks:
+            task.produce_changelog()
+        crash_point("engine.after_produce_before_commit")
+        offsets = [TopicPartition(topic, t.partition, offset)
+                   for t in tasks for topic, offset in t.offsets_to_commit().items()]
+        if offsets:
+            metadata = self._consumer.consumer_group_metadata()
+            self._send_offsets(offsets, metadata)
+        crash_point("engine.during_commit")
+        call(self.producer.commit_transaction, _TIMEOUT_S)
+        self.open = False
+        self.producer.flush(_TIMEOUT_S)  # serves the delivery reports: changelog offsets
+        for problem in (p for t in tasks for p in t.missing_deliveries()):
+            log.warning("committed, but %s (restore will replay from the older offset)", problem)
+        crash_point("engine.after_commit_before_store_write")
+        for task in tasks:
+            task.write()
+
+    def _send_offsets(self, offsets: list[TopicPartition], metadata: Any) -> None:
+        """send_offsets_to_transaction with a deadline of our own: librdkafka (#5456, still in
+        2.16) ignores its timeout when the group coordinator went away during the transaction,
+        and blocked the engine forever after a broker restart (crash matrix, broker bounce).
+        Past the deadline the producer is wedged: fail (not retryable) so the process restarts."""
+        outcome: dict[str, Any] = {}
+
+        def send() -> None:
+            try:
+                call(self.producer.send_offsets_to_transaction, offsets, metadata, _TIMEOUT_S)
+            except BaseException as exc:  # handed to the engine thread below
+                outcome["error"] = exc
+        worker = threading.Thread(target=send, name="send-offsets", daemon=True)
+        worker.start()
+        worker.join(_OFFSETS_DEADLINE_S)
+        if worker.is_alive():
+            self.wedged = True
+            raise InfrastructureError(f"send_offsets_to_transaction did not return in {_OFFSETS_DEADLINE_S:.0f}s "
+                                      "(librdkafka #5456: coordinator lost); restart the process",
+                                      retryable=False)
+        if "error" in outcome:
+            raise outcome["error"]
+
+    def abort(self) -> None:
+        """Abort; flushing first lets in-flight partition registrations finish (librdkafka
+        #4849: aborting while one is in flight can fail with a fatal INVALID_TXN_STATE).
+        A wedged producer is left alone: the broker aborts at transaction.timeout.ms."""
+        if self.open and self.wedged:
+            self.open = False
+        if self.open:
+            self.open = False
+            self.producer.flush(_TIMEOUT_S)
+            call(self.producer.abort_transaction, _TIMEOUT_S)
+
+
+class AtLeastOnce:
+    """No transactions: flush, write the store, then commit the offsets."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.producer: Producer
+        self._consumer = consumer
+        self.open = False
+        self._reports: dict[Any, Any] = {}
+        self.on_delivery = self._reports.setdefault
+        """Producer-wide delivery report (outputs; changelog records have their own): called
+        from C with (None, msg) or (KafkaError, msg) it runs no Python code per message; the
+        dict keeps one message per distinct outcome, so any key but None is a failure."""
+
+    def init(self) -> None:
+        """Nothing to initialise without transactions."""
+
+    def begin(self) -> None:
+        self.open = True
+
+    def failures(self) -> list[str]:
+        """Outputs reported undelivered since the last commit or abort (and forget them)."""
+        lost = [f"{msg.topic()}[{msg.partition()}]: {err}" for err, msg in self._reports.items()
+                if err is not None]
+        self._reports.clear()
+        return lost
+
+    def commit(self, tasks: Sequence[Task]) -> None:
+        flush_changelogs(self.producer, tasks)
+        if lost := self.failures():
+            raise TransactionAborted("outputs not delivered: " + "; ".join(lost[:5]))
+        crash_point("engine.after_produce_before_commit")
+        offsets = [TopicPartition(topic, t.partition, offset)
+                   for t in tasks for topic, offset in t.offsets_to_commit().items()]
+        for task in tasks:
+            task.write()
+        crash_point("engine.after_store_write_before_commit")
+        self.open = False
+        if offsets:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:  # the store holds the offsets; the next commit covers
+                log.warning("offset commit failed (state already written): %s", exc)
+
+    def abort(self) -> None:
+        self.open = False
+        self._reports.clear()

@@ -1,0 +1,361 @@
+"""The Kafka shell: runs an Application with rocksdict stores, changelogs, timers and transactions.
+
+One loop iteration:
+  1. consume(num_messages=consume_batch). Rebalance callbacks run inside this call:
+     on revoke, commit the open transaction (or abort and roll back) and close the stores;
+     on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
+     partition is handed to the consumer (at-least-once: skip inputs the store already holds).
+       -- crash point engine.during_rebalance (on revoke, before its commit)
+       -- crash point engine.after_consume_before_process
+  2. begin a transaction (exactly-once) if none is open.
+  3. per record: deserialize with the source's deserializers (InvalidInput -> dead-letter
+     topic with topic/partition/offset/schema/error headers, or stop, per source); run the
+     handler; its outputs go to the producer inside the transaction, its store writes into
+     the partition's write buffer.
+  4. every timer_interval_ms: fire due timers through the same steps 2-3.
+  5. commit when commit_interval_ms has passed since the previous commit began (Kafka
+     Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
+     not an interval after a slow commit ended), commit_every records are in the
+     transaction, or (commit_on_idle) the input is drained (the consume brought nothing in
+     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency); the
+     commit steps and the crash analysis: runfacts.processors.engine.commit.
+A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
+first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
+error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
+SIGTERM / SIGINT / stop(): finish the batch, commit, close the stores, leave the group.
+Telemetry (when enabled): records processed, transaction commit latency, and consumer lag
+per partition from librdkafka's statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from runfacts import telemetry
+from runfacts.crashpoints import crash_point
+from runfacts.processors.engine.api import Application
+from runfacts.processors.engine.changelog import Restorer, prepare_topics
+from runfacts.processors.engine.commit import AtLeastOnce, ExactlyOnce, TransactionAborted
+from runfacts.processors.engine.gctune import tune_gc
+from runfacts.processors.engine.settings import EngineSettings, consumer_config, load_settings, producer_config
+from runfacts.processors.engine.store import RocksBackend
+from runfacts.processors.engine.task import Task
+from runfacts.schemas.errors import InfrastructureError
+
+log = logging.getLogger("runfacts.engine")
+
+
+@dataclass
+class EngineStats:
+    """Counters for tests, benchmarks and health checks."""
+
+    processed: int = 0
+    commits: int = 0
+    aborts: int = 0
+    restored: int = 0
+    timers_fired: int = 0
+
+
+class ProducerOutput:
+    """The tasks' output: the producer's own `produce`, plus a back-off when its queue is full."""
+
+    # librdkafka takes any list of (str, bytes | None) headers; confluent's stub wants exactly
+    # list[tuple[str, str | bytes | None]] (invariant), which no narrower list matches.
+    produce: Callable[..., None]
+
+    def __init__(self, producer: Producer) -> None:
+        self.produce = producer.produce
+        self._producer = producer
+
+    def backoff(self) -> None:
+        self._producer.poll(0.1)
+
+
+class Engine:
+    """Runs one instance of an application; see the module docstring for the loop."""
+
+    def __init__(self, app: Application, settings: EngineSettings | None = None,
+                 *, clock: Callable[[], float] = time.time) -> None:
+        self.app = app
+        self.settings = settings or load_settings()
+        self.stats = EngineStats()
+        self._clock = clock
+        self._tasks: dict[int, Task] = {}
+        self._stopping = False
+        self._failure: BaseException | None = None
+        self._uncommitted = 0
+        self._last_commit = 0.0
+        self._aborts_in_row = 0
+        self._tel = telemetry.current()
+        self._labels = {"app": app.name}
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
+        self._stopping = True
+
+    @property
+    def partitions(self) -> list[int]:
+        """The partitions this instance owns right now."""
+        return sorted(self._tasks)
+
+    def run(self) -> None:
+        """Run until stop() or SIGTERM; raises ProcessingError / InfrastructureError on failure."""
+        prepare_topics(self.app, self.settings)
+        tune_gc(self.settings.gc_threshold)
+        try:
+            self._connect()
+            with _signals(self.stop):
+                self._loop()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self._close()
+
+    def _connect(self) -> None:
+        settings = self.settings
+        self._restorer = Restorer(self.app, settings)
+        cconf = consumer_config(self.app, settings)
+        if self._tel.enabled:
+            cconf.setdefault("statistics.interval.ms", 5000)
+            cconf["stats_cb"] = self._on_stats
+        self._consumer = Consumer(cconf)
+        pconf = producer_config(self.app, settings)
+        if settings.exactly_once:
+            self._txn: ExactlyOnce | AtLeastOnce = ExactlyOnce(self._consumer)
+        else:
+            self._txn = AtLeastOnce(self._consumer)
+            pconf["on_delivery"] = self._txn.on_delivery
+        self._producer = self._txn.producer = Producer(pconf)
+        self._out = ProducerOutput(self._producer)
+        self._txn.init()
+        self._consumer.subscribe([s.topic for s in self.app.sources], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
+
+    def _loop(self) -> None:
+        s = self.settings
+        timeout, interval = s.poll_timeout_ms / 1000, s.commit_interval_ms / 1000
+        next_timers = 0.0
+        self._last_commit = time.monotonic()  # the first commit, too, waits one interval (Kafka Streams)
+        while not self._stopping:
+            msgs = self._consumer.consume(s.consume_batch, timeout)
+            if self._failure is not None:
+                raise self._failure
+            if msgs:
+                crash_point("engine.after_consume_before_process")
+                self._begin()
+                self._process(msgs)
+            now = time.monotonic()
+            if now >= next_timers:
+                self._fire_timers()
+                next_timers = now + s.timer_interval_ms / 1000
+            if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
+                                      or now - self._last_commit >= interval):
+                self._commit()
+        self._commit()
+
+    def _begin(self) -> None:
+        if not self._txn.open:
+            self._txn.begin()
+
+    def _process(self, msgs: list[Any]) -> None:
+        """Step 3: each run of consecutive messages of one partition goes to its Task in one call."""
+        tasks = self._tasks
+        for partition, run in groupby(msgs, _partition):
+            batch = list(run)
+            task = tasks.get(partition)  # type: ignore[arg-type]  # None (error events) finds no task
+            if task is not None and not any(map(_error, batch)):
+                task.process_batch(batch)
+            else:
+                self._unowned_or_errors(batch)
+        self._uncommitted += len(msgs)
+        self.stats.processed += len(msgs)
+        if self._tel.enabled:
+            self._tel.add(telemetry.EVENTS_PROCESSED, len(msgs), self._labels)
+
+    def _unowned_or_errors(self, msgs: list[Any]) -> None:
+        """Error events in between data messages; a data message of a partition this instance
+        does not own (never expected: revoked partitions' queues are purged) is an error."""
+        for msg in msgs:
+            if msg.error() is not None:
+                self._consume_error(msg.error())
+            elif msg.partition() in self._tasks:
+                self._tasks[msg.partition()].process(msg)
+            else:
+                raise InfrastructureError(f"consumed {msg.topic()}[{msg.partition()}]@{msg.offset()} "
+                                          f"of a partition not assigned to this instance", retryable=True)
+
+    def _on_stats(self, stats_json: str) -> None:
+        for topic, partition, lag in telemetry.lag_from_stats(stats_json):
+            self._tel.gauge(telemetry.CONSUMER_LAG, lag, {**self._labels, "topic": topic, "partition": partition})
+
+    def _consume_error(self, err: KafkaError) -> None:
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                         KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            raise InfrastructureError(f"consumer error: {err}", retryable=False)
+        log.warning("consumer error: %s", err)
+
+    def _fire_timers(self) -> None:
+        now_ms = int(self._clock() * 1000)
+        for task in list(self._tasks.values()):
+            due = task.timers.next_due()
+            if due is not None and due <= now_ms:
+                self._begin()
+                fired = task.fire_timers(now_ms, self.settings.timer_batch)
+                self._uncommitted += fired
+                self.stats.timers_fired += fired
+
+    def _commit(self, revoked: frozenset[int] = frozenset()) -> None:
+        if not self._txn.open:
+            return
+        tasks = [t for t in self._tasks.values() if t.has_work()]
+        started = self._last_commit = time.monotonic()
+        try:
+            self._txn.commit(tasks)
+        except TransactionAborted as exc:
+            self._rollback(exc, revoked)
+            return
+        if self._tel.enabled:
+            self._tel.record(telemetry.COMMIT_LATENCY, (time.monotonic() - started) * 1000, self._labels)
+        self._uncommitted = 0
+        self._aborts_in_row = 0
+        self.stats.commits += 1
+
+    def _rollback(self, exc: Exception, revoked: frozenset[int] = frozenset()) -> None:
+        """Abort, discard every write buffer and seek the kept partitions back."""
+        log.warning("transaction aborted, rolling back: %s", exc)
+        self._txn.abort()
+        for task in self._tasks.values():
+            rewind = task.rollback()
+            if task.partition not in revoked:
+                for topic, offset in rewind.items():
+                    self._consumer.seek(TopicPartition(topic, task.partition, offset))
+        self._uncommitted = 0
+        self.stats.aborts += 1
+        self._aborts_in_row += 1
+        if self._aborts_in_row >= self.settings.max_consecutive_aborts:
+            raise InfrastructureError(f"{self._aborts_in_row} transactions in a row aborted; "
+                                      f"last: {exc}", retryable=True) from exc
+        time.sleep(min(0.1 * 2 ** self._aborts_in_row, 5.0))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self._open_tasks(sorted({tp.partition for tp in partitions} - set(self._tasks)))
+            if not self.settings.exactly_once:
+                self._skip_applied(consumer, partitions)
+            log.info("assigned partitions %s", sorted({tp.partition for tp in partitions}))
+        except Exception as exc:
+            log.error("assignment failed: %s", exc)
+            self._failure = self._failure or exc
+        consumer.assign(partitions)
+
+    def _open_tasks(self, partitions: list[int]) -> None:
+        """Open each partition's RocksDB, restore it from the changelogs, then make its Task."""
+        root = self.settings.state_dir / self.app.name
+        backends: dict[int, RocksBackend] = {}
+        try:
+            for p in partitions:
+                backends[p] = RocksBackend(root / str(p), self.app.all_stores)
+            self.stats.restored += self._restorer.restore(backends)  # type: ignore[arg-type]
+        except BaseException:
+            for backend in backends.values():
+                backend.close()
+            raise
+        for p, backend in backends.items():
+            self._tasks[p] = Task(self.app, p, backend, self._out)
+
+    def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """At-least-once: a store ahead of the group offsets (crash before the offset commit)."""
+        held = [tp for tp in partitions
+                if tp.topic in self._tasks[tp.partition].state.input_offsets]
+        if not held:
+            return
+        committed = {(c.topic, c.partition): c.offset for c in consumer.committed(held, 30)}
+        for tp in held:
+            applied = self._tasks[tp.partition].state.input_offsets[tp.topic]
+            if committed[(tp.topic, tp.partition)] <= applied:
+                log.warning("store of %s[%d] holds offset %d beyond the group offset: skipping",
+                            tp.topic, tp.partition, applied)
+                tp.offset = applied + 1
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        crash_point("engine.during_rebalance")
+        revoked = frozenset(tp.partition for tp in partitions)
+        try:
+            if self._failure is None:
+                self._commit(revoked)
+        except Exception as exc:
+            log.error("commit on revoke failed: %s", exc)
+            self._failure = self._failure or exc
+        finally:
+            self._close_tasks(revoked)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lost = frozenset(tp.partition for tp in partitions)
+        try:
+            if self._txn.open:
+                self._rollback(InfrastructureError("partitions lost", retryable=True), lost)
+        except Exception as exc:
+            self._failure = self._failure or exc
+        finally:
+            self._close_tasks(lost)
+
+    def _close_tasks(self, partitions: frozenset[int]) -> None:
+        for p in partitions:
+            task = self._tasks.pop(p, None)
+            if task is not None:
+                task.rollback()
+                task.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Abort the open transaction and drop every write buffer (nothing half-applied)."""
+        log.error("engine stopping on error: %s", exc)
+        self._failure = self._failure or exc
+        try:
+            if hasattr(self, "_txn"):
+                self._txn.abort()
+        except Exception as abort_exc:
+            log.error("abort failed (the broker aborts at transaction timeout): %s", abort_exc)
+        for task in self._tasks.values():
+            task.rollback()
+
+    def _close(self) -> None:
+        """Leave the group (revoke closes the stores), then release whatever was opened."""
+        try:
+            if hasattr(self, "_consumer"):
+                self._consumer.close()
+        finally:
+            self._close_tasks(frozenset(self._tasks))
+            if hasattr(self, "_restorer"):
+                self._restorer.close()
+            if hasattr(self, "_producer") and not self.settings.exactly_once:
+                self._producer.flush(10)
+
+
+_partition = Message.partition
+_error = Message.error  # None, or a KafkaError (always truthy)
+
+
+@contextmanager
+def _signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM/SIGINT ask for a graceful stop (only in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = lambda signum, frame: stop()  # noqa: E731
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

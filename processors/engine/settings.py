@@ -1,0 +1,165 @@
+"""Engine settings (pydantic-settings, environment prefix RUNFACTS_) and the Kafka client configs.
+
+Where the broker is and how to talk to it comes from the one broker-settings dialect every
+runfacts client reads, `RUNFACTS_KAFKA_*` (runfacts.settings.KafkaSettings:
+RUNFACTS_KAFKA_BOOTSTRAP_SERVERS, RUNFACTS_KAFKA_CONFIG, RUNFACTS_KAFKA_PROPERTIES).
+librdkafka options pass through untouched: `kafka` applies to every client (put
+security.protocol, sasl.*, ssl.* in RUNFACTS_KAFKA_CONFIG), `consumer` / `producer` to one
+kind only, e.g. RUNFACTS_PRODUCER='{"linger.ms": 5}'.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runfacts.partitioning import PRODUCER_PARTITIONING
+from runfacts.processors.engine.api import Application
+from runfacts.schemas.errors import ConfigError
+
+Guarantee = Literal["exactly_once", "at_least_once"]
+KafkaOptions = dict[str, str | int | float | bool]
+_EAGER = {"range", "roundrobin"}
+
+
+def _default_instance() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class EngineSettings(BaseSettings):
+    """How one engine instance runs an application."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNFACTS_", frozen=True, extra="forbid")
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    guarantee: Guarantee = "exactly_once"
+    state_dir: Path = Path(".runfacts/state")
+    instance_id: str = Field(default_factory=_default_instance,
+                             description="stable per instance: transactional.id suffix")
+    commit_interval_ms: int = Field(100, ge=1)
+    commit_every: int = Field(10_000, ge=1, description="commit after this many records")
+    consume_batch: int = Field(1_000, ge=1)
+    poll_timeout_ms: int = Field(10, ge=0, description="consume waits this long for a full batch")
+    commit_on_idle: bool = Field(True, description="a consume that brings nothing (the input is "
+                                 "drained) commits the open transaction at once, not after the interval")
+    transaction_timeout_ms: int = Field(10_000, ge=1_000)
+    restore_batch: int = Field(10_000, ge=1)
+    restore_timeout_s: float = Field(120.0, gt=0)
+    timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
+    timer_batch: int = Field(1_000, ge=1)
+    max_consecutive_aborts: int = Field(3, ge=1)
+    gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
+                              "threshold while the engine runs (0: leave the interpreter's); see "
+                              "runfacts.processors.engine.gctune")
+    changelog_replication_factor: int = Field(-1, description="-1: the broker default")
+    kafka: KafkaOptions = Field(default_factory=dict)
+    consumer: KafkaOptions = Field(default_factory=dict)
+    producer: KafkaOptions = Field(default_factory=dict)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == "exactly_once"
+
+
+def load_settings(**overrides: Any) -> EngineSettings:
+    """Settings from the environment (+ overrides); a bad value raises ConfigError naming it.
+
+    Where the broker is and how to talk to it comes from the variables every runfacts
+    client reads (RUNFACTS_KAFKA_BOOTSTRAP_SERVERS, RUNFACTS_KAFKA_CONFIG,
+    RUNFACTS_KAFKA_PROPERTIES: runfacts.settings.KafkaSettings), and only from them.
+    """
+    refuse_old_broker_variables(os.environ)
+    try:
+        return EngineSettings(**{**shared_kafka(), **overrides})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        setting = "RUNFACTS_" + ".".join(str(p) for p in err["loc"]).upper()
+        raise ConfigError(setting, err.get("input"), err["msg"]) from None
+
+
+# The engine's second broker dialect, gone: one set of variables names the broker for every client.
+OLD_BROKER_VARIABLES = {"RUNFACTS_BOOTSTRAP_SERVERS": "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS",
+                        "RUNFACTS_KAFKA": "RUNFACTS_KAFKA_CONFIG"}
+
+
+def refuse_old_broker_variables(env: Mapping[str, str]) -> None:
+    """A variable of the old engine dialect is set: say which one replaces it (it would be ignored)."""
+    for old, new in OLD_BROKER_VARIABLES.items():
+        if old in env:
+            raise ConfigError(old, env[old], f"is no longer read: set {new} (the broker settings of every "
+                              "runfacts client) instead")
+
+
+def shared_kafka() -> dict[str, Any]:
+    """The engine's broker settings from the shared Kafka settings (RUNFACTS_KAFKA_*)."""
+    from runfacts.settings import KafkaSettings
+
+    client = KafkaSettings().client_config()
+    return {"bootstrap_servers": client.pop("bootstrap.servers"), "kafka": client}
+
+
+def common_config(settings: EngineSettings) -> dict[str, Any]:
+    return {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka}
+
+
+def consumer_config(app: Application, settings: EngineSettings) -> dict[str, Any]:
+    """The group consumer: manual offsets, read_committed under exactly-once, eager assignor."""
+    config = {
+        **common_config(settings),
+        "group.id": app.name,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed" if settings.exactly_once else "read_uncommitted",
+        "partition.assignment.strategy": "range",
+        **settings.consumer,
+    }
+    strategy = str(config["partition.assignment.strategy"])
+    if not set(strategy.split(",")) <= _EAGER:
+        raise ConfigError("RUNFACTS_CONSUMER.partition.assignment.strategy", strategy,
+                          "the engine needs an eager assignor (range) so co-partitioned "
+                          "topics land on one instance")
+    return config
+
+
+def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any]:
+    """One producer per instance: transactional (KIP-447) under exactly-once, idempotent always."""
+    config: dict[str, Any] = {
+        **common_config(settings),
+        "enable.idempotence": True,
+        # outputs are read after the commit that flushes them anyway (read_committed), so a
+        # longer linger costs little latency and builds fewer, larger batches (Kafka Streams: 100)
+        "linger.ms": 20,
+        "compression.type": "lz4",  # JSON state compresses well: fewer bytes per commit, less client CPU
+        **PRODUCER_PARTITIONING,  # murmur2 like the Java client: runId keys co-partition across clients
+        **settings.producer,
+    }
+    if settings.exactly_once:
+        config["transactional.id"] = f"{app.name}-{settings.instance_id}"
+        config["transaction.timeout.ms"] = settings.transaction_timeout_ms
+    return config
+
+
+def restore_config(app: Application, settings: EngineSettings) -> dict[str, Any]:
+    """The changelog reader: assign-only, committed data only, large fetches."""
+    return {
+        **common_config(settings),
+        "group.id": f"{app.name}-restore",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        "queued.min.messages": 200_000,
+        "queued.max.messages.kbytes": 131_072,
+        "fetch.queue.backoff.ms": 10,
+        "fetch.wait.max.ms": 20,
+        **settings.consumer,
+    }

@@ -1,0 +1,93 @@
+"""The `runfacts` command: one entry point, one command tree.
+
+Each area keeps its commands in its own module (a `typer.Typer` named `app`) and is
+registered here, so `runfacts --help` lists everything in one place. Expected errors
+(bad settings, bad input, a broker that is down) print as one readable line; `--debug`
+shows the traceback.
+
+Shells: every module, one per command group, and render (rich tables and the one progress
+bar). Only this room, runfacts.demo and runfacts.dev import typer and rich.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from runfacts.cli import demo
+from runfacts.cli import dev as devcli
+from runfacts.cli import projections as projections_cli
+from runfacts.cli.capabilities import app as capabilities_app
+from runfacts.cli.dispatcher import app as dispatcher_app
+from runfacts.cli.dlq import app as dlq_app
+from runfacts.cli.engine import app as engine_app
+from runfacts.cli.ops import app as ops_app
+from runfacts.cli.outbox import app as outbox_app
+from runfacts.cli.provider import app as provider_app
+from runfacts.cli.schemas import app as schemas_app
+from runfacts.cli.security import app as security_app
+from runfacts.cli.worker import app as worker_app
+from runfacts.schemas.errors import RunfactsError
+
+app = typer.Typer(
+    name="runfacts",
+    help="Durable, replayable, auditable facts for AI-agent runs, on Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command("demo")(demo.demo)
+app.add_typer(devcli.dev_app, name="dev")
+app.add_typer(devcli.topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(outbox_app, name="outbox")
+app.add_typer(provider_app, name="provider")
+app.add_typer(engine_app, name="engine")
+app.add_typer(security_app, name="security")
+app.add_typer(dispatcher_app, name="dispatcher")
+app.add_typer(worker_app, name="worker")
+app.add_typer(capabilities_app, name="capabilities")
+app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
+app.add_typer(projections_cli.audit_app, name="audit")
+app.command("replay")(projections_cli.replay_command)
+app.add_typer(projections_cli.trajectories_app, name="trajectories")
+app.add_typer(dlq_app, name="dlq")
+
+__all__ = ["app", "main"]
+
+_debug = {"on": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+    """Durable, replayable, auditable facts for AI-agent runs, on Kafka."""
+    _debug["on"] = debug
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning expected errors into one line.
+
+    In non-standalone mode click returns a command's `typer.Exit(code)` as the app's return
+    value instead of raising it; that code is the process's exit status (every command
+    returns None, so anything else means 0).
+    """
+    try:
+        code = app(standalone_mode=False)
+    except RunfactsError as exc:
+        if _debug["on"]:
+            raise
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        # typer bundles its own click (typer._click), so match click's exception by shape
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+

@@ -1,0 +1,232 @@
+"""Operator commands: inspect runs, list them, and send Control commands as an authenticated person.
+
+Reads come from the compacted run-state topic (and `view` from the user-view topic); nothing
+here writes State. `approve`,
+`reject`, `stop`, `cancel` and `retry` build a command from the run's current State (its
+version as expectedVersion), send it with the CLI user's identity (authSource "cli"), wait
+for the run decider's answer and print it; a rejection exits with code 3.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from runfacts import telemetry
+from runfacts.cli.dashboard import app as dashboard_app
+from runfacts.cli.render import inspect_panel, print_outcome, progress_bar, runs_table, view_panel
+from runfacts.ops import control
+from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
+from runfacts.ops.control import ControlError, Issue, Outcome
+from runfacts.ops.views import RunFilter, list_rows, operator_summary, parse_duration, view_of
+from runfacts.processors.decider.state import RunState
+from runfacts.schemas.common import ApprovalDecision, CommandBase
+from runfacts.schemas.errors import RunfactsError
+from runfacts.security.approvals import ApprovalRequest, sign_approval
+from runfacts.security.identity import Identity, cli_identity, hash_secret, load_users
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames
+
+REJECTED_EXIT = 3
+AUTH_SOURCE = "cli"
+
+app = typer.Typer(no_args_is_help=True)
+runs_app = typer.Typer(help="Runs from the run-state topic.", no_args_is_help=True)
+users_app = typer.Typer(help="Users of the dashboard and CLI (users file).", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+app.add_typer(users_app, name="users")
+app.add_typer(dashboard_app, name="dashboard")
+
+TIMEOUT = typer.Option(30.0, "--timeout", help="Seconds to wait for the run decider's answer.")
+JSON_OUT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+
+
+class RunNotFound(RunfactsError):
+    """No state for the run in the run-state topic."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _setup(timeout: float = 30.0) -> tuple[KafkaSettings, TopicNames, ReaderSettings]:
+    kafka = KafkaSettings()
+    return kafka, TopicNames(kafka.topic_prefix), ReaderSettings(outcome_timeout_s=timeout)
+
+
+def _err() -> Console:
+    return Console(stderr=True)
+
+
+def _state(run_id: str) -> RunState:
+    kafka, names, settings = _setup()
+    with progress_bar(_err(), f"reading {names.state}") as update:
+        state = StateReader(kafka, names, settings).latest(run_id, update)
+    if state is None:
+        raise RunNotFound(f"run {run_id} not found in {names.state} (check the id and RUNFACTS_KAFKA_TOPIC_PREFIX)")
+    return state
+
+
+def _all_states() -> dict[str, RunState]:
+    kafka, names, settings = _setup()
+    with progress_bar(_err(), f"scanning {names.state}") as update:
+        return StateReader(kafka, names, settings).scan(update)
+
+
+def _identity() -> Identity:
+    return cli_identity(load_users())
+
+
+def _issue(identity: Identity) -> Issue:
+    command_id = f"cli-{uuid.uuid4()}"
+    return Issue(identity.actor(AUTH_SOURCE), command_id, _now())
+
+
+def _send(command: CommandBase, timeout: float) -> Outcome:
+    """Send with a trace span (when telemetry is on), wait, print; exit 3 on rejection."""
+    kafka, names, settings = _setup(timeout)
+    client = CommandClient(kafka, names, settings=settings)
+    tel = telemetry.current() if telemetry.current().enabled else telemetry.configure_from_env("runfacts-cli")
+    attrs = {"runfacts.run_id": command.runId, "runfacts.command_id": command.commandId,
+             "runfacts.command_type": command.commandType, "runfacts.correlation_id": command.correlationId}
+    try:
+        with tel.span(f"cli send {command.commandType}", attributes=attrs) as span, \
+                _err().status(f"waiting for the run decider to answer {command.commandType}"):
+            outcome = client.send(command, span.headers())
+    finally:
+        client.close()
+        tel.shutdown()
+    print_outcome(Console(), outcome)
+    if outcome.rejection is not None:
+        raise typer.Exit(REJECTED_EXIT)
+    return outcome
+
+
+@app.command("view")
+def view(run_id: str = typer.Argument(..., help="The run's id."),
+         role: str = typer.Option("user", "--role", help="user: the record the run decider published to the "
+                                  "user-view topic; operator: the operator variant of the same view, from the "
+                                  "run-state topic."),
+         as_json: bool = JSON_OUT) -> None:
+    """Show a run's user view, as a dashboard shows it (no personal data in either role)."""
+    if role not in ("user", "operator"):
+        raise typer.BadParameter("user or operator (auditors see personal data: use the dashboard's login)",
+                                 param_hint="--role")
+    kafka, names, settings = _setup()
+    reader = StateReader(kafka, names, settings)
+    with progress_bar(_err(), f"reading {names.user_view if role == 'user' else names.state}") as update:
+        shown = reader.latest_view(run_id, update) if role == "user" else view_of(reader.latest(run_id, update),
+                                                                                   "operator")
+    if shown is None:
+        raise RunNotFound(f"run {run_id} has no view (unknown, or archived; check RUNFACTS_KAFKA_TOPIC_PREFIX)")
+    if as_json:
+        typer.echo(json.dumps(shown, indent=2))
+    else:
+        Console().print(view_panel(shown, names.user_view if role == "user" else f"user_view(state) of {names.state}"))
+
+
+@app.command("inspect")
+def inspect(run_id: str = typer.Argument(..., help="The run's id."), as_json: bool = JSON_OUT) -> None:
+    """Show a run for on-call: status, node, approvals, tool calls (both tracks), budget, errors, stuck time.
+
+    Personal fields (goal summary, user id, subject ids, summaries, free-text reasons) are never shown.
+    """
+    summary = operator_summary(_state(run_id), _now())
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        Console().print(inspect_panel(summary))
+
+
+def _decide(approval_id: str, run_id: str | None, decision: ApprovalDecision, timeout: float) -> None:
+    identity = _identity()
+    state = _state(run_id) if run_id else control.find_approval(_all_states(), approval_id)
+    approval = state.approvals.get(approval_id)
+    if approval is None:
+        raise ControlError(f"run {state.runId} has no approval {approval_id}")
+    issue = _issue(identity)
+    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision, identity.subject),
+                          int(issue.issued_at.timestamp() * 1000))
+    _send(control.resume_command(state, approval_id, decision, issue, token), timeout)
+
+
+@app.command("approve")
+def approve(approval_id: str = typer.Argument(..., help="The approval's id (approval-<toolCallId>)."),
+            run: str = typer.Option(None, "--run", help="The run (found by scanning when omitted)."),
+            timeout: float = TIMEOUT) -> None:
+    """Approve a pending approval (ResumeRun decision=approve) and print the outcome."""
+    _decide(approval_id, run, "approve", timeout)
+
+
+@app.command("reject")
+def reject(approval_id: str = typer.Argument(..., help="The approval's id."),
+           run: str = typer.Option(None, "--run", help="The run (found by scanning when omitted)."),
+           timeout: float = TIMEOUT) -> None:
+    """Reject a pending approval (ResumeRun decision=reject) and print the outcome."""
+    _decide(approval_id, run, "reject", timeout)
+
+
+@app.command("stop")
+def stop(run_id: str = typer.Argument(..., help="The run to stop."),
+         reason: str = typer.Option("", "--reason", help="Why (kept in the audit trail)."),
+         timeout: float = TIMEOUT) -> None:
+    """Stop a run: no new work; in-flight calls settle, then the run is cancelled."""
+    identity = _identity()
+    _send(control.stop_command(_state(run_id), _issue(identity), reason), timeout)
+
+
+@app.command("cancel")
+def cancel(run_id: str = typer.Argument(..., help="The run to cancel."),
+           reason: str = typer.Option("", "--reason", help="Why (kept in the audit trail)."),
+           timeout: float = TIMEOUT) -> None:
+    """Cancel a run (the cancellation state machine: stop, settle in-flight calls, cancelled)."""
+    identity = _identity()
+    _send(control.cancel_command(_state(run_id), _issue(identity), reason), timeout)
+
+
+@app.command("retry")
+def retry(tool_call_id: str = typer.Argument(..., help="The failed tool call."),
+          run: str = typer.Option(..., "--run", help="The run the call belongs to."),
+          timeout: float = TIMEOUT) -> None:
+    """Retry a failed tool call whose error is classified retryable (operator role)."""
+    identity = _identity()
+    _send(control.retry_command(_state(run), tool_call_id, _issue(identity)), timeout)
+
+
+@runs_app.command("list")
+def runs_list(status: str = typer.Option(None, "--status", help="Only runs in this status."),
+              stuck: str = typer.Option(None, "--stuck-longer-than",
+                                        help="Only runs in their status longer than this (e.g. 10m, 2h)."),
+              needs_review: bool = typer.Option(False, "--needs-review", help="Only runs waiting for a person."),
+              as_json: bool = JSON_OUT) -> None:
+    """List runs (longest stuck first), filtered by status, stuck time or needing review."""
+    try:
+        stuck_for = parse_duration(stuck) if stuck else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--stuck-longer-than") from None
+    rows = list_rows(list(_all_states().values()), RunFilter(status, stuck_for, needs_review), _now())
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        Console().print(runs_table(rows))
+
+
+@users_app.command("hash")
+def users_hash(secret: str = typer.Option(..., prompt=True, hide_input=True, confirmation_prompt=True,
+                                          help="The password or token to hash.")) -> None:
+    """Print the scrypt hash of a password or CLI token, for the users file."""
+    typer.echo(hash_secret(secret))
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as JSON (for scripts and the dashboard)."""
+    rejected = outcome.rejection
+    return {"commandId": outcome.command.commandId, "accepted": outcome.accepted,
+            "events": [e.eventType for e in outcome.events],
+            "rejection": None if rejected is None else {"reasonCode": rejected.reasonCode,
+                                                        "detail": rejected.detail}}

@@ -1,0 +1,106 @@
+"""`runfacts worker decider|dispatcher|projector`: one way to run each processor worker.
+
+Each command runs one engine application until SIGTERM/SIGINT (graceful: finish the batch,
+commit, leave the group), through `runfacts.processors.engine.worker.run` with the right factory.
+Engine settings come from RUNFACTS_* variables (RUNFACTS_STATE_DIR, RUNFACTS_INSTANCE_ID,
+RUNFACTS_COMMIT_INTERVAL_MS, ...). Where the broker is and how to talk to it comes from the
+same variables every other runfacts client reads (RUNFACTS_KAFKA_BOOTSTRAP_SERVERS,
+RUNFACTS_KAFKA_CONFIG, RUNFACTS_KAFKA_PROPERTIES), and only from them. Exit codes: 0 stopped, 1 handler or
+input error, 2 configuration error, 3 infrastructure error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import Annotated
+
+import typer
+
+from runfacts.processors.engine.settings import EngineSettings, load_settings, refuse_old_broker_variables
+from runfacts.processors.engine.worker import run
+
+app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) until SIGTERM.",
+                  no_args_is_help=True)
+
+FACTORIES = {
+    "decider": "runfacts.workers:decider",
+    "dispatcher": "runfacts.workers:dispatcher",
+    "projector": "runfacts.workers:projector",
+}
+Prefix = Annotated[str, typer.Option("--prefix", envvar="RUNFACTS_KAFKA_TOPIC_PREFIX",
+                                     help="Topic prefix (default $RUNFACTS_KAFKA_TOPIC_PREFIX or runfacts).")]
+Capabilities = Annotated[str, typer.Option(help="Capability manifest TOML (default: the packaged one).")]
+
+
+def engine_settings(environ: Mapping[str, str] | None = None) -> EngineSettings:
+    """Engine settings from the environment (the broker as every runfacts client finds it)."""
+    refuse_old_broker_variables(os.environ if environ is None else environ)
+    return load_settings()
+
+
+def _run(kind: str, params: dict[str, str]) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    pairs = [f"{k}={v}" for k, v in params.items()]
+    raise typer.Exit(run(FACTORIES[kind], pairs, engine_settings()))
+
+
+@app.command("decider")
+def decider(
+    prefix: Prefix = "runfacts",
+    capabilities: Capabilities = "",
+    policy: Annotated[str, typer.Option(help="Access policy TOML (default: the packaged one).")] = "",
+    versions: Annotated[str, typer.Option(help="Current RunVersions as JSON (default: the decider's).")] = "",
+    user_view: Annotated[bool, typer.Option(
+        "--user-view/--no-user-view", help="Publish the user view in the decider's transaction.")] = True,
+    tools: Annotated[str, typer.Option(
+        help="Read the manifest from this tool registry, module:attribute (instead of --capabilities).")] = "",
+) -> None:
+    """The run decider: commands -> events, run state and user view, exactly once.
+
+    Signed approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
+    """
+    if tools:
+        from runfacts.schemas.errors import ConfigError
+        from runfacts.tools.manifest import written_manifest
+
+        if capabilities:
+            raise ConfigError("--tools", tools, "give --tools or --capabilities, not both")
+        capabilities = str(written_manifest(tools, engine_settings().state_dir / "manifests"))
+    _run("decider", {"prefix": prefix, "capabilities": capabilities, "policy": policy,
+                     "versions": versions, "user_view": "true" if user_view else "false"})
+
+
+@app.command("dispatcher")
+def dispatcher(
+    args_store: Annotated[str, typer.Option(help="SQLite file of the argument store (the harness's database).")],
+    prefix: Prefix = "runfacts",
+    provider_url: Annotated[str, typer.Option(help="Payment provider (default $RUNFACTS_PAYMENT_URL).")] = "",
+    capabilities: Capabilities = "",
+    instance: Annotated[str, typer.Option(help="Actor subjectId (default $RUNFACTS_INSTANCE_ID).")] = "",
+    tools: Annotated[str, typer.Option(
+        envvar="RUNFACTS_TOOLS",
+        help="Tool registry to serve, module:attribute (default runfacts.tools.refund:registry).")] = "",
+    threads: Annotated[int, typer.Option(min=1, help="Threads that run sync tools.")] = 8,
+) -> None:
+    """The tool dispatcher: executes authorized tool calls, reconciles unknown outcomes.
+
+    Serves the tools of a registry (docs/tools.md). The payment API key comes from
+    $RUNFACTS_PAYMENT_API_KEY (never from a command line) and is needed only when the
+    registry serves payments.refund (the default registry does).
+    """
+    _run("dispatcher", {"prefix": prefix, "args_store": args_store, "provider_url": provider_url,
+                        "capabilities": capabilities, "instance": instance, "tools": tools,
+                        "threads": str(threads)})
+
+
+@app.command("projector")
+def projector(prefix: Prefix = "runfacts") -> None:
+    """The projector: events -> audit records (hash chain) and eval trajectories, exactly once.
+
+    Personal values in audit records are HMAC digests under $RUNFACTS_AUDIT_PII_KEY when set.
+    """
+    _run("projector", {"prefix": prefix})

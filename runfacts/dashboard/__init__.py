@@ -1,0 +1,25 @@
+"""The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
+
+Pure: html (the pages and fragments). Shells: app (the Starlette app), feed (live views from
+the topics), session (signed sessions, CSRF).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.dashboard.app import Dashboard, create_app
+    from runfacts.dashboard.feed import ViewFeed
+    from runfacts.dashboard.session import SessionSigner
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {"Dashboard": "app", "SessionSigner": "session", "ViewFeed": "feed", "create_app": "app"}
+__all__ = ["Dashboard", "SessionSigner", "ViewFeed", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

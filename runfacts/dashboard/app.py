@@ -1,0 +1,342 @@
+"""The live dashboard (Starlette + server-sent events): renders Views, submits commands, writes no State.
+
+Routes:
+- GET/POST /login, POST /logout: users file + scrypt; a signed HttpOnly SameSite=Strict
+  session cookie; login itself is CSRF-protected with a double-submit cookie.
+- GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
+  `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
+- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
+  required; a command is built from the run's State (argsHash) at the version of the view the
+  page shows (expectedVersion), signed approval token when keys are configured, actor = the
+  session's user with authSource "dashboard"; the answer is the decider's outcome (JSON for
+  the page's script).
+What a page shows is the projections' user view: for the user role exactly the record the
+run decider published to the user-view topic (the `views` feed), for operators and auditors
+`user_view(state, role)` over the run-state topic (the `states` feed, which also says whose
+run it is). Nothing here changes a view: the banner goes away only when the feed delivers a
+view without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from runfacts import telemetry
+from runfacts.dashboard import html
+from runfacts.dashboard.feed import ViewFeed
+from runfacts.dashboard.session import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    LOGIN_CSRF_COOKIE,
+    SESSION_COOKIE,
+    Session,
+    SessionSigner,
+    csrf_ok,
+    new_token,
+)
+from runfacts.ops import control
+from runfacts.ops.client import CommandClient
+from runfacts.ops.control import ControlError, Issue
+from runfacts.ops.views import Viewer, page_view, view_of
+from runfacts.processors.decider.state import RunState
+from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
+from runfacts.schemas.common import CommandBase
+from runfacts.schemas.errors import InfrastructureError
+from runfacts.security.approvals import ApprovalRequest, sign_approval
+from runfacts.security.identity import AuthenticationFailed, UserDirectory
+
+AUTH_SOURCE = "dashboard"
+SECURITY_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                 b"frame-ancestors 'none'; form-action 'self'"),
+    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY"),
+]
+Build = Callable[[RunState, Session, Any], CommandBase]
+
+
+@dataclass
+class Dashboard:
+    """What the app needs: the user-view and run-state feeds, the users, the session signer, the
+    command client."""
+
+    views: ViewFeed  # the user-view topic (decode_view): what the user role sees
+    states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
+    users: UserDirectory
+    signer: SessionSigner
+    commands: CommandClient
+    cookie_secure: bool = False
+    keepalive_s: float = 15.0
+    policy: Policy | None = None  # buttons follow the policy's command rules when given
+
+
+def _now_s() -> int:
+    return int(time.time())
+
+
+def _viewer(session: Session, policy: Policy | None = None) -> Viewer:
+    identity = session.identity
+    if policy is None:  # no policy, no tenancy (as in the decider)
+        return Viewer(identity.subject, identity.roles)
+    actor = identity.actor(AUTH_SOURCE)
+    return Viewer(identity.subject, identity.roles, allowed_command_types(policy, actor),
+                  identity.tenant, tenant_bound(policy, actor))
+
+
+class _Pages:
+    """The route handlers over one Dashboard."""
+
+    def __init__(self, d: Dashboard) -> None:
+        self.d = d
+
+    def session_of(self, request: Request) -> Session | None:
+        return self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+
+    def cookie(self, response: Response, name: str, value: str, max_age: int | None = None) -> None:
+        response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict",
+                            secure=self.d.cookie_secure, path="/")
+
+    async def login_form(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+        token = new_token()
+        response = HTMLResponse(html.login_page(token, error), status)
+        self.cookie(response, LOGIN_CSRF_COOKIE, token, 600)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        if not csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), str(form.get(CSRF_FIELD, ""))):
+            return HTMLResponse("login form expired or forged (CSRF check failed): reload /login", 403)
+        try:
+            identity = await run_in_threadpool(self.d.users.authenticate, str(form.get("username", "")),
+                                               str(form.get("password", "")))
+        except AuthenticationFailed:
+            return await self.login_form(request, "Wrong user or password.", 401)
+        _session, value = self.d.signer.issue(identity, _now_s())
+        response = RedirectResponse("/", 303)
+        self.cookie(response, SESSION_COOKIE, value, self.d.signer.ttl_s)
+        response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is not None and not _csrf_passed(request, session, await request.form()):
+            return JSONResponse({"message": "CSRF check failed"}, 403)
+        response = RedirectResponse("/login", 303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    def visible(self, session: Session) -> list[dict[str, Any]]:
+        viewer = _viewer(session, self.d.policy)
+        runs = list(_feed(self.d, viewer).states)
+        views = (shown(self.d, viewer, run_id) for run_id in runs)
+        return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
+
+    def run_html(self, session: Session, run_id: str) -> str:
+        return html.run_fragment(shown(self.d, _viewer(session, self.d.policy), run_id), session.csrf)
+
+    async def index(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return RedirectResponse("/login", 303)
+        body = "<h1>Runs</h1>" + html.live("/stream", html.runs_fragment(self.visible(session)))
+        return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
+
+    async def run_page(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return RedirectResponse("/login", 303)
+        run_id = request.path_params["run_id"]
+        body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
+
+    async def stream(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return Response("sign in first", 401)
+        run_id = request.path_params.get("run_id")
+        feed = _feed(self.d, _viewer(session, self.d.policy))
+        if run_id is None:
+            return _sse(feed, self.d.keepalive_s, None, lambda: html.runs_fragment(self.visible(session)))
+        return _sse(feed, self.d.keepalive_s, run_id, lambda: self.run_html(session, run_id))
+
+    def command(self, build: Build) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            return await _command(self.d, request, self.session_of(request), build)
+        return handle
+
+
+def shown(d: Dashboard, viewer: Viewer, run_id: str) -> dict[str, Any] | None:
+    """The run as this viewer may see it (None: unknown, archived, or not theirs)."""
+    state = d.states.get(run_id)
+    owner, tenant = (None, None) if state is None else (state.userId, state.tenant)
+    if not viewer.may_see(owner, tenant):
+        return None
+    if viewer.role == "user":
+        return page_view(d.views.get(run_id), viewer)
+    return page_view(view_of(state, viewer.role), viewer)
+
+
+def _feed(d: Dashboard, viewer: Viewer) -> ViewFeed:
+    """The feed whose changes change what this viewer sees."""
+    return d.views if viewer.role == "user" else d.states
+
+
+def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
+    """The Starlette app; with manage_feed it starts and stops the feeds with the server."""
+    p = _Pages(d)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_feed:
+            d.views.start()
+            d.states.start()
+        try:
+            yield
+        finally:
+            if manage_feed:
+                d.views.stop()
+                d.states.stop()
+            d.commands.close()
+
+    routes = [
+        Route("/login", p.login_form, methods=["GET"]), Route("/login", p.login, methods=["POST"]),
+        Route("/logout", p.logout, methods=["POST"]), Route("/", p.index), Route("/stream", p.stream),
+        Route("/runs/{run_id}", p.run_page), Route("/runs/{run_id}/stream", p.stream),
+        Route("/runs/{run_id}/approvals/{approval_id}", p.command(_resume), methods=["POST"]),
+        Route("/runs/{run_id}/stop", p.command(_stop), methods=["POST"]),
+        Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
+        Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
+        Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
+        Route("/healthz", lambda r: _health(d)),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+
+
+class SecurityHeaders:
+    """ASGI middleware adding CSP and friends to every HTTP response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + SECURITY_HEADERS
+            await send(message)
+        await self.app(scope, receive, send_with_headers)
+
+
+def _health(d: Dashboard) -> Response:
+    failed = next((f.error for f in (d.views, d.states) if f.error is not None), None)
+    if failed is not None:
+        return JSONResponse({"ok": False, "error": str(failed)}, 503)
+    ready = d.views.ready.is_set() and d.states.ready.is_set()
+    return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
+
+
+def _sse(feed: ViewFeed, keepalive_s: float, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
+    """Send the fragment now and after every change of the run (or any run)."""
+    queue = feed.subscribe(run_id)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield html.sse("view", render())
+            while True:
+                try:
+                    await asyncio.wait_for(queue.get(), timeout=keepalive_s)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
+                    continue
+                while not queue.empty():  # coalesce a burst into one render
+                    queue.get_nowait()
+                yield html.sse("view", render())
+        finally:
+            feed.unsubscribe(queue)
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _csrf_passed(request: Request, session: Session, form: Any) -> bool:
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return False
+    return csrf_ok(session.csrf, request.headers.get(CSRF_HEADER) or str(form.get(CSRF_FIELD, "")))
+
+
+async def _command(d: Dashboard, request: Request, session: Session | None, build: Build) -> Response:
+    """Steps: session, CSRF, the view the viewer sees, build from State at that view's version,
+    send, answer with the outcome."""
+    if session is None:
+        return JSONResponse({"accepted": False, "message": "sign in first"}, 401)
+    form = await request.form()
+    if not _csrf_passed(request, session, form):
+        return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
+    run_id = request.path_params["run_id"]
+    state, view = d.states.get(run_id), shown(d, _viewer(session, d.policy), run_id)
+    if state is None or view is None:
+        return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
+    try:
+        command = build(state, session, {**form, **request.path_params})
+        command = command.model_copy(update={"expectedVersion": view["version"]})
+    except (ControlError, ValueError) as exc:
+        return JSONResponse({"accepted": False, "message": str(exc)}, 409)
+    tel = telemetry.current()
+    try:
+        with tel.span(f"dashboard send {command.commandType}", attributes={
+                "runfacts.run_id": run_id, "runfacts.command_id": command.commandId}) as span:
+            outcome = await run_in_threadpool(d.commands.send, command, span.headers())
+    except InfrastructureError as exc:
+        return JSONResponse({"accepted": False, "commandId": command.commandId,
+                             "message": f"no answer: {exc}; the page updates when the run does"}, 504)
+    if "application/json" not in request.headers.get("accept", ""):
+        return RedirectResponse(f"/runs/{run_id}", 303)
+    return JSONResponse({"accepted": outcome.accepted, "message": outcome.describe(),
+                         "commandId": command.commandId, "events": [e.eventType for e in outcome.events]},
+                        200 if outcome.accepted else 409)
+
+
+def _issue(session: Session) -> Issue:
+    return Issue(session.identity.actor(AUTH_SOURCE), f"dash-{uuid.uuid4()}", datetime.now(UTC))
+
+
+def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
+    decision, approval_id = control.approval_decision(str(form.get("decision", ""))), form["approval_id"]
+    approval = state.approvals.get(approval_id)
+    if approval is None:
+        raise ControlError(f"run {state.runId} has no approval {approval_id}")
+    issue = _issue(session)
+    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
+                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+    return control.resume_command(state, approval_id, decision, issue, token)
+
+
+def _stop(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.stop_command(state, _issue(session), "stopped from the dashboard")
+
+
+def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.cancel_command(state, _issue(session), "cancelled from the dashboard")
+
+
+def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.retry_command(state, form["tool_call_id"], _issue(session))

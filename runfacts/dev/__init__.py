@@ -1,0 +1,32 @@
+"""Non-product code, fenced (no product module imports it): local services, engine fixtures,
+the run-script generator, the crash harness (crash/) and the simulated payment provider
+(provider/).
+
+Shells: services (local Kafka and PostgreSQL), apps (counter_app, an engine fixture),
+runscript (scripted run logs for tests, golden logs and benchmarks).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.dev.apps import counter_app
+    from runfacts.dev.runscript import RunScript
+    from runfacts.dev.services import LocalKafka, LocalPostgres
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "LocalKafka": "services",
+    "LocalPostgres": "services",
+    "RunScript": "runscript",
+    "counter_app": "apps",
+}
+__all__ = ["LocalKafka", "LocalPostgres", "RunScript", "counter_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

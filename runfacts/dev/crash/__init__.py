@@ -1,0 +1,26 @@
+"""The crash harness behind `runfacts dev crash`: kill real workers at crash points and check
+the outcome against an oracle.
+
+Pure: oracle (what must hold), workload (the fuzz tests' input), rows (the crash matrix).
+Shells: kafka (its own broker), procs (worker processes), stage (Lab).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.dev.crash.oracle import verdict
+    from runfacts.dev.crash.rows import rows, run_row
+    from runfacts.dev.crash.stage import Lab
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {"Lab": "stage", "rows": "rows", "run_row": "rows", "verdict": "oracle"}
+__all__ = ["Lab", "rows", "run_row", "verdict"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

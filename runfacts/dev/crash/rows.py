@@ -1,0 +1,373 @@
+"""The crash matrix: one row per (crash point x guarantee), each a scenario on real processes.
+
+Every row kills a real worker (SIGKILL at an armed crash point, or kill -9 from outside),
+restarts it, drives the scenario to completion and asks the oracle (`runfacts.dev.crash.oracle`):
+events = the pure decider's fold of the committed commands log, last state = the fold's
+state, dead letters and counts balance, and — with the dispatcher — one refund per
+authorized call in the provider's own ledger. Rows that cannot exist say why (`reason`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from runfacts.dev.crash.procs import wait_until
+from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, Lab, Stage
+from runfacts.dev.crash.workload import Commands, Input, refund_args, valid, workload
+from runfacts.schemas.errors import RunfactsError
+
+EOS, ALO = "exactly_once", "at_least_once"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One cell of the matrix: where it dies, under which guarantee, which scenario plays it."""
+
+    key: str
+    point: str
+    guarantee: str
+    scenario: str
+    after: int = 2
+    ci: bool = False
+    recovery: str = ""  # a line the restarted worker's log must contain
+    reason: str = ""  # why the row cannot exist (scenario "n/a")
+
+
+@dataclass
+class RowResult:
+    row: Row
+    ok: bool
+    outcome: str
+    seconds: float
+    problems: list[str] = field(default_factory=list)
+    numbers: dict[str, int] = field(default_factory=dict)
+
+
+class Finished(NamedTuple):
+    """What a scenario reports: the outcome line, the oracle's problems, its numbers."""
+
+    text: str
+    problems: list[str]
+    numbers: dict[str, int]
+
+
+NO_STORE_FIRST = ("the engine never writes the store before producing: exactly-once writes it after "
+                  "commit_transaction (step 5), at-least-once after the outputs were flushed")
+ROWS = (
+    Row("eos-consume", "engine.after_consume_before_process", EOS, "decider", after=3),
+    Row("alo-consume", "engine.after_consume_before_process", ALO, "decider", after=3),
+    Row("eos-uncommitted", "kill -9 from outside, batch produced, not committed", EOS, "between"),
+    Row("alo-uncommitted", "kill -9 from outside, batch produced, not committed", ALO, "between", ci=True),
+    Row("eos-store-before-produce", "(after store write, before produce)", EOS, "n/a", reason=NO_STORE_FIRST),
+    Row("alo-store-before-produce", "(after store write, before produce)", ALO, "n/a", reason=NO_STORE_FIRST),
+    Row("eos-produce", "engine.after_produce_before_commit", EOS, "decider", ci=True,
+        recovery="assigned partitions"),
+    Row("alo-produce", "engine.after_produce_before_commit", ALO, "decider"),
+    Row("eos-during-commit", "engine.during_commit", EOS, "decider"),
+    Row("eos-commit-store", "engine.after_commit_before_store_write", EOS, "decider", ci=True,
+        recovery="restored"),
+    Row("alo-store-commit", "engine.after_store_write_before_commit", ALO, "decider",
+        recovery="beyond the group offset"),
+    Row("eos-mid-restore", "engine.mid_restore", EOS, "restore", after=2, recovery="restored"),
+    Row("eos-relay", "relay.after_publish_before_mark", EOS, "relay", after=3),
+    Row("eos-dispatch-call", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, ci=True),
+    Row("eos-dispatch-record", "dispatcher.after_record_before_commit", EOS, "dispatcher", after=1),
+    Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
+    Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
+    Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
+    Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+)
+
+
+def rows(keys: list[str] | None = None, quick: bool = False) -> list[Row]:
+    """The rows to run: named ones, the CI subset (quick), or all."""
+    if keys:
+        known = {r.key: r for r in ROWS}
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise RunfactsError(f"unknown crash rows {unknown}; known: {sorted(known)}")
+        return [known[k] for k in keys]
+    return [r for r in ROWS if r.ci or not quick]
+
+
+def run_row(row: Row, lab: Lab) -> RowResult:
+    """Play one row; never raises for a failed row (the result says what went wrong)."""
+    if row.scenario == "n/a":
+        return RowResult(row, True, f"n/a: {row.reason}", 0.0)
+    started = time.monotonic()
+    stage = Stage(lab, row.key)
+    try:
+        done = SCENARIOS[row.scenario](row, stage)
+    except RunfactsError as exc:
+        done = Finished(f"error: {exc}", [str(exc)], {})
+    finally:
+        stage.close()
+    return RowResult(row, not done.problems, done.text, time.monotonic() - started, done.problems, done.numbers)
+
+
+def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -> Finished:
+    """Final oracle check after every worker stopped; the outcome line and the problems."""
+    for worker in stage.workers:
+        code = worker.stop()
+        if code not in (0, None, -9):
+            extra = [*(extra or []), f"{worker.name} exited {code} on SIGTERM; see {worker.log()}"]
+    final = stage.check(allow_duplicates=row.guarantee == ALO)
+    problems = final.problems + (extra or []) + stage.audit()
+    dups = final.numbers.get("duplicate_events", 0)
+    tail = (f"{dups} duplicated event(s), same eventId + bytes, none lost" if row.guarantee == ALO
+            else "no duplicate, no gap, state + view = oracle")
+    return Finished(f"{what}; {tail}; audit chain verifies; {final.summary()}", problems, final.numbers)
+
+
+def _killed(row: Row, marker: str) -> str:
+    return f"killed -9 at {row.point} (hit {row.after})" if row.point in marker else f"killed ({marker})"
+
+
+def decider_scenario(row: Row, stage: Stage) -> Finished:
+    """The decider dies at its point mid-stream, restarts and finishes the same inputs."""
+    stage.provision().send(workload(stage.prefix, stage.lab.runs))
+    decider = stage.worker("decider", guarantee=row.guarantee)
+    marker = decider.start(row.point, row.after).wait_killed()
+    decider.start()
+    stage.settle(allow_duplicates=row.guarantee == ALO)
+    extra = [] if not row.recovery or decider.recovered(row.recovery) else [
+        f"restarted worker's log lacks {row.recovery!r}"]
+    return _finish(row, stage, _killed(row, marker) + "; restarted", extra)
+
+
+def between_scenario(row: Row, stage: Stage) -> Finished:
+    """kill -9 from outside while a batch's outputs are produced but not committed (no commit
+    for 5 s): exactly-once aborts them, at-least-once has already published them."""
+    from runfacts.logread import read_to_end
+
+    inputs = workload(stage.prefix, stage.lab.runs)
+    stage.provision().send(inputs[:20])
+    decider = stage.worker("decider", guarantee=row.guarantee,
+                           env={"RUNFACTS_COMMIT_INTERVAL_MS": "5000", "RUNFACTS_COMMIT_EVERY": "1000",
+                                "RUNFACTS_COMMIT_ON_IDLE": "false"})  # keep the batch open to kill it
+    decider.start()
+    produced = lambda: read_to_end(stage.bootstrap, [stage.names.events], committed=False)[stage.names.events]  # noqa: E731
+    wait_until(lambda: len(produced()) > 0, 60, "the first uncommitted outputs", 0.1)
+    decider.kill()
+    stage.send(inputs[20:])
+    decider.start()
+    stage.settle(allow_duplicates=row.guarantee == ALO)
+    return _finish(row, stage, "outputs of an uncommitted batch on the broker; killed -9 from outside; restarted")
+
+
+def restore_scenario(row: Row, stage: Stage) -> Finished:
+    """Half the inputs, kill -9, local store lost; the restarted worker is killed again mid-restore,
+    and the next start resumes the restore."""
+    inputs = workload(stage.prefix, stage.lab.runs)
+    half = len(inputs) // 2
+    stage.provision().send(inputs[:half])
+    decider = stage.worker("decider", env={"RUNFACTS_RESTORE_BATCH": "5"})
+    decider.start()
+    stage.settle()
+    decider.kill()
+    shutil.rmtree(decider.state_dir)  # a new host: everything comes back from the changelogs
+    stage.send(inputs[half:])
+    marker = decider.start(row.point, row.after).wait_killed()
+    decider.start()
+    stage.settle()
+    extra = [] if decider.recovered(row.recovery) else [f"second restore did not log {row.recovery!r}"]
+    return _finish(row, stage, f"killed -9, store deleted; restart {_killed(row, marker)} during restore; "
+                               "restore resumed", extra)
+
+
+def relay_scenario(row: Row, stage: Stage) -> Finished:
+    """Commands via the outbox; the relay dies after publishing, before marking: it republishes."""
+    from runfacts.connectors.outbox.commands import CommandOutbox
+
+    stage.provision()
+    table = f"ob_{stage.prefix}"
+    harness = CommandOutbox.open(stage.dir / "harness.db", stage.names, table)
+    try:
+        harness.send(*_relay_commands(stage))
+    finally:
+        harness.close()
+    stage.worker("decider", env=FAST_COMMITS).start()
+    first = stage.relay(stage.dir / "harness.db", table, row.point, row.after)
+    code = first.wait(60)
+    second = stage.relay(stage.dir / "harness.db", table)
+    code2 = second.wait(90)
+    result = stage.settle()
+    dedup = result.numbers.get("deduplicated", 0)
+    extra = [] if code == -9 and code2 == 0 and dedup > 0 else [
+        f"relay exits {code}/{code2}, {dedup} redeliveries deduplicated"]
+    return _finish(row, stage, f"relay killed -9 at {row.point} (batch {row.after}), restarted after its "
+                               f"lease; {dedup} republished commands deduplicated by commandId", extra)
+
+
+def _relay_commands(stage: Stage) -> list:
+    inputs = workload(stage.prefix, stage.lab.runs)
+    out = []
+    for item in inputs:
+        if item.label in ("valid", "unknown_approval", "stale_version", "retry_not_failed", "orphan"):
+            out.append(stage.shell.deserialize(item.value, list(item.headers)))
+    return out
+
+
+def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
+    """Approved refunds; the dispatcher dies after the provider executed (or after reporting)."""
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.dev.crash.oracle import ledger_problems
+    from runfacts.dev.provider.book import read_ledger
+
+    stage.provision()
+    url = stage.start_provider()
+    args = ArgsStore.open(stage.dir / "args.db")
+    stage.send(_refund_inputs(stage, args))
+    args.close()
+    stage.worker("decider", env=FAST_COMMITS).start()
+    dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
+        "provider_url": url, "args_store": str(stage.dir / "args.db")}, env={
+        "RUNFACTS_CONSUME_BATCH": "1", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "30000",
+        "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000", **FAST_COMMITS})
+    marker = dispatcher.start(row.point, row.after).wait_killed()
+    executed_at_crash = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
+    dispatcher.start()
+    stage.settle(allow_duplicates=row.guarantee == ALO, ready=_all_verified(stage.lab.runs))
+    dispatcher.stop()
+    stage.settle(allow_duplicates=row.guarantee == ALO)
+    refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
+    extra = ledger_problems(stage.expected, refunds) + ([] if _all_verified(stage.lab.runs)(stage.expected) else [
+        "not every refund reached confirmed_success"])
+    what = (f"{_killed(row, marker)} with {executed_at_crash} refund(s) executed; restarted; "
+            f"{len(refunds)} refunds in the ledger for {stage.lab.runs} authorized calls")
+    return _finish(row, stage, what, extra)
+
+
+def _refund_inputs(stage: Stage, args: object) -> list[Input]:
+    c = Commands(stage.prefix)
+    out = []
+    for i in range(stage.lab.runs):
+        run, call = f"{stage.prefix}-run-{i:03d}", f"call-{stage.prefix}-{i:03d}"
+        args.put(refund_args("order-001"), ref=f"args/{call}")  # type: ignore[attr-defined]
+        out += [valid(c.create(run)), valid(c.propose(run, call)), valid(c.resume(run, call))]
+    return out
+
+
+def _all_verified(runs: int) -> Callable[[object], bool]:
+    def ready(expected: object) -> bool:
+        states = expected.states  # type: ignore[attr-defined]
+        calls = [call for s in states.values() for call in s.toolCalls.values()]
+        return len(calls) == runs and all(call.verification == "confirmed_success" for call in calls)
+    return ready
+
+
+EXPIRY_TTL_S = 8.0
+
+
+def expiry_scenario(row: Row, stage: Stage) -> Finished:
+    """Issue 15.2 on real processes: attempt 1 of an approved refund gets a 503, the dispatcher
+    dies, the grant expires while it is down; the restart reconciles not_found and the decider
+    pauses the run for re-authorization: attempt 2 never runs on the old grant (one run, so no
+    unclaimed call meets the decider's expiry timer, which the oracle cannot replay)."""
+    import json
+    import urllib.request
+
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.dev.provider.book import read_ledger
+    from runfacts.processors.decider.app import DeciderShell
+    from runfacts.workers import decide_context
+
+    manifest = _short_ttl_manifest(stage)
+    stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
+    stage.provision()
+    url = stage.start_provider()
+    faults = json.dumps({"errorNext": 1, "errorStatus": 503}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", faults, method="POST"), timeout=10).close()
+    decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
+    dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
+        "provider_url": url, "args_store": str(stage.dir / "args.db"), "capabilities": str(manifest)},
+        env={"RUNFACTS_CONSUME_BATCH": "1", **FAST_COMMITS}).start(row.point, row.after)
+    wait_until(lambda: all(w.log().exists() and w.recovered("assigned partitions") for w in (decider, dispatcher)),
+               90, "both workers assigned their partitions", 0.2)
+    run, call, c = f"{stage.prefix}-run-000", f"call-{stage.prefix}-000", Commands(stage.prefix)
+    args = ArgsStore.open(stage.dir / "args.db")
+    args.put(refund_args("order-001"), ref=f"args/{call}")
+    args.close()
+    sent = time.monotonic()
+    stage.send([valid(c.create(run)), valid(c.propose(run, call)), valid(c.resume(run, call))])
+    marker = dispatcher.wait_killed()
+    time.sleep(max(0.0, sent + EXPIRY_TTL_S + 1 - time.monotonic()))  # the grant expires meanwhile
+    dispatcher.start()
+    stage.settle(ready=lambda e: getattr(e.states.get(run), "status", "") == "waiting_for_review")
+    state = stage.expected.states.get(run)
+    got = None if state is None else (state.status, state.toolCalls[call].closedReason,
+                                      state.toolCalls[call].attempts)
+    refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
+    extra = ([] if got == ("waiting_for_review", "approval_expired", 1) else [f"run ended as {got}"]) + (
+        [f"{len(refunds)} refund(s) executed on an expired grant"] if refunds else [])
+    return _finish(row, stage, f"{_killed(row, marker)} after a 503; the grant expired while it was down; "
+                               f"restarted: (status, call closed, attempts) = {got}, {len(refunds)} refunds",
+                   extra)
+
+
+def _short_ttl_manifest(stage: Stage) -> object:
+    from importlib import resources
+
+    text = resources.files("runfacts.processors").joinpath("capabilities.toml").read_text()
+    path = stage.dir / "capabilities.toml"
+    path.write_text(text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}"))
+    return path
+
+
+def bounce_scenario(row: Row, stage: Stage) -> Finished:
+    """A broker of the row's own is stopped and restarted while the decider works."""
+    from runfacts.dev.crash.kafka import OwnBroker
+
+    broker = OwnBroker(stage.dir / "broker")
+    bounced = Stage(stage.lab, row.key, broker.start())
+    try:
+        inputs = workload(bounced.prefix, stage.lab.runs)
+        half = len(inputs) // 2
+        bounced.provision().send(inputs[:half])
+        decider = bounced.worker("decider")
+        decider.start()
+        wait_until(lambda: bounced.check().numbers["events"] > 0, 60, "the first committed events", 0.2)
+        broker.stop()
+        down = time.monotonic()
+        broker.start()
+        down_s = time.monotonic() - down
+        bounced.send(inputs[half:])
+        bounced.settle(timeout_s=150, supervise=(decider,))
+        how = ("survived" if not bounced.restarts else
+               "exited " + ", ".join(str(code) for _, code in bounced.restarts) + " and was restarted")
+        outcome = _finish(row, bounced, f"broker stopped mid-run, back after {down_s:.0f}s; decider {how}")
+    finally:
+        bounced.close()
+        broker.stop()
+    return outcome
+
+
+def rebalance_scenario(row: Row, stage: Stage) -> Finished:
+    """Two deciders; A dies -9 inside the rebalance B's arrival starts; B takes over, A comes back."""
+    inputs = workload(stage.prefix, stage.lab.runs)
+    half = len(inputs) // 2
+    stage.provision().send(inputs[:half])
+    group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
+    a = stage.worker("a", static=False, env={"RUNFACTS_CONSUMER": group})
+    b = stage.worker("b", static=False, env={"RUNFACTS_CONSUMER": group})
+    a.start(row.point, row.after)
+    stage.settle(timeout_s=60)
+    b.start()
+    marker = a.wait_killed(60)
+    stage.send(inputs[half:])
+    a.start()
+    stage.settle()
+    extra = [] if b.recovered("restored") else ["B did not restore A's partitions from the changelogs"]
+    return _finish(row, stage, f"A {_killed(row, marker)} when B joined; B took over (restored A's "
+                               "stores); A restarted and rejoined", extra)
+
+
+SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
+    "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
+    "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
+    "between": between_scenario, "expiry": expiry_scenario,
+}

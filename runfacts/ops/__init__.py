@@ -1,0 +1,35 @@
+"""Operations: what the operator commands read and send.
+
+Pure: control (commands from a RunState), views (operator and dashboard views). Shells:
+client (StateReader over the run-state topic, CommandClient), dlq (dead letters: read,
+plan, re-drive in one transaction).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.ops.client import CommandClient, StateReader
+    from runfacts.ops.control import ControlError
+    from runfacts.ops.dlq import DeadLetter, redrive, redrive_plan
+    from runfacts.ops.views import operator_summary
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "DeadLetter": "dlq",
+    "redrive": "dlq",
+    "redrive_plan": "dlq",
+    "CommandClient": "client",
+    "ControlError": "control",
+    "StateReader": "client",
+    "operator_summary": "views",
+}
+__all__ = ["DeadLetter", "redrive", "redrive_plan", "CommandClient", "ControlError", "StateReader", "operator_summary"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

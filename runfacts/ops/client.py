@@ -1,0 +1,210 @@
+"""The CLI's and dashboard's Kafka side: read run State, send commands, wait for their outcome.
+
+- `StateReader.latest(run_id)` reads only the run's partition of the compacted run-state
+  topic (murmur2 of the runId, like every runfacts producer) up to its end; `scan()` reads
+  every partition (for `runs list` and finding an approval's run), reporting progress.
+- `CommandClient.send(command)` notes the end of the run's events partition, produces the
+  command (idempotent producer, key runId, murmur2), then reads the events partition from
+  that offset for the events whose causationId is the commandId. The decider writes a
+  command's events in one transaction, so once the first is visible (read_committed) the
+  rest are too: reading on to the partition's end collects them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from runfacts.logread import partition_count, watermarks
+from runfacts.ops.control import Outcome
+from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
+from runfacts.processors.decider.state import RunState
+from runfacts.projections import user_view
+from runfacts.schemas.codec import Codec
+from runfacts.schemas.common import CommandBase, EventBase
+from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.models import decode_event
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames, group_prefix, reader_group
+
+Progress = Callable[[int, int], None]
+Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """How long reads may take, and which component reads (its groups: `<prefix>-<component>-…`)."""
+
+    metadata_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+    outcome_timeout_s: float = 30.0
+    component: str = "cli"  # "dashboard" for the dashboard's command client
+
+
+def _consumer(kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings) -> Consumer:
+    """A never-committing reader in a fresh group under the prefix the component's ACLs grant."""
+    return Consumer(kafka.client_config(**{
+        "group.id": reader_group(group_prefix(names.prefix, settings.component)), "enable.auto.commit": False,
+        "enable.partition.eof": True, "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20}))  # short reads: answer at the end fast
+
+
+class StateReader:
+    """Reads the latest State of runs from the compacted run-state topic."""
+
+    def __init__(self, kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings | None = None) -> None:
+        self.kafka, self.names, self.settings = kafka, names, settings or ReaderSettings()
+
+    def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
+        """The run's current State (None: no such run)."""
+        raw = self._latest(self.names.state, run_id, progress)
+        return None if raw is None else RunState.model_validate_json(raw)
+
+    def latest_view(self, run_id: str, progress: Progress | None = None) -> dict[str, Any] | None:
+        """The run's current user view as the decider published it to the view topic (None: no
+        such run, or archived)."""
+        raw = self._latest(self.names.user_view, run_id, progress)
+        return None if raw is None else user_view.schema().decode(raw)
+
+    def _latest(self, topic: str, run_id: str, progress: Progress | None) -> bytes | None:
+        """The run's latest value in `topic` (only the run's partition is read)."""
+        consumer = _consumer(self.kafka, self.names, self.settings)
+        try:
+            count = partition_count(consumer, topic, self.settings.metadata_timeout_s)
+            part = partition_for(run_id.encode(), count)
+            return self._read(consumer, topic, [part], progress, run_id.encode()).get(run_id.encode())
+        finally:
+            consumer.close()
+
+    def scan(self, progress: Progress | None = None) -> dict[str, RunState]:
+        """Every run's current State."""
+        consumer = _consumer(self.kafka, self.names, self.settings)
+        try:
+            count = partition_count(consumer, self.names.state, self.settings.metadata_timeout_s)
+            found = self._read(consumer, self.names.state, list(range(count)), progress, None)
+        finally:
+            consumer.close()
+        return {k.decode(): RunState.model_validate_json(v) for k, v in found.items() if v is not None}
+
+    def _read(self, consumer: Consumer, topic: str, parts: list[int], progress: Progress | None,
+              only: bytes | None) -> dict[bytes, bytes | None]:
+        """The latest value per key (of `only`) in these partitions, up to their current end."""
+        timeout = self.settings.metadata_timeout_s
+        ends = {p: watermarks(consumer, TopicPartition(topic, p), timeout) for p in parts}
+        todo = {p for p, (low, high) in ends.items() if high > low}
+        total, done = sum(high - low for low, high in ends.values()), 0
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        latest: dict[bytes, bytes | None] = {}
+        deadline = time.monotonic() + self.settings.read_timeout_s
+        while todo:
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"reading {topic} took over {self.settings.read_timeout_s}s",
+                                          retryable=True)
+            for msg in consumer.consume(1000, 0.05):
+                if msg.error() is not None:
+                    _eof_or_raise(msg, todo, topic)
+                    continue
+                done += 1
+                key, partition, offset = msg.key(), msg.partition(), msg.offset()
+                if key is not None and (only is None or key == only):
+                    latest[key] = msg.value()
+                if partition is not None and offset is not None and offset + 1 >= ends[partition][1]:
+                    todo.discard(partition)
+            if progress is not None:
+                progress(done, total)
+        return latest
+
+
+def _eof_or_raise(msg: object, todo: set[int], topic: str) -> None:
+    err = msg.error()  # type: ignore[attr-defined]
+    if err.code() == KafkaError._PARTITION_EOF:
+        todo.discard(msg.partition())  # type: ignore[attr-defined]
+        return
+    raise InfrastructureError(f"reading {topic}: {err}", retryable=err.retriable())
+
+
+class CommandClient:
+    """Sends commands to the commands topic and waits for the run decider's outcome."""
+
+    def __init__(self, kafka: KafkaSettings, names: TopicNames, codec: Codec | None = None,
+                 settings: ReaderSettings | None = None) -> None:
+        self.kafka, self.names = kafka, names
+        self.codec = codec or Codec()
+        self.settings = settings or ReaderSettings()
+        self._producer: Producer | None = None
+
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(self.kafka.client_config(
+                **{"enable.idempotence": True, "acks": "all", "linger.ms": 0, **PRODUCER_PARTITIONING}))
+        return self._producer
+
+    def send(self, command: CommandBase, headers: Headers | None = None, wait: bool = True) -> Outcome:
+        """Produce `command`; with wait, return the events the decider answered it with."""
+        if not wait:
+            self._produce(command, headers)
+            return Outcome(command, ())
+        consumer = _consumer(self.kafka, self.names, self.settings)
+        try:
+            tp = self._events_partition(consumer, command.runId)
+            start = watermarks(consumer, tp, self.settings.metadata_timeout_s)[1]
+            self._produce(command, headers)
+            tp.offset = start
+            consumer.assign([tp])
+            return Outcome(command, tuple(self._collect(consumer, command)))
+        finally:
+            consumer.close()
+
+    def _events_partition(self, consumer: Consumer, run_id: str) -> TopicPartition:
+        count = partition_count(consumer, self.names.events, self.settings.metadata_timeout_s)
+        return TopicPartition(self.names.events, partition_for(run_id.encode(), count))
+
+    def _produce(self, command: CommandBase, headers: Headers | None) -> None:
+        producer = self.producer()
+        errors: list[str] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        # confluent's stub types headers as an invariant list of (str, str | bytes | None)
+        all_headers: list[tuple[str, str | bytes | None]] = [*self.codec.headers(command), *(headers or [])]
+        producer.produce(self.names.commands, self.codec.encode(command), command.runId.encode(),
+                         headers=all_headers, on_delivery=delivered)
+        left = producer.flush(self.settings.outcome_timeout_s)
+        if left or errors:
+            why = errors[0] if errors else "not delivered in time"
+            raise InfrastructureError(f"sending {command.commandType} {command.commandId} to "
+                                      f"{self.names.commands}: {why}", retryable=True)
+
+    def _collect(self, consumer: Consumer, command: CommandBase) -> list[EventBase]:
+        """The command's events: wait for the first, then read on to the partition's end."""
+        found: list[EventBase] = []
+        deadline = time.monotonic() + self.settings.outcome_timeout_s
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.05):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and found:
+                        return found
+                    continue
+                value = msg.value()
+                if value is None:  # a tombstone is no command's outcome
+                    continue
+                env = self.codec.decode_envelope(value)
+                if getattr(env, "causationId", None) == command.commandId:
+                    found.append(decode_event(self.codec, value))
+        if found:
+            return found
+        raise InfrastructureError(
+            f"no outcome for {command.commandType} {command.commandId} on run {command.runId} within "
+            f"{self.settings.outcome_timeout_s}s: is the run decider running?", retryable=True)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None

@@ -1,0 +1,117 @@
+"""Control for people, pure: build a run's commands from its current State, read their outcome.
+
+A person never writes State: the CLI and the dashboard build a command (expected version and
+argument hash taken from the State or View they show), send it, and report what the run
+decider decided — the accepted events or the typed rejection (`command.rejected`).
+Clock, ids and the authenticated actor come in from the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from runfacts.processors.decider.state import RunState
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase
+from runfacts.schemas.errors import RunfactsError
+
+
+class ControlError(RunfactsError):
+    """A command that cannot even be built from the run's State (unknown run, approval, call)."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Who sends a command, when, and its id."""
+
+    actor: Actor
+    command_id: str
+    issued_at: datetime
+    correlation_id: str | None = None
+
+
+def _envelope(state: RunState, issue: Issue) -> dict[str, Any]:
+    return {"commandId": issue.command_id, "runId": state.runId, "expectedVersion": state.version,
+            "actor": issue.actor, "issuedAt": issue.issued_at,
+            "correlationId": issue.correlation_id or f"ops:{issue.command_id}"}
+
+
+def approval_decision(value: str) -> ApprovalDecision:
+    """`value` as an approval decision; ValueError naming it when it is neither."""
+    if value not in ("approve", "reject"):
+        raise ValueError(f"decision {value!r}: must be approve or reject")
+    return cast(ApprovalDecision, value)
+
+
+def resume_command(state: RunState, approval_id: str, decision: ApprovalDecision, issue: Issue,
+                   token: str | None = None) -> cmd.ResumeRun:
+    """Approve or reject `approval_id` at the run's current version, bound to its arguments."""
+    approval = state.approvals.get(approval_id)
+    if approval is None:
+        known = ", ".join(state.approvals) or "none"
+        raise ControlError(f"run {state.runId} has no approval {approval_id} (approvals: {known})")
+    payload = cmd.ResumeRunPayload(approvalId=approval_id, decision=decision, argsHash=approval.argsHash,
+                                   approvalToken=token)
+    return cmd.ResumeRun(**_envelope(state, issue), payload=payload)
+
+
+def stop_command(state: RunState, issue: Issue, reason: str = "") -> cmd.StopRun:
+    return cmd.StopRun(**_envelope(state, issue), payload=cmd.StopRunPayload(reason=reason))
+
+
+def cancel_command(state: RunState, issue: Issue, reason: str = "") -> cmd.CancelRun:
+    return cmd.CancelRun(**_envelope(state, issue), payload=cmd.CancelRunPayload(reason=reason))
+
+
+def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.RetryToolCall:
+    settled = state.settledCalls.get(tool_call_id)
+    if settled is not None:
+        raise ControlError(f"tool call {tool_call_id} of run {state.runId} ended ({settled[0]}) and is "
+                           "compacted: nothing to retry (its history: runfacts replay / the audit log)")
+    if tool_call_id not in state.toolCalls:
+        known = ", ".join(state.toolCalls) or "none"
+        raise ControlError(f"run {state.runId} has no tool call {tool_call_id} (tool calls: {known})")
+    return cmd.RetryToolCall(**_envelope(state, issue), payload=cmd.RetryToolCallPayload(toolCallId=tool_call_id))
+
+
+def find_approval(states: dict[str, RunState], approval_id: str) -> RunState:
+    """The run holding `approval_id` (open ones first) when the caller did not name the run."""
+    holders = [s for s in states.values() if approval_id in s.approvals]
+    if not holders:
+        raise ControlError(f"no run has approval {approval_id}; pass --run RUN_ID if it is new")
+    open_ = [s for s in holders if s.approvals[approval_id].status == "open"]
+    if len(open_ or holders) > 1:
+        runs = ", ".join(sorted(s.runId for s in open_ or holders))
+        raise ControlError(f"approval {approval_id} exists in several runs ({runs}); pass --run RUN_ID")
+    return (open_ or holders)[0]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run decider made of one command: its events (a rejection is one event)."""
+
+    command: CommandBase
+    events: tuple[EventBase, ...]
+
+    @property
+    def rejection(self) -> Any:
+        """The `command.rejected` payload, or None when the command was accepted."""
+        for event in self.events:
+            if event.eventType == "command.rejected":
+                return event.payload
+        return None
+
+    @property
+    def accepted(self) -> bool:
+        return bool(self.events) and self.rejection is None
+
+    def describe(self) -> str:
+        """One line: accepted with event types, or rejected with reason code and detail."""
+        rejected = self.rejection
+        if rejected is not None:
+            detail = f": {rejected.detail}" if rejected.detail else ""
+            return f"rejected {self.command.commandType} [{rejected.reasonCode}]{detail}"
+        types = ", ".join(e.eventType for e in self.events)
+        return f"accepted {self.command.commandType}: {types}"

@@ -1,0 +1,30 @@
+"""Security administration: Kafka ACLs and SCRAM users, the users file, approval signing.
+
+Shells: acls (ACL entries per component, SCRAM admin), identity (users file, hashed
+secrets). Pure: approvals (sign an approval token; verification is processors.policy).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfacts.security.acls import acl_entries, component_access
+    from runfacts.security.approvals import sign_approval
+    from runfacts.security.identity import UserDirectory
+
+# the doorway is lazy: importing one module of this room does not load the others
+_HOME = {
+    "UserDirectory": "identity",
+    "acl_entries": "acls",
+    "component_access": "acls",
+    "sign_approval": "approvals",
+}
+__all__ = ["UserDirectory", "acl_entries", "component_access", "sign_approval"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,174 @@
+"""The Kafka ACLs each runfacts component needs, derived from the topic spec, and applied.
+
+Least privilege per component (principal `User:<prefix>-<component>` by default):
+
+| component    | reads                      | writes                         | group / txn id / own topics |
+|--------------|----------------------------|--------------------------------|-----------------------------|
+| decider      | commands                   | events, state, view.user, dlq  | `<prefix>-run-decider*`      |
+| projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
+| dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
+| outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
+| dashboard    | view.user, state, events   | commands                       | group `<prefix>-dashboard*`  |
+| cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
+| auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
+
+An engine application named `<prefix>-<app>` uses that name as its group id (and
+`-restore` for restores), `<name>-<instance>` as transactional id and
+`<name>-<store>-changelog` as store changelogs, so one PREFIXED pattern per resource
+type covers them. Only the decider writes the events log; nobody but the writers listed
+can put a command on the commands topic.
+
+The client components read with assign()-only consumers that never commit, but librdkafka
+still asks for the coordinator of their `group.id` (FindCoordinator needs DESCRIBE on the
+group) and reports GROUP_AUTHORIZATION_FAILED to the reader when refused. So every reader
+takes `reader_group(group_prefix(<prefix>, <component>))`, `<prefix>-<component>-<12 hex>`:
+the dashboard's feeds and command client `<prefix>-dashboard-…`, the CLI's state reader,
+command client and `dlq` `<prefix>-cli-…`, audit verify, trajectory export and replay
+(`logread`) `<prefix>-auditor-…`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames, group_prefix
+
+
+def outbox_transactional_prefix(prefix: str) -> str:
+    """connectors.relay names its transactional id `<prefix>-outbox-<table>-<relay id>`."""
+    return f"{prefix}-outbox-"
+
+
+@dataclass(frozen=True)
+class ComponentAccess:
+    """What one component may touch: topics it reads and writes, its group/txn/own-topic prefixes."""
+
+    component: str
+    principal: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    group_prefix: str | None = None
+    transactional_prefix: str | None = None
+    own_topic_prefix: str | None = None  # store changelogs the component creates itself
+
+
+@dataclass(frozen=True, order=True)
+class AclEntry:
+    """One ALLOW rule: principal may do operation on resource (LITERAL name or PREFIXED)."""
+
+    principal: str
+    resource_type: str  # TOPIC | GROUP | TRANSACTIONAL_ID
+    pattern_type: str  # LITERAL | PREFIXED
+    resource_name: str
+    operation: str  # READ | WRITE | CREATE | DESCRIBE | DESCRIBE_CONFIGS
+    host: str = "*"
+
+
+# Engine application names (`<prefix>-<name>`); processors.decider.app names the decider run-decider.
+ENGINE_APPS = {"decider": "run-decider", "projector": "projector", "dispatcher": "dispatcher"}
+COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor")
+
+
+def component_access(names: TopicNames, principals: Mapping[str, str] | None = None) -> list[ComponentAccess]:
+    """Every component's access under `names`; `principals` overrides `User:<prefix>-<component>`."""
+    unknown = sorted(set(principals or {}) - set(COMPONENTS))
+    if unknown:
+        raise ConfigError("principal", unknown[0], f"not a component (known: {', '.join(COMPONENTS)})")
+    who = {c: f"User:{names.prefix}-{c}" for c in COMPONENTS} | dict(principals or {})
+    n = names
+
+    def engine(component: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> ComponentAccess:
+        app = f"{n.prefix}-{ENGINE_APPS[component]}"  # group id, transactional id prefix, changelog prefix
+        return ComponentAccess(component, who[component], reads, writes, app, app, f"{app}-")
+
+    def client(component: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> ComponentAccess:
+        group = group_prefix(n.prefix, component) if reads else None
+        return ComponentAccess(component, who[component], reads, writes, group_prefix=group)
+
+    relay = ComponentAccess("outbox-relay", who["outbox-relay"], writes=(n.commands,),
+                            transactional_prefix=outbox_transactional_prefix(n.prefix))
+    return [
+        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq)),
+        engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),
+        engine("dispatcher", (n.events,), (n.commands, n.dlq)),
+        relay,
+        # the user role's views; operators'/auditors' views, run owners and the State commands are
+        # built from; the decider's answers (events whose causationId is the command)
+        client("dashboard", (n.user_view, n.state, n.events), (n.commands,)),
+        client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
+        client("auditor", (n.audit, n.trajectory, n.events), ()),
+    ]
+
+
+def acl_entries(access: ComponentAccess) -> list[AclEntry]:
+    """The ALLOW entries granting `access`, sorted and without duplicates."""
+    p = access.principal
+    entries: set[AclEntry] = set()
+    for topic in access.reads:
+        entries |= {AclEntry(p, "TOPIC", "LITERAL", topic, op) for op in ("READ", "DESCRIBE")}
+    for topic in access.writes:
+        entries |= {AclEntry(p, "TOPIC", "LITERAL", topic, op) for op in ("WRITE", "DESCRIBE")}
+    if access.group_prefix:
+        entries |= {AclEntry(p, "GROUP", "PREFIXED", access.group_prefix, op) for op in ("READ", "DESCRIBE")}
+    if access.transactional_prefix:
+        entries |= {AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", access.transactional_prefix, op)
+                    for op in ("WRITE", "DESCRIBE")}
+    if access.own_topic_prefix:
+        ops = ("CREATE", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")
+        entries |= {AclEntry(p, "TOPIC", "PREFIXED", access.own_topic_prefix, op) for op in ops}
+    return sorted(entries)
+
+
+def all_entries(accesses: Iterable[ComponentAccess]) -> list[AclEntry]:
+    """The entries of several components, sorted and without duplicates."""
+    return sorted({e for a in accesses for e in acl_entries(a)})
+
+
+def kafka_acls_command(entry: AclEntry) -> str:
+    """The equivalent `kafka-acls.sh` invocation (for clusters run without Python at hand)."""
+    flag = {"TOPIC": "--topic", "GROUP": "--group", "TRANSACTIONAL_ID": "--transactional-id"}[entry.resource_type]
+    op = "".join(word.capitalize() for word in entry.operation.split("_"))  # DescribeConfigs
+    return (f"kafka-acls.sh --bootstrap-server $BOOTSTRAP --command-config admin.properties --add "
+            f"--allow-principal '{entry.principal}' --operation {op} {flag} '{entry.resource_name}' "
+            f"--resource-pattern-type {entry.pattern_type.lower()}")
+
+
+def apply_acls(settings: KafkaSettings, entries: list[AclEntry], timeout: float = 30) -> int:
+    """Create the entries with the AdminClient (idempotent); return how many were requested."""
+    from confluent_kafka.admin import AclBinding, AdminClient
+
+    if not entries:
+        return 0
+    admin = AdminClient(settings.client_config())
+    bindings = [AclBinding(e.resource_type, e.resource_name, e.pattern_type, e.principal, e.host,
+                           e.operation, "ALLOW") for e in entries]
+    for binding, future in admin.create_acls(bindings, request_timeout=timeout).items():
+        try:
+            future.result()
+        except Exception as exc:  # noqa: BLE001 - KafkaException carries the broker's reason
+            raise InfrastructureError(f"creating ACL {binding}: {exc}", retryable=False) from exc
+    return len(bindings)
+
+
+def create_scram_user(settings: KafkaSettings, name: str, password: str, timeout: float = 30) -> None:
+    """Create or update a SCRAM-SHA-512 user (the caller needs ALTER on the cluster, e.g. a super user)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    if len(password) < 12:
+        raise ConfigError("SCRAM password", "<hidden>", f"for user {name}: at least 12 characters")
+    admin = AdminClient(settings.client_config())
+    upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          password.encode())
+    for future in admin.alter_user_scram_credentials([upsert], request_timeout=timeout).values():
+        try:
+            future.result()
+        except Exception as exc:  # noqa: BLE001
+            raise InfrastructureError(f"creating SCRAM user {name}: {exc}", retryable=False) from exc

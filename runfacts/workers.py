@@ -1,0 +1,127 @@
+"""The composition roots: the three worker factories and the values they build from parameters.
+
+A factory is what `python -m runfacts.processors.engine.worker --app runfacts.workers:decider`
+(and `runfacts worker decider|dispatcher|projector`) calls: it reads the environment, loads
+policy and manifests from files, opens stores, picks concrete adapters and hands them to a
+shell. That wiring is the only place where processors, projections and connectors meet, so
+it lives here, above all three, and the shells stay libraries that take what they need.
+
+Shells: processors/decider/app.py, processors/dispatcher/app.py, projections/projector/app.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from runfacts import telemetry
+from runfacts.connectors.args_store import ArgsStore
+from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
+from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell, InputLimits
+from runfacts.processors.decider.context import DecideContext
+from runfacts.processors.decider.security import policy_checks
+from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell, app_name, result_cap
+from runfacts.processors.dispatcher.incarnation import next_incarnation
+from runfacts.processors.dispatcher.pool import ToolPool
+from runfacts.processors.engine.api import Application
+from runfacts.processors.engine.settings import load_settings
+from runfacts.processors.policy.access import load_policy
+from runfacts.processors.policy.capabilities import load_capabilities
+from runfacts.processors.policy.keyring import load_keyring_if_configured
+from runfacts.projections.audit.summary import AuditConfig
+from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
+from runfacts.projections.user_view import publisher
+from runfacts.schemas.common import RunVersions
+from runfacts.schemas.errors import ConfigError
+from runfacts.tools.adapter import ToolRuntime
+from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
+from runfacts.tools.serve import served_catalog
+from runfacts.topics import TopicNames
+
+__all__ = ["decide_context", "decider", "dispatcher", "input_limits", "projector"]
+
+dispatcher_log = logging.getLogger("runfacts.dispatcher")
+projector_log = logging.getLogger("runfacts.projector")
+
+
+def decide_context(capabilities: str = "", policy: str = "", versions: str = "") -> DecideContext:
+    """The worker's `DecideContext` from its factory parameters (an oracle builds the same one).
+
+    Policy and capabilities load from the given paths (packaged defaults otherwise); signed
+    approvals are required when a keyring is configured (RUNFACTS_APPROVAL_KEYS[_FILE]).
+    """
+    catalog = load_capabilities(Path(capabilities) if capabilities else None)
+    loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
+    current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
+
+
+def input_limits(max_record_bytes: str = "", max_text_chars: str = "", max_state_bytes: str = "") -> InputLimits:
+    """The shell's `InputLimits` from factory parameters (empty: the default)."""
+    default = InputLimits()
+    return InputLimits(max_record_bytes=int(max_record_bytes or default.max_record_bytes),
+                       max_text_chars=int(max_text_chars or default.max_text_chars),
+                       max_state_bytes=int(max_state_bytes or default.max_state_bytes))
+
+
+def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", versions: str = "",
+            user_view: str = "true", max_record_bytes: str = "", max_text_chars: str = "",
+            max_state_bytes: str = "") -> Application:
+    """Worker factory: `runfacts worker decider`, or `--app runfacts.workers:decider`.
+
+    The user view is published to `<prefix>.view.user` in the same transaction as events and
+    state; commands over the input limits are dead-lettered (parameters override the limits).
+    """
+    telemetry.configure_from_env(DECIDER_APP_NAME)
+    ctx = decide_context(capabilities, policy, versions)
+    names = TopicNames(prefix)
+    views = (publisher(names.user_view),) if user_view == "true" else ()
+    limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
+    return DeciderShell(names, ctx, views=views, limits=limits).application()
+
+
+def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
+               capabilities: str = "", instance: str = "", tools: str = "",
+               threads: str = "8") -> Application:
+    """Worker factory: `runfacts worker dispatcher [--tools module:registry]`, or
+    `--app runfacts.workers:dispatcher --param tools=examples.billing_tools:registry`.
+
+    `tools` (default `runfacts.tools.refund:registry`) names the registry; its tools are the
+    capabilities this dispatcher serves and only their adapters are built (so the payment API
+    key is needed only when `payments.refund` is served). The manifest is the registry's own,
+    or the `capabilities` file the decider reads (runfacts.tools.serve.served_catalog).
+    Calls run on a pool of `threads` threads, off the engine transaction (docs/dispatcher.md).
+    """
+    if not args_store:
+        raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
+    registry = load_registry(tools or DEFAULT_TOOLS)
+    catalog = served_catalog(registry, capabilities)
+    if not threads.isdigit() or int(threads) < 1:
+        raise ConfigError("--param threads", threads, "expected a number of tool threads >= 1")
+    adapters = registry.adapters(options={"provider_url": provider_url}, runtime=ToolRuntime(int(threads)))
+    engine = load_settings()
+    name = app_name(prefix)
+    telemetry.configure_from_env(name)
+    incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
+    settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
+                                  instance=instance or engine.instance_id, catalog=catalog,
+                                  result_max_bytes=result_cap())
+    dispatcher_log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
+                        ", ".join(sorted(adapters)))
+    pool = ToolPool(int(threads))
+    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool).application()
+
+
+def projector(prefix: str = "runfacts") -> Application:
+    """Worker factory: `runfacts worker projector [--prefix P]`.
+
+    Personal values in audit records are digested with HMAC under $RUNFACTS_AUDIT_PII_KEY when
+    set (plain SHA-256 otherwise); `runfacts audit verify` needs the same key.
+    """
+    key = os.environ.get(PII_KEY_ENV, "")
+    if not key:
+        projector_log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
+                    "anyone can match against guessed values (user ids, e-mail addresses); set a key", PII_KEY_ENV)
+    return ProjectorShell(TopicNames(prefix), AuditConfig(key.encode())).application()
