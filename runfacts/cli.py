@@ -13,7 +13,7 @@ import sys
 import typer
 from rich.console import Console
 
-from runfacts import demo, devcli
+from runfacts import demo, devcli, events_cli
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
 from runfacts.ops_cli import app as ops_app
@@ -33,6 +33,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(demo.demo)
+app.command("events")(events_cli.events)
 app.add_typer(devcli.dev_app, name="dev")
 app.add_typer(devcli.topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")

@@ -46,6 +46,7 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
 ENV_VERSIONS = "RUNFACTS_RUN_VERSIONS"
+ENV_ARGS_STORE = "RUNFACTS_ARGS_STORE"
 AGENT_SOURCE = "agent-harness"
 _clients: dict[tuple[str, ...], Runfacts] = {}
 _clients_lock = threading.Lock()
@@ -100,12 +101,14 @@ class Runfacts:
                 settings: ClientSettings | None = None, versions: RunVersions | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
-        `args_store`: the SQLite file the dispatcher's `--args-store` reads. `outbox`: a SQLite
+        `args_store`: the SQLite file the dispatcher's `--args-store` reads (default
+        $RUNFACTS_ARGS_STORE). `outbox`: a SQLite
         file or postgresql:// URL; commands become outbox rows published by a relay (this
         process's unless `relay=False`), and `transaction()` joins them to your own writes.
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
+        args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
         key = (kafka.bootstrap_servers, names.prefix, str(args_store), str(outbox))
         with _clients_lock:
             existing = _clients.get(key)

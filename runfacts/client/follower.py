@@ -121,10 +121,7 @@ class Follower:
         self._thread.start()
 
     def _new_consumer(self, reset: str) -> Consumer:
-        group = reader_group(group_prefix(self.settings.prefix, self.settings.component))
-        return Consumer(self.kafka.client_config(**{
-            "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
-            "isolation.level": "read_committed", "auto.offset.reset": reset, "fetch.wait.max.ms": 20}))
+        return _reader(self.kafka, self.settings, reset)
 
     # --- watching --------------------------------------------------------------------------
 
@@ -168,40 +165,20 @@ class Follower:
 
     def backfill(self, journals: list[Journal]) -> None:
         """Read the journals' partitions from the start to their current end into them."""
-        by_partition: dict[int, dict[bytes, Journal]] = {}
+        wanted: dict[int, set[bytes]] = {}
         for journal in journals:
-            by_partition.setdefault(journal.partition, {})[journal.run_id.encode()] = journal
+            wanted.setdefault(journal.partition, set()).add(journal.run_id.encode())
         reader = self._new_consumer("earliest")
         try:
-            reader.assign([TopicPartition(self.settings.topic, p, OFFSET_BEGINNING) for p in by_partition])
-            self._read_to_end(reader, by_partition)
+            found = read_runs(reader, self.settings.topic, wanted, self.codec, self.settings.backfill_timeout_s)
         finally:
             reader.close()
         with self._lock:
             for journal in journals:
+                for entry in found.get(journal.run_id.encode(), ()):
+                    journal.add(entry.offset, entry.event)
                 journal.complete = True
                 self._wake(journal)
-
-    def _read_to_end(self, reader: Consumer, wanted: dict[int, dict[bytes, Journal]]) -> None:
-        open_parts = set(wanted)
-        deadline = time.monotonic() + self.settings.backfill_timeout_s
-        while open_parts:
-            if time.monotonic() > deadline:
-                raise InfrastructureError(f"backfilling runs from {self.settings.topic} took over "
-                                          f"{self.settings.backfill_timeout_s}s", retryable=True)
-            for msg in reader.consume(1000, 0.1):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        open_parts.discard(msg.partition())
-                    elif not err.retriable():
-                        raise InfrastructureError(f"backfilling {self.settings.topic}: {err}", retryable=False)
-                    continue
-                journal = wanted[msg.partition()].get(msg.key() or b"")
-                if journal is not None and msg.value() is not None:
-                    event = decode_event(self.codec, msg.value())
-                    with self._lock:
-                        journal.add(msg.offset(), event)
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -289,6 +266,52 @@ class Follower:
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(10)
+
+
+def _reader(kafka: KafkaSettings, settings: FollowerSettings, reset: str) -> Consumer:
+    """A never-committing read_committed reader in a fresh group under the component's prefix."""
+    group = reader_group(group_prefix(settings.prefix, settings.component))
+    return Consumer(kafka.client_config(**{
+        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": "read_committed", "auto.offset.reset": reset, "fetch.wait.max.ms": 20}))
+
+
+def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec: Codec,
+              timeout_s: float) -> dict[bytes, list[Entry]]:
+    """The events of the runs keyed `wanted[partition]`, read from the start of those partitions
+    to their current end (read_committed), in offset order."""
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
+    found: dict[bytes, list[Entry]] = {}
+    open_parts = set(wanted)
+    deadline = time.monotonic() + timeout_s
+    while open_parts:
+        if time.monotonic() > deadline:
+            raise InfrastructureError(f"reading runs from {topic} took over {timeout_s:g}s", retryable=True)
+        for msg in reader.consume(1000, 0.1):
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(msg.partition())
+                elif not err.retriable():
+                    raise InfrastructureError(f"reading {topic}: {err}", retryable=False)
+                continue
+            key = msg.key() or b""
+            if key in wanted[msg.partition()] and msg.value() is not None:
+                found.setdefault(key, []).append(Entry(msg.offset(), decode_event(codec, msg.value())))
+    return found
+
+
+def read_run(kafka: KafkaSettings, settings: FollowerSettings, run_id: str, codec: Codec | None = None) -> list[Entry]:
+    """One run's facts, read once from its partition of the events topic (no follower needed)."""
+    reader = _reader(kafka, settings, "earliest")
+    try:
+        count = partition_count(reader, settings.topic, settings.metadata_timeout_s)
+        key = run_id.encode()
+        found = read_runs(reader, settings.topic, {partition_for(key, count): {key}}, codec or Codec(),
+                          settings.backfill_timeout_s)
+    finally:
+        reader.close()
+    return found.get(key, [])
 
 
 def _as_client_error(run_id: str, error: InfrastructureError) -> Any:
