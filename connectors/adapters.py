@@ -56,6 +56,7 @@ class ToolCompleted(BaseModel):
     provider_status: str
     verification: Verification
     replayed: bool = False  # the provider returned the first result of this key
+    result: str | None = None  # canonical JSON of the typed result (size-capped by the dispatcher)
 
 
 class ToolFailed(BaseModel):
@@ -108,6 +109,7 @@ class FoundCompleted(BaseModel):
     result_hash: str
     provider_status: str
     verification: Verification
+    result: str | None = None  # the same value `execute` returned, so a lost response loses nothing
 
 
 class FoundFailed(BaseModel):

@@ -38,6 +38,7 @@ from runfacts.processors.retry import (
     Observation,
     Phase,
     args_hash,
+    canonical_json,
     classify,
     classify_status,
     is_retryable,
@@ -207,10 +208,17 @@ def _retry_after_ms(header: str | None) -> int | None:
     return int(header.strip()) * 1000
 
 
+_STABLE = ("refundId", "idempotencyKey", "orderId", "amountMinor", "currency")
+
+
 def _result_hash(refund: dict[str, Any]) -> str:
     """Hash of the refund's stable facts: the same from execute and from lookup."""
-    stable = ("refundId", "idempotencyKey", "orderId", "amountMinor", "currency")
-    return args_hash({name: refund.get(name) for name in stable})
+    return args_hash({name: refund.get(name) for name in _STABLE})
+
+
+def _result(refund: dict[str, Any]) -> str:
+    """The result value the agent gets: the refund's stable facts as canonical JSON."""
+    return canonical_json({name: refund.get(name) for name in _STABLE}).decode()
 
 
 def _transport_outcome(failure: _TransportFailure) -> ToolOutcome:
@@ -226,7 +234,7 @@ def _completed(refund: dict[str, Any]) -> ToolOutcome:
         return ToolUnknown(reason=f"2xx without a readable refund: {refund!r}"[:300])
     return ToolCompleted(result_ref=str(refund["refundId"]), result_hash=_result_hash(refund),
                          provider_status=status, verification=_VERIFICATION[status],
-                         replayed=bool(refund.get("replayed", False)))
+                         replayed=bool(refund.get("replayed", False)), result=_result(refund))
 
 
 def _failed(response: _Response) -> ToolOutcome:
@@ -247,4 +255,5 @@ def _found(refund: dict[str, Any]) -> LookupOutcome:
     if not refund.get("refundId") or status not in _VERIFICATION:
         return LookupUnknown(reason=f"unreadable refund: {refund!r}"[:300], retryable=False)
     return FoundCompleted(result_ref=str(refund["refundId"]), result_hash=_result_hash(refund),
-                          provider_status=status, verification=_VERIFICATION[status])
+                          provider_status=status, verification=_VERIFICATION[status],
+                          result=_result(refund))

@@ -197,7 +197,7 @@ def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideCon
     return [
         draft(ev.ToolCallCompleted, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
               attempt=p.attempt, externalRequestId=p.externalRequestId, resultRef=p.resultRef,
-              resultHash=p.resultHash),
+              resultHash=p.resultHash, result=p.result),
         draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
               status="pending"),
     ]
@@ -255,7 +255,7 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
     ids = {"capabilityId": call.capabilityId}
     drafts = [draft(ev.ToolCallReconciled, **ids, toolCallId=p.toolCallId,
                     externalRequestId=p.externalRequestId, outcome=p.outcome,
-                    resultRef=p.resultRef, resultHash=p.resultHash)]
+                    resultRef=p.resultRef, resultHash=p.resultHash, result=p.result)]
     if p.outcome == "found_completed":
         drafts.append(draft(ev.VerificationUpdated, **ids, toolCallId=p.toolCallId, status="pending"))
     past_deadline = call.reconcileDeadline is not None and c.issuedAt >= call.reconcileDeadline

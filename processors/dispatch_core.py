@@ -54,6 +54,7 @@ from runfacts.schemas.models import payload_class
 Phase = Literal["idle", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
 ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
+RESULT_MAX_BYTES = 16_384  # default cap of a result value on the log (RUNFACTS_TOOL_RESULT_MAX_BYTES)
 
 
 def lease_epoch(incarnation: int, attempt: int) -> int:
@@ -218,16 +219,27 @@ def failed_draft(call: ToolCallState, error_class: str, retryable: bool, message
                    message=message[:MESSAGE_CHARS])
 
 
+def oversize(call: ToolCallState, result: str | None, cap: int) -> str | None:
+    """Why `result` cannot travel on the log (it is over `cap` UTF-8 bytes), else None."""
+    size = 0 if result is None else len(result.encode())
+    if size <= cap:
+        return None
+    return (f"tool {call.capabilityId} returned a result of {size} bytes for {call.toolCallId}, "
+            f"over the cap of {cap} (RUNFACTS_TOOL_RESULT_MAX_BYTES): return a smaller result "
+            "(e.g. a reference to a document) or raise the cap")
+
+
 def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
     return _report(cmd.ReportToolCompleted, call, resultRef=found.result_ref,
-                   resultHash=found.result_hash)
+                   resultHash=found.result_hash, result=found.result)
 
 
 def _reconciled(call: ToolCallState, outcome: str, found: FoundCompleted | None = None) -> Draft:
     return draft(cmd.ReportReconciled, toolCallId=call.toolCallId,
                  externalRequestId=call.externalRequestId or "", outcome=outcome,
                  resultRef=found.result_ref if found else None,
-                 resultHash=found.result_hash if found else None)
+                 resultHash=found.result_hash if found else None,
+                 result=found.result if found else None)
 
 
 def _verification(call: ToolCallState, status: str, evidence: str | None) -> Draft:
@@ -246,10 +258,16 @@ def start_try(progress: Progress, call: ToolCallState, now_ms: int) -> Progress:
 
 
 def after_execute(outcome: ToolOutcome, call: ToolCallState, progress: Progress,
-                  policy: RetryPolicy, now_ms: int) -> Step:
-    """Report completion / an unknown outcome, retry a retryable error, or report the failure."""
+                  policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+    """Report completion / an unknown outcome, retry a retryable error, or report the failure.
+
+    A completion whose result is over `result_cap` is reported `failed(result_too_large)`,
+    not retryable: the tool may have acted, so it is never called again automatically."""
     idle = progress.model_copy(update={"phase": "idle"})
     if isinstance(outcome, ToolCompleted):
+        too_large = oversize(call, outcome.result, result_cap)
+        if too_large is not None:
+            return Step([failed_draft(call, "result_too_large", False, too_large)], idle)
         return Step([_completed_draft(call, outcome)], idle)
     if isinstance(outcome, ToolUnknown):
         return Step([unknown_draft(call, outcome.reason)], idle)
@@ -280,9 +298,15 @@ def begin_lookups(progress: Progress, phase: Phase, deadline_ms: int) -> Progres
 
 
 def after_lookup(outcome: LookupOutcome, call: ToolCallState, progress: Progress,
-                 policy: RetryPolicy, now_ms: int) -> Step:
-    """Reconciliation: report what the provider knows; ask again later while it cannot say."""
+                 policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+    """Reconciliation: report what the provider knows; ask again later while it cannot say.
+
+    A found completion whose result is over `result_cap` cannot be recorded: it is reported
+    `still_unknown` once and not asked again, so the decider's deadline hands it to a person."""
     done = progress.model_copy(update={"phase": "idle"})
+    too_large = oversize(call, outcome.result, result_cap) if isinstance(outcome, FoundCompleted) else None
+    if too_large is not None:
+        outcome = LookupUnknown(reason=too_large, retryable=False)
     if isinstance(outcome, FoundCompleted):
         return Step([_reconciled(call, "found_completed", outcome)], done)
     if isinstance(outcome, FoundFailed):
@@ -340,11 +364,14 @@ def verify_wake(progress: Progress, policy: VerifyPolicy, now_ms: int) -> tuple[
 
 
 def after_cancel(cancelled: bool, found: LookupOutcome | None, call: ToolCallState,
-                 progress: Progress) -> Step:
+                 progress: Progress, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
     """A dispatching call waiting to retry when its run is cancelled: report what is true."""
     done = progress.model_copy(update={"phase": "idle"})
     if cancelled:
         return Step([failed_draft(call, "cancelled", False, "cancelled at the provider")], done)
+    too_large = oversize(call, found.result, result_cap) if isinstance(found, FoundCompleted) else None
+    if too_large is not None:
+        return Step([failed_draft(call, "result_too_large", False, too_large)], done)
     if isinstance(found, FoundCompleted):
         return Step([_completed_draft(call, found)], done)  # too late to cancel
     if isinstance(found, FoundFailed):

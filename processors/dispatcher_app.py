@@ -26,6 +26,7 @@ Calls are sequential per engine instance (one thread), so keep
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -68,6 +69,7 @@ class DispatcherSettings:
     incarnation: int
     instance: str = "dispatcher"
     verify: core.VerifyPolicy = core.VerifyPolicy()
+    result_max_bytes: int = core.RESULT_MAX_BYTES  # cap of a result value on the log
 
     @property
     def app_name(self) -> str:
@@ -197,7 +199,8 @@ class DispatcherShell:
             outcome = self._remember(memo, result)
             self.crash("dispatcher.after_call_before_record")
         policy = self.settings.catalog.get(call.capabilityId).retry
-        step = core.after_execute(outcome, call, progress, policy, self._now_ms())
+        step = core.after_execute(outcome, call, progress, policy, self._now_ms(),
+                                  result_cap=self.settings.result_max_bytes)
         self._apply(ctx, run.runId, call, step, "retry")
         self.crash("dispatcher.after_record_before_commit")
 
@@ -242,7 +245,8 @@ class DispatcherShell:
         outcome = self._adapter(call).lookup(call.externalRequestId or "")
         log.info("reconciled %s (%s): %s", call.toolCallId, call.externalRequestId, outcome.kind)
         policy = self.settings.catalog.get(call.capabilityId).retry
-        step = core.after_lookup(outcome, call, progress, policy, self._now_ms())
+        step = core.after_lookup(outcome, call, progress, policy, self._now_ms(),
+                                 result_cap=self.settings.result_max_bytes)
         self._apply(ctx, run_id, call, step, "reconcile")
 
     def _cancel(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -257,7 +261,8 @@ class DispatcherShell:
         elif self._retry_due(call, progress):
             cancelled = adapter.cancel(request_id)
             found = None if cancelled else adapter.lookup(request_id)
-            self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress), "retry")
+            self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress,
+                                                                    result_cap=self.settings.result_max_bytes), "retry")
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -319,6 +324,18 @@ def _span_attributes(event: EventBase, works: list[core.Work]) -> dict[str, str]
             "runfacts.tool_call_ids": ",".join(sorted({w.call.toolCallId for w in works}))}
 
 
+def result_cap(environ: Mapping[str, str] | None = None) -> int:
+    """RUNFACTS_TOOL_RESULT_MAX_BYTES: the cap of a result value on the log (bytes, >= 0)."""
+    from runfacts.schemas.errors import ConfigError
+
+    raw = (os.environ if environ is None else environ).get("RUNFACTS_TOOL_RESULT_MAX_BYTES", "")
+    if not raw:
+        return core.RESULT_MAX_BYTES
+    if not raw.isdigit():
+        raise ConfigError("RUNFACTS_TOOL_RESULT_MAX_BYTES", raw, "expected a number of bytes, e.g. 16384")
+    return int(raw)
+
+
 def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
                    capabilities: str = "", instance: str = "",
                    refund_capability: str = "payments.refund") -> Application:
@@ -339,6 +356,7 @@ def dispatcher_app(prefix: str = "runfacts", provider_url: str = "", args_store:
     adapter = RefundAdapter(RefundAdapterSettings(url=provider_url) if provider_url else RefundAdapterSettings())
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
                                   instance=instance or engine.instance_id,
-                                  catalog=load_capabilities(Path(capabilities) if capabilities else None))
+                                  catalog=load_capabilities(Path(capabilities) if capabilities else None),
+                                  result_max_bytes=result_cap())
     log.info("dispatcher %s starts as incarnation %d", settings.instance, incarnation)
     return DispatcherShell(settings, {refund_capability: adapter}, ArgsStore.open(args_store)).application()

@@ -299,7 +299,8 @@ def _accepted(s: RunState, e: ev.ToolCallAccepted) -> dict[str, Any]:
 
 
 def _tool_completed(s: RunState, e: ev.ToolCallCompleted) -> dict[str, Any]:
-    return _with_call(s, e, e.payload.toolCallId, execution="completed", finishedAt=e.occurredAt)
+    return _with_call(s, e, e.payload.toolCallId, execution="completed", finishedAt=e.occurredAt,
+                      resultRef=e.payload.resultRef)
 
 
 def _tool_failed(s: RunState, e: ev.ToolCallFailed) -> dict[str, Any]:
@@ -322,7 +323,7 @@ def _reconciled(s: RunState, e: ev.ToolCallReconciled) -> dict[str, Any]:
     p = e.payload
     changes: dict[str, Any] = {"reconciliation": p.outcome}
     if p.outcome == "found_completed":
-        changes.update(execution="completed", finishedAt=e.occurredAt)
+        changes.update(execution="completed", finishedAt=e.occurredAt, resultRef=p.resultRef)
     elif p.outcome == "found_failed":
         changes.update(execution="failed", errorClass="found_failed", retryable=False,
                        finishedAt=e.occurredAt)

@@ -83,6 +83,7 @@ class ToolCallState(Frozen):
     errorClass: str | None = None
     retryable: bool | None = None
     lastError: str | None = None
+    resultRef: str | None = None  # the ref of the result (the value travels on the events only)
     turnId: str | None = None
     reasoningObjectId: str | None = None
     proposedAt: datetime

@@ -44,6 +44,11 @@ def encode_event(event: dict[str, Any]) -> bytes:
     return prefix + write(event)
 
 
+def _result(call: str) -> str:
+    """The canonical JSON result value a tool call of the script returns."""
+    return f'{{"refundId":"rf-{call}","status":"succeeded"}}'
+
+
 @dataclass
 class _Run:
     run_id: str
@@ -167,7 +172,8 @@ class RunScript:
         roll = run.rng.random()
         if roll < 0.75:
             yield self._event(run, "tool.call.completed", {
-                **ext, "resultRef": f"result/{call}", "resultHash": _hash(run, "result")}, **env)
+                **ext, "resultRef": f"result/{call}", "resultHash": _hash(run, "result"),
+                "result": _result(call)}, **env)
             yield from self._verify(run, call)
         elif roll < 0.9:
             yield self._event(run, "tool.call.failed", {
@@ -185,7 +191,7 @@ class RunScript:
         yield self._event(run, "tool.call.reconciled", {
             "toolCallId": call, "externalRequestId": ext["externalRequestId"],
             "outcome": "found_completed", "resultRef": f"result/{call}",
-            "resultHash": _hash(run, "result")})
+            "resultHash": _hash(run, "result"), "result": _result(call)})
         yield from self._verify(run, call)
 
     def _verify(self, run: _Run, call: str) -> Iterator[dict[str, Any]]:

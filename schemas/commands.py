@@ -241,13 +241,14 @@ class ReportReconciledPayload(Record):
     outcome: ReconcileOutcome
     resultRef: str | None = None
     resultHash: str | None = None
+    result: str | None = None
 
 
 class ReportReconciled(CommandBase):
     """What reconciliation found."""
 
     commandType: Literal["tool.call.report_reconciled"] = "tool.call.report_reconciled"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ReportReconciledPayload
 
 
@@ -292,13 +293,14 @@ class ReportToolCompletedPayload(Record):
     externalRequestId: str
     resultRef: str
     resultHash: str
+    result: str | None = None
 
 
 class ReportToolCompleted(CommandBase):
     """The tool completed."""
 
     commandType: Literal["tool.call.report_completed"] = "tool.call.report_completed"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ReportToolCompletedPayload
 
 

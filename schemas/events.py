@@ -453,13 +453,14 @@ class ToolCallCompletedPayload(Record):
     externalRequestId: str
     resultRef: str
     resultHash: str
+    result: str | None = None
 
 
 class ToolCallCompleted(EventBase):
     """The tool reported completion (not proof of domain reality)."""
 
     eventType: Literal["tool.call.completed"] = "tool.call.completed"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ToolCallCompletedPayload
 
 
@@ -529,13 +530,14 @@ class ToolCallReconciledPayload(Record):
     outcome: ReconcileOutcome
     resultRef: str | None = None
     resultHash: str | None = None
+    result: str | None = None
 
 
 class ToolCallReconciled(EventBase):
     """What the external system said."""
 
     eventType: Literal["tool.call.reconciled"] = "tool.call.reconciled"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ToolCallReconciledPayload
 
 

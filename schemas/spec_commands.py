@@ -36,6 +36,9 @@ def _call(*extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [f("toolCallId", STRING), f("attempt", INT), f("externalRequestId", STRING), *extra]
 
 
+_RESULT = opt("result", STRING, "Canonical JSON of the tool's typed result (size-capped; "
+              "null when the tool gives none). v1: absent.", pii=True)
+
 _CONTROL = [
     command("CreateRun", "run.create", "Create a run (Control).", [
         f("goalRef", STRING),
@@ -122,7 +125,7 @@ _DISPATCHER = [
     command("ReportToolAccepted", "tool.call.report_accepted", "The tool acknowledged.",
             _call()),
     command("ReportToolCompleted", "tool.call.report_completed", "The tool completed.",
-            _call(f("resultRef", STRING), f("resultHash", STRING))),
+            _call(f("resultRef", STRING), f("resultHash", STRING), _RESULT), version=2),
     command("ReportToolFailed", "tool.call.report_failed", "The tool failed.", _call(
         f("errorClass", STRING, pattern=SNAKE_CASE),
         f("retryable", BOOLEAN),
@@ -140,7 +143,8 @@ _DISPATCHER = [
         f("outcome", OUTCOME),
         opt("resultRef", STRING),
         opt("resultHash", STRING),
-    ]),
+        _RESULT,
+    ], version=2),
     command("ReportVerification", "tool.call.report_verification", "Verification observed.", [
         f("toolCallId", STRING), f("status", VERIFICATION), opt("evidenceRef", STRING),
     ]),

@@ -39,6 +39,9 @@ def _call(*extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [f("toolCallId", STRING), f("attempt", INT), f("externalRequestId", STRING), *extra]
 
 
+_RESULT = opt("result", STRING, "Canonical JSON of the tool's typed result (size-capped; "
+              "null when the tool gives none). v1: absent.", pii=True)
+
 _RUN = [
     event("RunCreated", "run.created", "A run was created by a validated CreateRun.", [
         f("goalRef", STRING, "Reference to the goal, never the raw goal text."),
@@ -161,7 +164,7 @@ _TOOL = [
           _call()),
     event("ToolCallCompleted", "tool.call.completed",
           "The tool reported completion (not proof of domain reality).",
-          _call(f("resultRef", STRING), f("resultHash", STRING))),
+          _call(f("resultRef", STRING), f("resultHash", STRING), _RESULT), version=2),
     event("ToolCallFailed", "tool.call.failed", "The tool reported a failure.", _call(
         f("errorClass", STRING, "e.g. timeout, rate_limited, server_error, permission.",
           pattern=SNAKE_CASE),
@@ -185,7 +188,8 @@ _TOOL = [
         f("outcome", OUTCOME),
         opt("resultRef", STRING),
         opt("resultHash", STRING),
-    ]),
+        _RESULT,
+    ], version=2),
     event("ToolCallRetryRequested", "tool.call.retry_requested",
           "A person asked to retry a retryable failed call.", [
         f("toolCallId", STRING),

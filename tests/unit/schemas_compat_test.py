@@ -107,7 +107,8 @@ def test_check_passes_when_new_version_adds_a_defaulted_field(avro_copy: Path) -
     _evolve_tool_call_failed(avro_copy, f("severity", STRING, default="unknown"))
     result = RUNNER.invoke(app, ["schemas", "check", "--avro-dir", str(avro_copy)])
     assert result.exit_code == 0, result.output
-    assert "ok: 65 shipped versions" in result.output
+    shipped = len(load_catalog(default_root()).entries)
+    assert f"ok: {shipped + 1} shipped versions" in result.output
 
 
 def test_check_exits_nonzero_when_a_shipped_file_was_edited(avro_copy: Path) -> None:

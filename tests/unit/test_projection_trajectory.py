@@ -13,6 +13,7 @@ from runfacts.projections import trajectory
 from runfacts.projections.facts import Fact
 from runfacts.projections.runlog import RunScript
 from runfacts.projections.trajectory_model import FORMAT_VERSION, as_json, encode, schema, trajectory_of
+from runfacts.schemas.catalog import default_catalog
 
 T0 = 1_714_564_800_000
 
@@ -20,8 +21,9 @@ T0 = 1_714_564_800_000
 def _event(n: int, event_type: str, payload, turn=None, reasoning=None, capability=None):
     return {"eventId": f"r1/{n}", "eventType": event_type, "runId": "r1", "turnId": turn,
             "producer": "run-decider", "reasoningObjectId": reasoning, "capabilityId": capability,
-            "correlationId": "c", "causationId": None, "schemaVersion": 2
-            if event_type == "tool.call.failed" else 1, "occurredAt": T0 + n, "payload": payload}
+            "correlationId": "c", "causationId": None,
+            "schemaVersion": default_catalog().by_type[event_type].version,
+            "occurredAt": T0 + n, "payload": payload}
 
 
 def _fold(events) -> trajectory.State:
@@ -64,7 +66,7 @@ def _approval_run():
         _event(10, "tool.call.result_unknown", {**ext, "lastError": "timeout"}),
         _event(11, "tool.call.reconciled", {**call, "externalRequestId": "x1",
                                             "outcome": "found_completed", "resultRef": "res",
-                                            "resultHash": "rh"}),
+                                            "resultHash": "rh", "result": '{"ok":true}'}),
         _event(12, "verification.updated", {**call, "status": "confirmed_success",
                                             "evidenceRef": "ledger/1"}),
         _event(13, "run.completed", {"outcomeRef": "out/1", "pendingVerifications": []}),

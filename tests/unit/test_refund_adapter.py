@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -300,3 +301,15 @@ def test_slow_provider_still_answers_within_read_timeout(sim, adapter):
     started = time.monotonic()
     assert isinstance(adapter.execute(refund_request()), ToolCompleted)
     assert time.monotonic() - started >= 0.1
+
+
+def test_lookup_returns_the_same_result_value_as_execute_when_a_response_was_dropped(sim, adapter):
+    done = adapter.execute(refund_request())
+    sim.set_faults(accept_then_drop_next=1)
+    lost = refund_request(2)
+    assert isinstance(adapter.execute(lost), ToolUnknown)
+    found = adapter.lookup(lost.external_request_id)
+    assert isinstance(done, ToolCompleted) and isinstance(found, FoundCompleted)
+    assert json.loads(done.result)["refundId"] == done.result_ref
+    assert json.loads(found.result)["refundId"] == found.result_ref != done.result_ref
+    assert set(json.loads(found.result)) == set(json.loads(done.result))
