@@ -189,8 +189,8 @@ class Runfacts:
 
     def pending_calls(self, run: Run) -> list[ToolCall]:
         state = self.state(run.id)
-        return [ToolCall(run, c.toolCallId, c.capabilityId, c.argsHash, None) for c in state.toolCalls.values()
-                if c.execution not in ("completed", "failed") and c.closedReason is None]
+        held = sorted((c for c in state.toolCalls.values() if c.closedReason is None), key=lambda c: c.proposedAt)
+        return [ToolCall(run, c.toolCallId, c.capabilityId, c.argsHash, None) for c in held]
 
     def state(self, run_id: str) -> RunState:
         state = self.states.latest(run_id)

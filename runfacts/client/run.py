@@ -186,5 +186,7 @@ class Run:
         return self.client.view(self.id, role, wanted, timeout)
 
     def calls(self) -> list[ToolCall]:
-        """The run's tool calls that have not ended yet (after a restart: what to wait for)."""
+        """The run's tool calls as its state holds them, oldest first (after a restart: what to wait
+        for; `result()` answers at once for a call that finished while the agent was down). Calls
+        closed without running, and settled calls the state compacted, are not listed."""
         return self.client.pending_calls(self)
