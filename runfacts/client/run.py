@@ -127,8 +127,10 @@ class Run:
     """The latest reasoning recorded through this handle (proposals link to it)."""
 
     def _send(self, command_cls: type[Any], **payload: Any) -> int | None:
-        self.version = self.client.command(self, command_cls, payload).version
-        return self.version
+        version = self.client.command(self, command_cls, payload).version
+        if version is not None:  # None: queued in an outbox transaction, not decided yet
+            self.version = version
+        return version
 
     def reason(self, conclusion: str, evidence: Iterable[str] = (), *, goal: str | None = None,
                ref: str | None = None, reasoning_id: str | None = None) -> int | None:
