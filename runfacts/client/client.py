@@ -42,6 +42,7 @@ from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import ConfigError
+from runfacts.schemas.models import new_command, payload_class
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
@@ -201,11 +202,10 @@ class Runfacts:
     # --- commands --------------------------------------------------------------------------
 
     def _new(self, run_id: str, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None) -> Any:
-        body = cls.model_fields["payload"].annotation
         try:
-            built = body(**payload)  # type: ignore[misc,operator]
-            return cls(commandId=f"{run_id}:{uuid.uuid4().hex[:20]}", runId=run_id, actor=actor or self.actor,
-                       issuedAt=datetime.now(UTC), correlationId=run_id, payload=built)
+            return new_command(cls, commandId=f"{run_id}:{uuid.uuid4().hex[:20]}", runId=run_id,
+                               actor=actor or self.actor, issuedAt=datetime.now(UTC), correlationId=run_id,
+                               payload=payload_class(cls)(**payload))
         except ValueError as exc:
             raise BadArgument(run_id, cls.__name__, payload, f"does not validate: {exc}") from exc
 

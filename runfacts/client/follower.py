@@ -295,9 +295,9 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
                 elif not err.retriable():
                     raise InfrastructureError(f"reading {topic}: {err}", retryable=False)
                 continue
-            key = msg.key() or b""
-            if key in wanted[msg.partition()] and msg.value() is not None:
-                found.setdefault(key, []).append(Entry(msg.offset(), decode_event(codec, msg.value())))
+            key, partition, offset, value = msg.key() or b"", msg.partition(), msg.offset(), msg.value()
+            if partition is not None and offset is not None and value is not None and key in wanted[partition]:
+                found.setdefault(key, []).append(Entry(offset, decode_event(codec, value)))
     return found
 
 
