@@ -2,8 +2,9 @@
 
 An approval is listed with what it asks in plain words (the same `asks` the user view's
 banner shows), its risk, required role, expiry and the argsHash it binds. A decision is a
-`ResumeRun` bound to that argsHash and signed with the approving service's key
-(`runfacts.approval_signing`); the decider checks role, expiry, arguments and signature.
+`ResumeRun` bound to that argsHash; the client (the shell) signs it with the approving
+service's key (`runfacts.approval_signing`); the decider checks role, expiry, arguments and
+signature.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runfacts.approval_signing import ApprovalRequest, sign_approval
+from runfacts.approval_signing import ApprovalRequest
 from runfacts.client.errors import BadArgument
 from runfacts.processors.run_state import RunState
 from runfacts.schemas.common import Actor
@@ -65,18 +66,22 @@ def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | Non
     return sorted(found, key=lambda a: a.expires_at)
 
 
-def resume_for(approval: Approval, decision: str, approver: str | Actor, ui: UiSettings,
-               now: datetime) -> tuple[Actor, dict[str, Any]]:
-    """The approver's actor and the ResumeRun payload: bound to the argsHash, signed."""
+def resume_for(approval: Approval, decision: str, approver: str | Actor,
+               auth_source: str) -> tuple[Actor, ApprovalRequest]:
+    """The approver's actor and what its signed token must bind (run, approval, argsHash,
+    decision, approver); BadArgument for a decision other than approve/reject."""
     if decision not in ("approve", "reject"):
         raise BadArgument(approval.run_id, "decision", decision, "must be 'approve' or 'reject'")
     if isinstance(approver, str):
         if not approver.strip():
             raise BadArgument(approval.run_id, "approver", approver, "must name the person deciding")
         approver = Actor(subjectId=approver, roles=(approval.required_role,), tenant=approval.tenant,
-                         authSource=ui.auth_source)
-    request = ApprovalRequest(approval.run_id, approval.approval_id, approval.args_hash, decision,
-                              approver.subjectId)
-    token = sign_approval(request, int(now.timestamp() * 1000), environ=ui.signing_env)
-    return approver, {"approvalId": approval.approval_id, "decision": decision, "argsHash": approval.args_hash,
-                      "approvalToken": token}
+                         authSource=auth_source)
+    return approver, ApprovalRequest(approval.run_id, approval.approval_id, approval.args_hash, decision,
+                                     approver.subjectId)
+
+
+def resume_payload(request: ApprovalRequest, token: str | None) -> dict[str, Any]:
+    """The ResumeRun payload: the decision bound to the argsHash, with its signed token."""
+    return {"approvalId": request.approval_id, "decision": request.decision, "argsHash": request.args_hash,
+            "approvalToken": token}

@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from runfacts.approval_signing import sign_approval
 from runfacts.client import outcomes
-from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for
+from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Follower, FollowerSettings, Journal
 from runfacts.client.outcomes import Entry, Resolved
@@ -330,7 +331,10 @@ class Runfacts:
                timeout: float | None = None) -> int | None:
         """Approve or reject: bound to the approval's argsHash, signed with this service's key
         (RUNFACTS_APPROVAL_KEYS[_FILE]), and the decider's answer awaited. Returns the version."""
-        actor, payload = resume_for(approval, decision, approver, self.settings.ui, datetime.now(UTC))
+        now = datetime.now(UTC)
+        actor, request = resume_for(approval, decision, approver, self.settings.ui.auth_source)
+        token = sign_approval(request, int(now.timestamp() * 1000), environ=self.settings.ui.signing_env)
+        payload = resume_payload(request, token)
         watched = self.follower.watching(approval.run_id)
         journal = self.follower.watch(approval.run_id, backfill=False)
         run = Run(self, approval.run_id, journal)

@@ -25,7 +25,7 @@ from decider_support import (
 )
 
 from runfacts.client import errors, outcomes
-from runfacts.client.approvals import UiSettings, approvals_of, resume_for
+from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.outcomes import Entry
 from runfacts.schemas import commands as cmd
 
@@ -131,11 +131,33 @@ def test_approvals_lists_open_ones_in_plain_words_for_the_role() -> None:
 def test_decide_binds_the_args_hash_and_refuses_an_unknown_decision() -> None:
     s = Scenario().given(create(), propose_refund())
     approval = approvals_of([s.s], None, None, tick())[0]
-    actor, payload = resume_for(approval, "approve", "alice", UiSettings(signing_env={}), tick())
-    assert (payload["argsHash"], payload["approvalToken"], actor.roles) == (approval.args_hash, None,
-                                                                             ("support_agent",))
+    actor, request = resume_for(approval, "approve", "alice", "dashboard")
+    payload = resume_payload(request, None)
+    assert (payload["argsHash"], request.args_hash, actor.roles) == (approval.args_hash, approval.args_hash,
+                                                                     ("support_agent",))
     accepted = s.when(command(cmd.ResumeRun, actor, **payload))
     assert [e.eventType for e in accepted.last][:2] == ["approval.granted", "tool.call.authorized"]
     with pytest.raises(errors.BadArgument, match="decision='maybe'"):
-        resume_for(approval, "maybe", "alice", UiSettings(signing_env={}), tick())
+        resume_for(approval, "maybe", "alice", "dashboard")
 
+
+
+PURE = ("runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors")
+FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets",
+             "runfacts.client.follower", "runfacts.client.sender", "runfacts.client.client"}
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_client_pure_module_imports_no_io_clock_or_randomness(module: str) -> None:
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {n for n in names for bad in FORBIDDEN if n == bad or n.startswith(bad + ".")} == set()
+    calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert calls & {"now", "utcnow", "today"} == set()
