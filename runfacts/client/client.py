@@ -148,12 +148,16 @@ class Runfacts:
         amounts = budget_amounts(run_id, "budget", budget)
         watched = self.follower.watching(run_id)
         journal = self.follower.watch(run_id, backfill=False)
+        if not watched:  # watched before it exists: complete if CreateRun is accepted
+            journal.complete = True
         run = Run(self, run_id, journal)
         payload = {"goalRef": goal, "goalSummary": summary, "userId": user_id, "tenant": tenant,
                    "budget": amounts, "versions": self.versions}
         try:
             run.version = self.command(run, cmd.CreateRun, payload).version
         except CommandRejected as exc:
+            if not watched:
+                journal.complete = False  # it existed before: its earlier facts are not here
             if exc.reason != "run_exists":
                 if not watched:
                     self.follower.forget(run_id)
@@ -167,7 +171,6 @@ class Runfacts:
         if not journal.entries:
             self.follower.forget(run_id)
             raise RunNotFound(run_id)
-        journal.complete = True
         return Run(self, run_id, journal, outcomes.version_after(journal.entries, journal.entries[-1].offset))
 
     def open_runs(self, *, user_id: str | None = None, tenant: str | None = None,
@@ -179,8 +182,6 @@ class Runfacts:
                   if s.status not in TERMINAL and not s.archived and s.createdBy.subjectId == who
                   and (user_id is None or s.userId == user_id) and (tenant is None or s.tenant == tenant)]
         journals = self.follower.watch_many(s.runId for s in wanted)
-        for journal in journals:
-            journal.complete = True
         return [Run(self, s.runId, j, s.version) for s, j in zip(wanted, journals, strict=True)]
 
     def goal_of(self, run: Run) -> str:
@@ -328,13 +329,17 @@ class Runfacts:
         return approvals_of(self.states.scan().values(), role, tenant, datetime.now(UTC))
 
     def decide(self, approval: Approval, decision: str, *, approver: str | Actor,
-               timeout: float | None = None) -> int | None:
+               timeout: float | None = None, wait: bool = True) -> int | None:
         """Approve or reject: bound to the approval's argsHash, signed with this service's key
-        (RUNFACTS_APPROVAL_KEYS[_FILE]), and the decider's answer awaited. Returns the version."""
+        (RUNFACTS_APPROVAL_KEYS[_FILE]), and the decider's answer awaited (`wait=False`: sent
+        only, None returned). Returns the version the decider committed."""
         now = datetime.now(UTC)
         actor, request = resume_for(approval, decision, approver, self.settings.ui.auth_source)
         token = sign_approval(request, int(now.timestamp() * 1000), environ=self.settings.ui.signing_env)
         payload = resume_payload(request, token)
+        if not wait:
+            self.sender.send(self._new(approval.run_id, cmd.ResumeRun, payload, actor))
+            return None
         watched = self.follower.watching(approval.run_id)
         journal = self.follower.watch(approval.run_id, backfill=False)
         run = Run(self, approval.run_id, journal)

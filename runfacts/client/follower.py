@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
 from runfacts.acls import group_prefix, reader_group
+from runfacts.client import outcomes
 from runfacts.client.outcomes import Entry, Resolved
 from runfacts.partitioning import partition_for
 from runfacts.runlog import partition_count
@@ -92,15 +93,13 @@ class Journal:
     complete: bool = False
     """The journal holds the run from its first event (backfilled, or watched before it existed)."""
 
-    def add(self, offset: int, event: Any) -> None:
+    def add(self, offset: int, event: Any, at_ms: int = 0) -> None:
         if offset in self.offsets:
             return
         self.offsets.add(offset)
-        if self.entries and self.entries[-1].offset > offset:
-            self.entries.append(Entry(offset, event))
+        self.entries.append(Entry(offset, event, at_ms))
+        if len(self.entries) > 1 and self.entries[-2].offset > offset:
             self.entries.sort(key=lambda e: e.offset)
-        else:
-            self.entries.append(Entry(offset, event))
 
 
 class Follower:
@@ -112,6 +111,7 @@ class Follower:
         self._lock = threading.RLock()
         self._journals: dict[str, Journal] = {}
         self._caught_up: dict[int, int] = {}
+        self._tails: dict[int, set[str]] = {}  # runs with command-answer waiters, per partition
         self._stopping = threading.Event()
         self._consumer = self._new_consumer("latest")
         self.partitions = partition_count(self._consumer, settings.topic, settings.metadata_timeout_s)
@@ -135,10 +135,9 @@ class Follower:
         """The run's journal, started now; with backfill its earlier events are read first."""
         with self._lock:
             journal = self._journals.get(run_id)
-            if journal is not None:
-                return journal
-            journal = self._journals[run_id] = Journal(run_id, self.partition_of(run_id))
-        if backfill:
+            if journal is None:
+                journal = self._journals[run_id] = Journal(run_id, self.partition_of(run_id))
+        if backfill and not journal.complete:
             self.backfill([journal])
         return journal
 
@@ -150,6 +149,7 @@ class Follower:
                 journal = self._journals.get(run_id)
                 if journal is None:
                     journal = self._journals[run_id] = Journal(run_id, self.partition_of(run_id))
+                if not journal.complete:
                     new.append(journal)
                 out.append(journal)
         if new:
@@ -176,7 +176,7 @@ class Follower:
         with self._lock:
             for journal in journals:
                 for entry in found.get(journal.run_id.encode(), ()):
-                    journal.add(entry.offset, entry.event)
+                    journal.add(entry.offset, entry.event, entry.at_ms)
                 journal.complete = True
                 self._wake(journal)
 
@@ -195,6 +195,8 @@ class Follower:
                 waiter.resolve(resolved)
             else:
                 journal.waiters.append(waiter)
+                if tail:
+                    self._tails.setdefault(journal.partition, set()).add(journal.run_id)
         return waiter
 
     def drop_waiter(self, journal: Journal, waiter: Waiter) -> None:
@@ -208,11 +210,15 @@ class Follower:
         return self._caught_up.get(partition, -1)
 
     def _wake(self, journal: Journal) -> None:
+        """Resolve what the journal now decides; an ended run nobody waits on is let go (its
+        handles keep their journal; a later watch reads the run back)."""
         for waiter in list(journal.waiters):
             resolved = waiter.check(journal)
             if resolved is not None:
                 journal.waiters.remove(waiter)
                 waiter.resolve(resolved)
+        if not journal.waiters and outcomes.ended(journal.entries) and self._journals.get(journal.run_id) is journal:
+            del self._journals[journal.run_id]
 
     # --- the thread ------------------------------------------------------------------------
 
@@ -244,15 +250,24 @@ class Follower:
                 journal = self._journals.get((msg.key() or b"").decode())
                 if journal is None or msg.value() is None:
                     continue
-                journal.add(msg.offset(), decode_event(self.codec, msg.value()))
+                journal.add(msg.offset(), decode_event(self.codec, msg.value()), msg.timestamp()[1])
                 touched.add(journal.run_id)
             for run_id in touched:
-                self._wake(self._journals[run_id])
-            if ends:
-                for journal in self._journals.values():
-                    if (journal.partition in ends and journal.run_id not in touched
-                            and any(w.tail for w in journal.waiters)):
-                        self._wake(journal)
+                journal = self._journals.get(run_id)
+                if journal is not None:
+                    self._wake(journal)
+            for partition in ends:
+                self._wake_tails(partition, touched)
+
+    def _wake_tails(self, partition: int, touched: set[str]) -> None:
+        """Re-check the command-answer waiters of a partition the follower read further in."""
+        runs = self._tails.get(partition, set())
+        for run_id in list(runs):
+            journal = self._journals.get(run_id)
+            if journal is not None and run_id not in touched:
+                self._wake(journal)
+            if journal is None or not any(w.tail for w in journal.waiters):
+                runs.discard(run_id)
 
     def _fail_all(self, exc: BaseException) -> None:
         error = InfrastructureError(f"the client's follower stopped: {exc}", retryable=True)
@@ -297,7 +312,7 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
                 continue
             key, partition, offset, value = msg.key() or b"", msg.partition(), msg.offset(), msg.value()
             if partition is not None and offset is not None and value is not None and key in wanted[partition]:
-                found.setdefault(key, []).append(Entry(offset, decode_event(codec, value)))
+                found.setdefault(key, []).append(Entry(offset, decode_event(codec, value), msg.timestamp()[1]))
     return found
 
 

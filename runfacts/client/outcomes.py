@@ -24,6 +24,8 @@ class Entry(NamedTuple):
 
     offset: int
     event: EventBase
+    at_ms: int = 0
+    """The record's Kafka timestamp (when the decider produced it), 0 when unknown."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from runfacts.client.outcomes import Entry
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.pii import redact
 
@@ -48,6 +49,6 @@ def row(offset: int, event: EventBase) -> Row:
     return Row(event.occurredAt, event.eventType, subject, event.producer, detail, offset)
 
 
-def timeline(entries: Iterable[tuple[int, EventBase]]) -> list[Row]:
+def timeline(entries: Iterable[Entry]) -> list[Row]:
     """Rows in log order."""
-    return [row(offset, event) for offset, event in entries]
+    return [row(entry.offset, entry.event) for entry in entries]
