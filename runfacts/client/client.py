@@ -100,7 +100,8 @@ class Runfacts:
     @classmethod
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,
                 args_store: str | Path | None = None, outbox: str | Path | None = None, relay: bool = True,
-                settings: ClientSettings | None = None, versions: RunVersions | None = None) -> Runfacts:
+                outbox_table: str = "runfacts_outbox", settings: ClientSettings | None = None,
+                versions: RunVersions | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
         `args_store`: the SQLite file the dispatcher's `--args-store` reads (default
@@ -111,13 +112,13 @@ class Runfacts:
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
         args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
-        key = (kafka.bootstrap_servers, names.prefix, str(args_store), str(outbox))
+        key = (kafka.bootstrap_servers, names.prefix, str(args_store), str(outbox), outbox_table)
         with _clients_lock:
             existing = _clients.get(key)
             if existing is not None:
                 return existing
             sender: Sender = (DirectSender(kafka, names, args_store) if outbox is None
-                              else OutboxSender(kafka, names, str(outbox), args_store, relay))
+                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table))
             client = cls(kafka, names, sender, settings or ClientSettings(), versions or current_versions())
             client._key = key
             _clients[key] = client

@@ -108,17 +108,17 @@ class OutboxSender:
     """Commands as outbox rows in the service's database, published by a relay."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, db: str, args_store: str | Path | None,
-                 relay: bool = True) -> None:
-        self.db = db
+                 relay: bool = True, table: str = "runfacts_outbox") -> None:
+        self.db, self.table = db, table
         self._lock = threading.RLock()
         if is_postgres_dsn(db):
             self.conn = connect(db)
-            self.outbox = Outbox(CommandEncoder(names.commands), commands_topic=names.commands)
+            self.outbox = Outbox(CommandEncoder(names.commands), table=table, commands_topic=names.commands)
             self.outbox.install(self.conn)
             self.args = _args_store(args_store)
             self._sqlite: CommandOutbox | None = None
         else:
-            self._sqlite = CommandOutbox.open(db, names)
+            self._sqlite = CommandOutbox.open(db, names, table)
             self.conn, self.outbox, self.args = self._sqlite.conn, self._sqlite.outbox, self._sqlite.args
         self._relay: Relay | None = None
         self._thread: threading.Thread | None = None
@@ -126,8 +126,8 @@ class OutboxSender:
             self._start_relay(kafka, names)
 
     def _start_relay(self, kafka: KafkaSettings, names: TopicNames) -> None:
-        settings = RelaySettings(db=self.db, bootstrap=kafka.bootstrap_servers, poll_interval_s=0.05,
-                                 lease_ttl_s=5.0, transactional_id=f"{names.prefix}-client-relay-{Path(self.db).name}",
+        settings = RelaySettings(db=self.db, bootstrap=kafka.bootstrap_servers, table=self.table, poll_interval_s=0.05,
+                                 lease_ttl_s=5.0, transactional_id=f"{names.prefix}-client-relay-{self.table}",
                                  producer_config=dict(kafka.client_config()) | {"bootstrap.servers":
                                                                                  kafka.bootstrap_servers})
         self._relay = Relay(settings, holder="runfacts-client")

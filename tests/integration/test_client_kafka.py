@@ -200,3 +200,36 @@ def test_bad_input_is_refused_with_typed_errors_naming_the_argument(stack: Agent
             other.propose(REFUND, {"orderId": "o"}, target="o")
     finally:
         noargs.close()
+
+
+def test_outbox_on_postgres_commits_the_services_rows_and_the_runs_commands_together(
+        stack: AgentStack, postgres_dsn: str, unique: str) -> None:
+    import psycopg
+
+    table, notes = f"cl_outbox_{unique}", f"cl_notes_{unique}"
+    svc = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix, outbox=postgres_dsn,
+                           outbox_table=table, args_store=stack.args_store)
+    try:
+        run = svc.start_run(goal="ticket:T-3001", summary="Call back", user_id="customer-42", run_id=f"pg-{unique}")
+        created = run.version
+        assert created is not None
+        with pytest.raises(RuntimeError), svc.transaction() as conn:
+            conn.execute(f"CREATE TABLE {notes} (ticket TEXT)")
+            run.progress("never sent")
+            raise RuntimeError("the service failed after queuing the command")
+        with svc.transaction() as conn:
+            conn.execute(f"CREATE TABLE {notes} (ticket TEXT)")
+            conn.execute(f"INSERT INTO {notes} VALUES ('T-3001')")
+            assert run.progress("call the customer") is None  # queued with the row, not awaited
+        view = run.view(min_version=created + 1, timeout=60)
+        assert view["progress"]["nextSafeAction"] == "call the customer"
+        progress = [e.event.payload.nextSafeAction for e in run.journal.entries
+                    if e.event.eventType == "progress.updated"]
+        assert progress == ["call the customer"]  # the rolled-back command never reached the log
+        with psycopg.connect(postgres_dsn) as check:
+            assert check.execute(f"SELECT ticket FROM {notes}").fetchall() == [("T-3001",)]
+    finally:
+        svc.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as drop:
+            for name in (notes, table, f"{table}_lease", f"{table}_parked"):
+                drop.execute(f"DROP TABLE IF EXISTS {name}")
