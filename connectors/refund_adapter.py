@@ -217,8 +217,9 @@ def _result_hash(refund: dict[str, Any]) -> str:
 
 
 def _result(refund: dict[str, Any]) -> str:
-    """The result value the agent gets: the refund's stable facts as canonical JSON."""
-    return canonical_json({name: refund.get(name) for name in _STABLE}).decode()
+    """The result value the agent gets: the refund's stable facts but its key, as canonical JSON
+    (so `resultHash`, which is not personal data, is not a plain digest of this personal value)."""
+    return canonical_json({name: refund.get(name) for name in _STABLE if name != "idempotencyKey"}).decode()
 
 
 def _transport_outcome(failure: _TransportFailure) -> ToolOutcome:

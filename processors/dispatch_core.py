@@ -51,7 +51,7 @@ from runfacts.schemas.base import Record
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.models import payload_class
 
-Phase = Literal["idle", "retry_wait", "reconciling", "verifying", "done"]
+Phase = Literal["idle", "executing", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
 ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
 RESULT_MAX_BYTES = 16_384  # default cap of a result value on the log (RUNFACTS_TOOL_RESULT_MAX_BYTES)
@@ -83,6 +83,7 @@ class Progress(BaseModel):
     lookups: int = 0  # failed lookups in the current reconciliation / verification
     deadlineMs: int = 0  # reconciliation or verification deadline
     reportedStill: bool = False  # still_unknown already reported for this reconciliation
+    polls: int = 0  # polls of the running try's future (execution off the transaction)
 
 
 class Draft(NamedTuple):
@@ -255,6 +256,26 @@ def start_try(progress: Progress, call: ToolCallState, now_ms: int) -> Progress:
         progress = progress.model_copy(update={"attempt": call.attempts, "tries": 0,
                                                "firstTryMs": now_ms})
     return progress.model_copy(update={"tries": progress.tries + 1, "phase": "idle"})
+
+
+class PollPolicy(NamedTuple):
+    """How often the engine looks at a running call: first after `first_ms`, doubling to `max_ms`."""
+
+    first_ms: int = 10
+    max_ms: int = 500
+
+
+def executing(progress: Progress, policy: PollPolicy, now_ms: int) -> Step:
+    """A try started off the transaction: remember it runs, look again after `first_ms`."""
+    running = progress.model_copy(update={"phase": "executing", "polls": 0})
+    return Step([], running, now_ms + policy.first_ms)
+
+
+def still_running(progress: Progress, policy: PollPolicy, now_ms: int) -> Step:
+    """The try has not answered yet: look again later (doubling, capped)."""
+    polls = progress.polls + 1
+    wait = min(policy.max_ms, policy.first_ms * 2 ** min(polls, 16))
+    return Step([], progress.model_copy(update={"polls": polls}), now_ms + wait)
 
 
 def after_execute(outcome: ToolOutcome, call: ToolCallState, progress: Progress,

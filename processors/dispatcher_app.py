@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runfacts import telemetry as telemetry_hooks
-from runfacts.connectors.adapters import ToolAdapter, ToolOutcome, ToolRequest
+from runfacts.connectors.adapters import ToolAdapter, ToolOutcome, ToolRequest, ToolUnknown
 from runfacts.connectors.args_store import ArgsMissing, ArgsTampered
 from runfacts.crashpoints import crash_point
 from runfacts.processors import dispatch_core as core
 from runfacts.processors.api import Application, Record, Source, Timer
 from runfacts.processors.capabilities import CapabilityCatalog
+from runfacts.processors.dispatch_pool import ToolPool
 from runfacts.processors.run_evolve import evolve
 from runfacts.processors.run_state import RunState, ToolCallState
 from runfacts.processors.task import Context
@@ -70,6 +71,7 @@ class DispatcherSettings:
     instance: str = "dispatcher"
     verify: core.VerifyPolicy = core.VerifyPolicy()
     result_max_bytes: int = core.RESULT_MAX_BYTES  # cap of a result value on the log
+    poll: core.PollPolicy = core.PollPolicy()  # how often a call running off the transaction is looked at
 
     @property
     def app_name(self) -> str:
@@ -87,7 +89,8 @@ class DispatcherShell:
     def __init__(self, settings: DispatcherSettings, adapters: Mapping[str, ToolAdapter],
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
                  crash: Callable[[str], None] = crash_point,
-                 telemetry: telemetry_hooks.Telemetry | None = None) -> None:
+                 telemetry: telemetry_hooks.Telemetry | None = None,
+                 pool: ToolPool | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
@@ -97,6 +100,8 @@ class DispatcherShell:
         self.codec = Codec(CodecSettings(validate=True))
         self.actor = Actor(subjectId=settings.instance, roles=("dispatcher",), authSource="dispatcher")
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
+        self.pool = pool  # None: calls run inside the transaction (one at a time)
+        self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
         self._sent = 0
         self._cause: str | None = None
         self._trace: list[tuple[str, bytes]] = []
@@ -116,7 +121,7 @@ class DispatcherShell:
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())
-        self._sent, self._cause, self._trace = 0, event.eventId, []
+        self._sent, self._cause, self._trace, self._salt = 0, event.eventId, [], ""
         works = core.work_for(event, run, self.settings.incarnation)
         tel = self.telemetry
         if not works or not tel.enabled:
@@ -137,12 +142,14 @@ class DispatcherShell:
         call = run.toolCalls.get(call_id) if run is not None else None
         if run is None or call is None:
             return
-        self._sent, self._cause, self._trace = 0, None, []
+        self._sent, self._cause, self._trace, self._salt = 0, None, [], ""
         progress = self._progress(ctx, run.runId, call, run.runId)
         if kind == "retry" and self._retry_due(call, progress):
             self._retry(call, progress, run, ctx)
         elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
             self._lookup(call, progress, ctx, run.runId)
+        elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
+            self._collect(call, progress, run, ctx)
         elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
             outcome = self._adapter(call).lookup(call.externalRequestId or "")
             step = core.after_verify(outcome, call, progress, self.settings.verify, self._now_ms())
@@ -175,7 +182,7 @@ class DispatcherShell:
             case core.Cancel():
                 self._cancel(call, progress, run, ctx)
             case core.Forget():
-                for kind in ("retry", "reconcile", "verify"):
+                for kind in ("retry", "reconcile", "verify", "done"):
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -190,6 +197,9 @@ class DispatcherShell:
         """Call the tool once for this try (or reuse this process's earlier answer), then report."""
         progress = core.start_try(progress, call, self._now_ms())
         memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        if self.pool is not None:
+            self._start(memo, call, progress, ctx, run.runId)
+            return
         outcome = self._outcomes.get(memo)
         if outcome is None:
             result = self._call_tool(call)
@@ -198,28 +208,77 @@ class DispatcherShell:
                 return
             outcome = self._remember(memo, result)
             self.crash("dispatcher.after_call_before_record")
+        self._report(outcome, call, progress, ctx, run.runId)
+
+    def _start(self, memo: tuple[str, str, int, int], call: ToolCallState, progress: core.Progress,
+               ctx: Context, run_id: str) -> None:
+        """Start the try on the pool (once per memo) and commit: the `done:` timer collects it."""
+        assert self.pool is not None
+        if self.pool.get(memo) is None:
+            request = self._request(call)
+            if isinstance(request, core.Draft):
+                self._apply(ctx, run_id, call, core.Step([request], progress), "retry")
+                return
+            self.pool.start(memo, self._adapter(call).execute, request)
+            log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
+                     call.toolCallId, call.attempts, call.leaseEpoch, self.pool.in_flight)
+        self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
+
+    def _collect(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        """The `done:` timer: report the try's outcome, look again later, or (the try ran in
+        an earlier incarnation, whose answer died with it) report the outcome unknown."""
+        memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        self._salt = f"-a{call.attempts}t{progress.tries}"  # a later try's timer may share due time and id
+        future = self.pool.get(memo) if self.pool is not None else None
+        if future is None:
+            why = (f"the call was running in dispatcher incarnation {core.incarnation_of(call.leaseEpoch)}, "
+                   f"this is {self.settings.incarnation}: it may have acted before it stopped")
+            self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
+            return
+        if not future.done():
+            self._apply(ctx, run.runId, call, core.still_running(progress, self.settings.poll, self._now_ms()),
+                        "done")
+            return
+        try:
+            outcome: ToolOutcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - an adapter that broke its contract may have acted
+            outcome = ToolUnknown(reason=f"adapter {call.capabilityId} raised {type(exc).__name__}: {exc}"[:300])
+        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts, call.leaseEpoch,
+                 outcome.kind)
+        self.crash("dispatcher.after_call_before_record")
+        self._report(outcome, call, progress, ctx, run.runId)
+
+    def _report(self, outcome: ToolOutcome, call: ToolCallState, progress: core.Progress, ctx: Context,
+                run_id: str) -> None:
+        """Turn the try's outcome into the report (or a retry timer) in this transaction."""
         policy = self.settings.catalog.get(call.capabilityId).retry
         step = core.after_execute(outcome, call, progress, policy, self._now_ms(),
                                   result_cap=self.settings.result_max_bytes)
-        self._apply(ctx, run.runId, call, step, "retry")
+        self._apply(ctx, run_id, call, step, "retry")
         self.crash("dispatcher.after_record_before_commit")
 
     def _call_tool(self, call: ToolCallState) -> ToolOutcome | core.Draft:
         """The adapter's outcome, or a failure draft when the arguments are missing or altered."""
+        request = self._request(call)
+        if isinstance(request, core.Draft):
+            return request
+        outcome = self._adapter(call).execute(request)
+        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts,
+                 call.leaseEpoch, outcome.kind)
+        return outcome
+
+    def _request(self, call: ToolCallState) -> ToolRequest | core.Draft:
+        """The request of the call's current try, or a failure draft (arguments missing or altered)."""
         try:
             arguments = self.args.load_verified(call.argsRef, call.argsHash)
         except ArgsTampered as exc:
             return core.failed_draft(call, "args_tampered", False, str(exc))
         except ArgsMissing as exc:
             return core.failed_draft(call, "args_missing", False, str(exc))
-        request = ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
-                              idempotency_key=call.idempotencyKey,
-                              external_request_id=call.externalRequestId or "",
-                              attempt=call.attempts, lease_epoch=call.leaseEpoch, arguments=arguments)
-        outcome = self._adapter(call).execute(request)
-        log.info("executed %s attempt %d epoch %d: %s", call.toolCallId, call.attempts,
-                 call.leaseEpoch, outcome.kind)
-        return outcome
+        return ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
+                           idempotency_key=call.idempotencyKey,
+                           external_request_id=call.externalRequestId or "",
+                           attempt=call.attempts, lease_epoch=call.leaseEpoch, arguments=arguments)
 
     def _remember(self, memo: tuple[str, str, int, int], outcome: ToolOutcome) -> ToolOutcome:
         self._outcomes[memo] = outcome
@@ -296,7 +355,8 @@ class DispatcherShell:
     def _send(self, ctx: Context, run_id: str, corr: str, drafts: list[core.Draft]) -> None:
         issued = datetime.fromtimestamp(self.clock(), tz=UTC)
         for d in drafts:
-            command = new_command(d.command, commandId=f"dsp-{ctx.derive_id(self._sent)}", runId=run_id,
+            command_id = f"dsp-{ctx.derive_id(self._sent)}{self._salt}"
+            command = new_command(d.command, commandId=command_id, runId=run_id,
                                   actor=self.actor, issuedAt=issued, correlationId=corr,
                                   causationId=self._cause, payload=d.payload)
             self._sent += 1

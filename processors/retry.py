@@ -35,6 +35,7 @@ class ErrorClass(StrEnum):
     REFUSED = "refused"  # 402 and other 4xx: a business refusal
     PROVIDER = "provider"  # other 5xx (501, 505, ...): the provider cannot do it
     UNKNOWN_OUTCOME = "unknown_outcome"  # may have happened: reconcile, never blind retry
+    TOOL_EXCEPTION = "tool_exception"  # a registered tool raised an unexpected exception (a bug)
 
 
 RETRYABLE: frozenset[ErrorClass] = frozenset({ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED})

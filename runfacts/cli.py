@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from runfacts import demo, devcli, events_cli
+from runfacts.capabilities_cli import app as capabilities_app
 from runfacts.connectors.provider_cli import app as provider_app
 from runfacts.connectors.relay_cli import app as outbox_app
 from runfacts.ops_cli import app as ops_app
@@ -43,6 +44,7 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(security_app, name="security")
 app.add_typer(dispatcher_app, name="dispatcher")
 app.add_typer(worker_app, name="worker")
+app.add_typer(capabilities_app, name="capabilities")
 app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
 app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)

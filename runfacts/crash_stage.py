@@ -28,7 +28,7 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
 DECIDER_APP = "runfacts.processors.decider_app:decider_app"
-DISPATCHER_APP = "runfacts.processors.dispatcher_app:dispatcher_app"
+DISPATCHER_APP = "runfacts.tools.serve:dispatcher_app"
 # a commit every ~3 batches: a crash between commits leaves produced, uncommitted outputs behind
 ENGINE_ENV = {"RUNFACTS_COMMIT_EVERY": "25", "RUNFACTS_CONSUME_BATCH": "10", "RUNFACTS_COMMIT_INTERVAL_MS": "1000",
               "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "10000"}

@@ -28,7 +28,7 @@ app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) 
 
 FACTORIES = {
     "decider": "runfacts.processors.decider_app:decider_app",
-    "dispatcher": "runfacts.processors.dispatcher_app:dispatcher_app",
+    "dispatcher": "runfacts.tools.serve:dispatcher_app",
     "projector": "runfacts.projections.projector_app:projector_app",
 }
 Prefix = Annotated[str, typer.Option("--prefix", envvar="RUNFACTS_KAFKA_TOPIC_PREFIX",
@@ -75,13 +75,20 @@ def dispatcher(
     provider_url: Annotated[str, typer.Option(help="Payment provider (default $RUNFACTS_PAYMENT_URL).")] = "",
     capabilities: Capabilities = "",
     instance: Annotated[str, typer.Option(help="Actor subjectId (default $RUNFACTS_INSTANCE_ID).")] = "",
+    tools: Annotated[str, typer.Option(
+        envvar="RUNFACTS_TOOLS",
+        help="Tool registry to serve, module:attribute (default runfacts.tools.refund:registry).")] = "",
+    threads: Annotated[int, typer.Option(min=1, help="Threads that run sync tools.")] = 8,
 ) -> None:
     """The tool dispatcher: executes authorized tool calls, reconciles unknown outcomes.
 
-    The payment API key comes from $RUNFACTS_PAYMENT_API_KEY (never from a command line).
+    Serves the tools of a registry (docs/tools.md). The payment API key comes from
+    $RUNFACTS_PAYMENT_API_KEY (never from a command line) and is needed only when the
+    registry serves payments.refund (the default registry does).
     """
     _run("dispatcher", {"prefix": prefix, "args_store": args_store, "provider_url": provider_url,
-                        "capabilities": capabilities, "instance": instance})
+                        "capabilities": capabilities, "instance": instance, "tools": tools,
+                        "threads": str(threads)})
 
 
 @app.command("projector")

@@ -9,8 +9,9 @@ TREE="$ROOT/.runfacts/typecheck"
 rm -rf "$TREE/runfacts"
 mkdir -p "$TREE/runfacts"
 ln -s "$ROOT"/runfacts/*.py "$ROOT/runfacts/py.typed" "$TREE/runfacts/"
-for sub in "$ROOT"/runfacts/*/; do  # runfacts' own subpackages (runfacts/client, ...)
-  [ -f "$sub/__init__.py" ] && ln -s "${sub%/}" "$TREE/runfacts/$(basename "$sub")"
+for sub in "$ROOT"/runfacts/*/; do  # subpackages of runfacts itself (runfacts/tools, ...)
+  name="$(basename "$sub")"
+  [ "$name" = "__pycache__" ] || ln -s "${sub%/}" "$TREE/runfacts/$name"
 done
 for pkg in schemas processors projections connectors; do
   ln -s "$ROOT/$pkg" "$TREE/runfacts/$pkg"

@@ -21,7 +21,8 @@ from runfacts.connectors.payment_sim import PaymentSimulator, SimSettings
 from runfacts.connectors.refund_adapter import RefundAdapter, RefundAdapterSettings
 from runfacts.processors.decider import DecideContext
 from runfacts.processors.decider_app import DeciderShell
-from runfacts.processors.dispatch_core import VerifyPolicy
+from runfacts.processors.dispatch_core import PollPolicy, VerifyPolicy
+from runfacts.processors.dispatch_pool import ToolPool
 from runfacts.processors.dispatcher_app import DispatcherSettings, DispatcherShell
 from runfacts.processors.retry import args_hash
 from runfacts.processors.testdriver import TestDriver
@@ -36,6 +37,7 @@ API_KEY = "sk-test-dispatcher"
 RUN = "run-dsp-1"
 CALL = "tool-call-031"
 VERIFY = VerifyPolicy(first_ms=200, max_ms=1_000, deadline_ms=10_000)
+POOLED = {"on": False}  # run calls off the transaction (ToolPool); test modules parametrize it
 
 
 class SimulatedCrash(BaseException):
@@ -69,7 +71,9 @@ class Loop:
 
     def __init__(self, tmp: Path, *, incarnation: int = 1_000, max_amount_minor: int = 1_000_000,
                  read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "",
-                 ctx: DecideContext = CTX) -> None:
+                 ctx: DecideContext = CTX, pooled: bool | None = None) -> None:
+        self.pooled = POOLED["on"] if pooled is None else pooled
+        self.pool: ToolPool | None = None
         self.sim = PaymentSimulator(SimSettings(api_key=API_KEY, max_amount_minor=max_amount_minor))
         self.sim.start()
         self.args = ArgsStore.open(tmp / "args.db")
@@ -83,10 +87,12 @@ class Loop:
     def _dispatcher(self, incarnation: int, crash_at: str) -> TestDriver:
         self.adapter = CountingAdapter(RefundAdapter(self._adapter_settings))
         settings = DispatcherSettings(names=NAMES, catalog=CTX.capabilities, incarnation=incarnation,
-                                      instance=f"dispatcher-{incarnation}", verify=VERIFY)
+                                      instance=f"dispatcher-{incarnation}", verify=VERIFY,
+                                      poll=PollPolicy(first_ms=0, max_ms=0))
+        self.pool = ToolPool(2) if self.pooled else None
         self.shell = DispatcherShell(settings, {"payments.refund": self.adapter}, self.args,
                                      clock=lambda: self.decider.now_ms / 1000,
-                                     crash=lambda point: _crash(point, crash_at))
+                                     crash=lambda point: _crash(point, crash_at), pool=self.pool)
         return TestDriver(self.shell.application(), start_ms=self.decider.now_ms)
 
     def restart_dispatcher(self, incarnation: int, crash_at: str = "") -> None:
@@ -129,9 +135,15 @@ class Loop:
         return bool(events or commands)
 
     def settle(self, rounds: int = 50) -> Loop:
-        """Forward events to the dispatcher and its commands to the decider until nothing moves."""
+        """Forward events to the dispatcher and its commands to the decider until nothing moves
+        (pooled: also until the calls running off the transaction answered and were collected)."""
         for _ in range(rounds):
-            if not self.step():
+            if self.step():
+                continue
+            if self.pool is None:
+                return self
+            assert self.pool.wait_idle(10), "a tool call did not answer within 10 s"
+            if not self.dispatcher.advance(0):  # the `done:` timers of answered calls
                 return self
         raise AssertionError("decider and dispatcher did not settle")
 

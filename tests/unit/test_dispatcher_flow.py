@@ -7,11 +7,19 @@ from pathlib import Path
 
 import pytest
 from decider_support import OPERATOR, REFUND_ARGS, REFUND_HASH, policy_ctx
-from dispatcher_support import CALL, Loop
+from dispatcher_support import CALL, POOLED, Loop
 
 from runfacts.schemas import commands as cmd
 
 CLAIMED = ["tool.call.dispatching", "approval.consumed", "budget.debited"]
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["in-transaction", "pooled"])
+def pooled(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Every test twice: tool calls inside the engine transaction, and off it (ToolPool)."""
+    POOLED["on"] = request.param
+    yield request.param
+    POOLED["on"] = False
 
 
 @pytest.fixture

@@ -7,13 +7,21 @@ from pathlib import Path
 
 import pytest
 from decider_support import REFUND_HASH, USER
-from dispatcher_support import CALL, Loop, SimulatedCrash
+from dispatcher_support import CALL, POOLED, Loop, SimulatedCrash
 
 from runfacts.processors.dispatch_core import incarnation_of
 from runfacts.schemas import commands as cmd
 
 AFTER_CALL = "dispatcher.after_call_before_record"
 AFTER_RECORD = "dispatcher.after_record_before_commit"
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["in-transaction", "pooled"])
+def pooled(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Every test twice: tool calls inside the engine transaction, and off it (ToolPool)."""
+    POOLED["on"] = request.param
+    yield request.param
+    POOLED["on"] = False
 
 
 @pytest.fixture

@@ -1,0 +1,38 @@
+"""Tools a dispatcher serves: a registry of typed functions, their manifest, their adapters.
+
+- `registry` — `ToolRegistry`: the `@registry.tool(...)` / `@registry.lookup(...)` decorators,
+  `catalog()` (the capability manifest), `adapters()` (what the dispatcher calls). Pure.
+- `spec` — one tool: its manifest, argument model and result type read from the function's
+  signature, `ToolContext` / `LookupContext`. Pure.
+- `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`.
+- `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
+- `adapter` — shell: `RegisteredTool` (implements `connectors.adapters.ToolAdapter`) and the
+  `ToolRuntime` where tool code runs (thread pool, event loop).
+- `loader` — `load_registry("module:attribute")`; `refund` — the packaged registry
+  (`runfacts.tools.refund:registry`, served by default); `serve` — the dispatcher worker
+  factory (`runfacts worker dispatcher --tools module:registry`).
+This room may import processors, connectors and schemas; nothing there imports it.
+"""
+
+from runfacts.tools.adapter import RegisteredTool, ToolRuntime
+from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError
+from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
+from runfacts.tools.manifest import manifest_toml
+from runfacts.tools.registry import RETRY_CLASSES, ToolRegistry
+from runfacts.tools.spec import LookupContext, ToolContext, ToolSpec
+
+__all__ = [
+    "DEFAULT_TOOLS",
+    "RETRY_CLASSES",
+    "LookupContext",
+    "OutcomeUnknown",
+    "RegisteredTool",
+    "RegistryError",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolRuntime",
+    "ToolSpec",
+    "load_registry",
+    "manifest_toml",
+]

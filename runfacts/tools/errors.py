@@ -1,0 +1,53 @@
+"""What a tool raises to say how it ended, and what the registry raises for a bad registry."""
+
+from __future__ import annotations
+
+from runfacts.processors.retry import ErrorClass
+from runfacts.schemas.errors import RunfactsError
+
+_RETRYABLE_DEFAULT = {ErrorClass.TRANSIENT: True, ErrorClass.RATE_LIMITED: True}
+
+
+class ToolError(RunfactsError):
+    """A tool's typed failure; retryability is a property of the error, not of the caller.
+
+    `raise ToolError("rate_limited", retryable=True, retry_after_ms=500)`: retried with the
+    same idempotency key per the capability's retry policy. `raise ToolError("insufficient_funds")`:
+    failed at once. The reported `errorClass` is the code when it is one of the runtime's
+    classes (transient, rate_limited, validation, permission, conflict, refused, provider),
+    else `transient` (retryable) or `refused` (not retryable), with the code in the message."""
+
+    def __init__(self, code: str, detail: str = "", *, retryable: bool | None = None,
+                 retry_after_ms: int | None = None) -> None:
+        self.code = code
+        self.detail = detail
+        self.error_class = _error_class(code, retryable)
+        self.retryable = self.error_class in _RETRYABLE_DEFAULT
+        self.retry_after_ms = retry_after_ms
+        super().__init__(f"{code}: {detail}" if detail else code)
+
+
+def _error_class(code: str, retryable: bool | None) -> ErrorClass:
+    try:
+        known = ErrorClass(code)
+    except ValueError:
+        return ErrorClass.TRANSIENT if retryable else ErrorClass.REFUSED
+    if known in (ErrorClass.UNKNOWN_OUTCOME, ErrorClass.FENCED):
+        raise ValueError(f"ToolError({code!r}): raise OutcomeUnknown when the tool may have acted")
+    if retryable is not None and retryable != (known in _RETRYABLE_DEFAULT):
+        raise ValueError(f"ToolError({code!r}, retryable={retryable}): {code} is "
+                         f"{'' if known in _RETRYABLE_DEFAULT else 'not '}retryable by definition")
+    return known
+
+
+class OutcomeUnknown(RunfactsError):
+    """The tool may have acted but cannot say (e.g. its own backend timed out after sending):
+    the call goes to result_unknown and is reconciled by the tool's lookup, never re-run."""
+
+
+class RegistryError(RunfactsError):
+    """A registry that cannot be served: the message names the tool and what to fix."""
+
+    def __init__(self, tool: str, why: str) -> None:
+        self.tool = tool
+        super().__init__(f"tool {tool}: {why}")

@@ -1,0 +1,50 @@
+"""Find a registry by `module:attribute` (or `path/to/file.py:attribute`), as uvicorn finds apps."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+
+from runfacts.schemas.errors import ConfigError
+from runfacts.tools.registry import ToolRegistry
+
+DEFAULT_TOOLS = "runfacts.tools.refund:registry"
+
+
+def load_registry(spec: str, setting: str = "--tools") -> ToolRegistry:
+    """The `ToolRegistry` named by `spec`; the attribute may also be a function returning one."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(setting, spec, "expected module:attribute, e.g. examples.billing_tools:registry")
+    module = _module(module_name, spec, setting)
+    try:
+        found = getattr(module, attribute)
+    except AttributeError:
+        raise ConfigError(setting, spec, f"module {module_name} has no attribute {attribute!r}") from None
+    if inspect.isfunction(found):
+        found = found()
+    if not isinstance(found, ToolRegistry):
+        raise ConfigError(setting, spec, f"is a {type(found).__name__}, not a ToolRegistry")
+    return found
+
+
+def _module(name: str, spec: str, setting: str) -> object:
+    if name.endswith(".py"):
+        path = Path(name)
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None or not path.is_file():
+            raise ConfigError(setting, spec, f"no such file {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module
+        module_spec.loader.exec_module(module)
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `examples.billing_tools` from the project's root
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(setting, spec, f"cannot import {name}: {exc}") from exc
