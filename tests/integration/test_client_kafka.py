@@ -26,6 +26,7 @@ from runfacts.client import (
     CommandRejected,
     Runfacts,
 )
+from runfacts.client.follower import FollowerSettings, read_run
 from runfacts.schemas.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -223,7 +224,8 @@ def test_outbox_on_postgres_commits_the_services_rows_and_the_runs_commands_toge
             assert run.progress("call the customer") is None  # queued with the row, not awaited
         view = run.view(min_version=created + 1, timeout=60)
         assert view["progress"]["nextSafeAction"] == "call the customer"
-        progress = [e.event.payload.nextSafeAction for e in run.journal.entries
+        facts = read_run(stack.options.kafka, FollowerSettings(stack.names.events, stack.names.prefix), run.id)
+        progress = [e.event.payload.nextSafeAction for e in facts  # type: ignore[attr-defined]
                     if e.event.eventType == "progress.updated"]
         assert progress == ["call the customer"]  # the rolled-back command never reached the log
         with psycopg.connect(postgres_dsn) as check:
