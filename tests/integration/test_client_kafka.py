@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from runfacts.client import (
     BadArgument,
     CommandRejected,
     Runfacts,
+    RunNeedsReview,
 )
 from runfacts.client.follower import FollowerSettings, read_run
 from runfacts.schemas.errors import ConfigError
@@ -169,10 +171,16 @@ def test_waits_are_awaitable_and_served_by_one_follower(stack: AgentStack, rf: R
     for r in runs:
         rf.decide(approval_of(rf, r.id), "approve", approver="alice")
 
+    threads_before = threading.active_count()
+
     async def gather() -> list[Any]:
-        return await asyncio.gather(*(c.result_async(timeout=120) for c in calls))
+        waits = [asyncio.ensure_future(c.result_async(timeout=120)) for c in calls]
+        await asyncio.sleep(0.2)
+        assert threading.active_count() == threads_before  # a wait is a future, not a thread or consumer
+        return await asyncio.gather(*waits)
 
     values = asyncio.run(gather())
+    assert [t.name for t in threading.enumerate()].count("runfacts-client-follower") == 1
     for i, value in enumerate(values):
         [refund] = refunds_of(stack, f"order-20{i}")
         check_value(value, refund)
@@ -235,3 +243,17 @@ def test_outbox_on_postgres_commits_the_services_rows_and_the_runs_commands_toge
         with psycopg.connect(postgres_dsn, autocommit=True) as drop:
             for name in (notes, table, f"{table}_lease", f"{table}_parked"):
                 drop.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_debit_over_budget_raises_run_needs_review_and_views_show_each_role(rf: Runfacts) -> None:
+    run = rf.start_run(goal="ticket:T-4001", summary="Chat", user_id="customer-42", budget={"tokens": 1000},
+                       run_id="budget-T-4001")
+    version = run.debit("model_step", tokens=600, costMicros=900)
+    assert version is not None and version == (run.version or 0)
+    with pytest.raises(RunNeedsReview) as review:
+        run.debit("model_step_2", tokens=600)
+    assert review.value.reason == "budget_exceeded"
+    operator = rf.view(run.id, "operator", None, 30)
+    assert operator["status"] == "needs_review" and operator["operator"]["budgetUsed"]["tokens"] == 600
+    with pytest.raises(BadArgument, match="role"):
+        run.view("janitor")

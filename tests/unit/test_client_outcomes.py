@@ -161,3 +161,14 @@ def test_client_pure_module_imports_no_io_clock_or_randomness(module: str) -> No
     assert {n for n in names for bad in FORBIDDEN if n == bad or n.startswith(bad + ".")} == set()
     calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
     assert calls & {"now", "utcnow", "today"} == set()
+
+
+def test_timeline_rows_name_the_call_and_redact_personal_fields() -> None:
+    from runfacts.client.timeline import timeline
+
+    rows = timeline(entries(approved_refund()))
+    assert [r.event_type for r in rows][:2] == ["run.created", "run.started"]
+    created = rows[0]
+    assert "customer-42" not in created.detail and "[redacted]" in created.detail
+    proposed = next(r for r in rows if r.event_type == "tool.call.proposed")
+    assert proposed.subject == CALL and "action=refund" in proposed.detail
