@@ -119,7 +119,11 @@ class Runfacts:
                 return existing
             sender: Sender = (DirectSender(kafka, names, args_store) if outbox is None
                               else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table))
-            client = cls(kafka, names, sender, settings or ClientSettings(), versions or current_versions())
+            try:
+                client = cls(kafka, names, sender, settings or ClientSettings(), versions or current_versions())
+            except BaseException:
+                sender.close()
+                raise
             client._key = key
             _clients[key] = client
             return client

@@ -2,7 +2,9 @@
 
 Steps of the follower thread:
 1. At start, assign every partition of the events topic at its end (read_committed: the last
-   stable offset, so a decider transaction open at that moment is still seen when it commits).
+   stable offset, so a decider transaction open at that moment is still seen when it commits);
+   the client is handed out only once every partition reported its position (a record or its
+   end), so the answer to a first command cannot land before the follower's start.
 2. Each batch: for every record of a *watched* run (the key is the runId; others are skipped
    undecoded), decode the event and append it to the run's journal, deduplicated by offset.
 3. After the batch, re-check the waiters of every run that gained events, and the
@@ -117,8 +119,13 @@ class Follower:
         self.partitions = partition_count(self._consumer, settings.topic, settings.metadata_timeout_s)
         self._consumer.assign([TopicPartition(settings.topic, p, OFFSET_END) for p in range(self.partitions)])
         self._error: BaseException | None = None
+        self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="runfacts-client-follower", daemon=True)
         self._thread.start()
+        if not self._ready.wait(settings.metadata_timeout_s):  # positioned: no answer can slip past it
+            self.close()
+            raise InfrastructureError(f"the client's follower did not reach the end of {settings.topic} within "
+                                      f"{settings.metadata_timeout_s:g}s", retryable=True)
 
     def _new_consumer(self, reset: str) -> Consumer:
         return _reader(self.kafka, self.settings, reset)
@@ -258,6 +265,8 @@ class Follower:
                     self._wake(journal)
             for partition in ends:
                 self._wake_tails(partition, touched)
+            if not self._ready.is_set() and len(self._caught_up) == self.partitions:
+                self._ready.set()
 
     def _wake_tails(self, partition: int, touched: set[str]) -> None:
         """Re-check the command-answer waiters of a partition the follower read further in."""

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from runfacts.client import (
     RunNeedsReview,
 )
 from runfacts.client.follower import FollowerSettings, read_run
-from runfacts.schemas.errors import ConfigError
+from runfacts.schemas.errors import ConfigError, InfrastructureError
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -202,6 +203,8 @@ def test_bad_input_is_refused_with_typed_errors_naming_the_argument(stack: Agent
     assert unknown.value.reason == "unknown_capability"
     with pytest.raises(BadArgument, match="error_class"):
         run.fail("Tool Down")
+    with pytest.raises(InfrastructureError, match=r"topic nowhere-\w+\.run\.events not found"):
+        Runfacts.connect(kafka=rf.kafka, prefix=f"nowhere-{uuid.uuid4().hex[:6]}")
     noargs = Runfacts.connect(kafka=rf.kafka, prefix=rf.names.prefix, args_store=None)
     try:
         other = noargs.run("bad-2")
