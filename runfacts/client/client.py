@@ -30,7 +30,7 @@ from runfacts.approval_signing import sign_approval
 from runfacts.client import outcomes
 from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
-from runfacts.client.follower import Follower, FollowerSettings, Journal
+from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
 from runfacts.client.run import Run, ToolCall, budget_amounts
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
@@ -223,11 +223,20 @@ class Runfacts:
         command = self._new(run.id, cls, payload, actor)
         return self.deliver(run, command, lambda: self.sender.send(command), timeout)
 
+    def _waiter(self, run: Run, check: Callable[[Journal], Resolved | None], tail: bool = False) -> Waiter:
+        """A waiter on the run's journal; a journal the follower let go (the run ended, nobody
+        waited) is replaced by the run's facts read back."""
+        while True:
+            try:
+                return self.follower.add_waiter(run.journal, check, tail)
+            except Detached:
+                run.journal = self.follower.watch(run.id, backfill=True)
+
     def deliver(self, run: Run, command: CommandBase, send: Callable[[], Any], timeout: float | None) -> Answer:
         if getattr(self._tx, "open", False):
             send()
             return Answer((), None)
-        waiter = self.follower.add_waiter(run.journal, self._answer_check(command.commandId), tail=True)
+        waiter = self._waiter(run, self._answer_check(command.commandId), tail=True)
         send()
         limit = self.settings.timeout_s if timeout is None else timeout
         if not waiter.done.wait(limit):
@@ -289,7 +298,7 @@ class Runfacts:
     def wait(self, run: Run, check: Callable[[Journal], Resolved | None], what: str, timeout: float | None,
              tool_call_id: str | None = None) -> Any:
         """Block until `check` decides on the run's facts (None: no limit)."""
-        waiter = self.follower.add_waiter(run.journal, check)
+        waiter = self._waiter(run, check)
         if not waiter.done.wait(timeout):
             self.follower.drop_waiter(run.journal, waiter)
             raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id)
@@ -298,7 +307,13 @@ class Runfacts:
     async def wait_async(self, run: Run, check: Callable[[Journal], Resolved | None], what: str,
                          timeout: float | None, tool_call_id: str | None = None) -> Any:
         """`wait`, awaitable: an asyncio future the follower resolves (no thread per wait)."""
-        waiter = self.follower.add_waiter(run.journal, check, loop=asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                waiter = self.follower.add_waiter(run.journal, check, loop=loop)
+                break
+            except Detached:
+                run.journal = await asyncio.to_thread(self.follower.watch, run.id, True)
         assert waiter.future is not None
         try:
             return await asyncio.wait_for(waiter.future, timeout)

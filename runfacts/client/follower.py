@@ -55,6 +55,10 @@ class FollowerSettings:
     backfill_timeout_s: float = 60.0
 
 
+class Detached(Exception):  # noqa: N818 - a signal to the caller, never raised to users
+    """The journal was let go: watch the run again and retry."""
+
+
 class Waiter:
     """One wait: a check over a run's journal and how to wake its caller."""
 
@@ -94,6 +98,8 @@ class Journal:
     waiters: list[Waiter] = field(default_factory=list)
     complete: bool = False
     """The journal holds the run from its first event (backfilled, or watched before it existed)."""
+    detached: bool = False
+    """The follower let it go (the run ended, nobody waited): it no longer grows."""
 
     def add(self, offset: int, event: Any, at_ms: int = 0) -> None:
         if offset in self.offsets:
@@ -137,6 +143,7 @@ class Follower:
 
     def watching(self, run_id: str) -> bool:
         return run_id in self._journals
+
 
     def watch(self, run_id: str, backfill: bool = True) -> Journal:
         """The run's journal, started now; with backfill its earlier events are read first."""
@@ -185,14 +192,15 @@ class Follower:
                 for entry in found.get(journal.run_id.encode(), ()):
                     journal.add(entry.offset, entry.event, entry.at_ms)
                 journal.complete = True
-                self._wake(journal)
+                self._wake(journal, evict=False)  # just read back for a caller: not let go before it waits
 
     # --- waiting ---------------------------------------------------------------------------
 
     def add_waiter(self, journal: Journal, check: Check, tail: bool = False,
                    loop: asyncio.AbstractEventLoop | None = None) -> Waiter:
         """A waiter on the run; resolved at once when the journal already decides it.
-        `tail`: it may only resolve once the follower read past the events it found."""
+        `tail`: it may only resolve once the follower read past the events it found.
+        Raises Detached when the journal was let go (watch the run again)."""
         waiter = Waiter(check, tail, loop)
         with self._lock:
             if self._error is not None:
@@ -200,6 +208,8 @@ class Follower:
             resolved = check(journal)
             if resolved is not None:
                 waiter.resolve(resolved)
+            elif journal.detached:
+                raise Detached(journal.run_id)
             else:
                 journal.waiters.append(waiter)
                 if tail:
@@ -216,7 +226,7 @@ class Follower:
         its latest record, or the end it reached)."""
         return self._caught_up.get(partition, -1)
 
-    def _wake(self, journal: Journal) -> None:
+    def _wake(self, journal: Journal, evict: bool = True) -> None:
         """Resolve what the journal now decides; an ended run nobody waits on is let go (its
         handles keep their journal; a later watch reads the run back)."""
         for waiter in list(journal.waiters):
@@ -224,7 +234,9 @@ class Follower:
             if resolved is not None:
                 journal.waiters.remove(waiter)
                 waiter.resolve(resolved)
-        if not journal.waiters and outcomes.ended(journal.entries) and self._journals.get(journal.run_id) is journal:
+        if (evict and not journal.waiters and outcomes.ended(journal.entries)
+                and self._journals.get(journal.run_id) is journal):
+            journal.detached = True
             del self._journals[journal.run_id]
 
     # --- the thread ------------------------------------------------------------------------

@@ -260,3 +260,13 @@ def test_debit_over_budget_raises_run_needs_review_and_views_show_each_role(rf: 
     assert operator["status"] == "needs_review" and operator["operator"]["budgetUsed"]["tokens"] == 600
     with pytest.raises(BadArgument, match="role"):
         run.view("janitor")
+
+
+def test_a_command_on_an_ended_run_is_rejected_not_left_waiting(rf: Runfacts) -> None:
+    run = rf.start_run(goal="ticket:T-5001", summary="Done", user_id="customer-42", run_id="ended-T-5001")
+    run.complete()
+    time.sleep(0.5)  # the follower lets the ended run go once nobody waits on it
+    started = time.monotonic()
+    with pytest.raises(CommandRejected) as late:
+        run.progress("too late")
+    assert late.value.reason == "run_ended" and time.monotonic() - started < 20
