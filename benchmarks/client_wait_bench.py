@@ -10,12 +10,15 @@ Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/client_w
    follower) and proposes a refund in each, so each waits for an approval (setup, not timed);
 3. has every call wait at once: `await call.result_async()` (one asyncio future per call,
    resolved by the follower; no thread per wait); records the process's RSS while all wait;
-4. rejects every approval as a UI would (`decide(..., wait=False)`, sent in one burst);
+4. rejects every approval as a UI would (`decide(..., wait=False)`, sent in one burst from
+   another thread, so the event loop is free to resume the waiters);
 5. reports, per round, p50/p99/max of (the coroutine resumed after its future resolved) -
-   (the decided event's Kafka timestamp: when the decider produced approval.rejected), and
-   the RSS with N waiting; then the median and range of the rounds.
-The latency includes the decider's transaction commit, the follower's fetch (fetch.wait.max.ms
-20) and the asyncio hand-off. Topics are deleted and the decider stopped at the end.
+   (the decided event's Kafka timestamp: when the decider produced approval.rejected), the
+   client's own part of it (resumed - the follower began handling the batch holding the
+   event), and the RSS with N waiting; then the median and range of the rounds.
+decided -> future includes the decider working through the burst of N rejections and its
+transaction commit, the follower's fetch (fetch.wait.max.ms 20) and the asyncio hand-off.
+Topics are deleted and the decider stopped at the end.
 """
 
 from __future__ import annotations
@@ -65,8 +68,27 @@ def setup(rf: Runfacts, runs: int, tag: str) -> list[ToolCall]:
     return calls
 
 
-async def wait_all(rf: Runfacts, calls: list[ToolCall]) -> tuple[list[float], float]:
-    """Every call awaits its result; then all are rejected; latency per call in ms, RSS in MB."""
+def clock_arrivals(rf: Runfacts) -> dict[tuple[bytes, int], float]:
+    """When the follower's batch holding each record began to be handled (ms): the start of the
+    client's own part of the latency. Wraps the follower's batch handler (benchmark only)."""
+    arrived: dict[tuple[bytes, int], float] = {}
+    handle = rf.follower._batch  # noqa: SLF001
+
+    def timed(messages: list) -> None:  # type: ignore[type-arg]
+        now = time.time() * 1000
+        for msg in messages:
+            if msg.error() is None:
+                arrived[(msg.key() or b"", msg.offset())] = now
+        handle(messages)
+
+    rf.follower._batch = timed  # type: ignore[method-assign]  # noqa: SLF001
+    return arrived
+
+
+async def wait_all(rf: Runfacts, calls: list[ToolCall],
+                   arrived: dict[tuple[bytes, int], float]) -> tuple[list[float], list[float], float]:
+    """Every call awaits its result; then all are rejected. Per call: decided -> future and
+    follower -> future in ms; the RSS in MB while all wait."""
     resumed: dict[str, float] = {}
 
     async def one(call: ToolCall) -> None:
@@ -79,14 +101,18 @@ async def wait_all(rf: Runfacts, calls: list[ToolCall]) -> tuple[list[float], fl
     await asyncio.sleep(0.5)  # every coroutine is waiting on its future now
     rss = rss_mb()
     pending = {a.tool_call_id: a for a in rf.approvals()}
-    for call in calls:
-        rf.decide(pending[call.id], "reject", approver="bench-ui", wait=False)
-    await asyncio.gather(*tasks)
-    latencies = []
+
+    def reject_all() -> None:  # the UI, in its own thread: the event loop only resumes waiters
+        for call in calls:
+            rf.decide(pending[call.id], "reject", approver="bench-ui", wait=False)
+
+    await asyncio.gather(asyncio.to_thread(reject_all), *tasks)
+    latencies, fanout = [], []
     for call in calls:
         decided = next(e for e in call.run.journal.entries if isinstance(e.event, ev.ApprovalRejected))
         latencies.append(resumed[call.id] - decided.at_ms)
-    return latencies, rss
+        fanout.append(resumed[call.id] - arrived[(call.run.id.encode(), decided.offset)])
+    return latencies, fanout, rss
 
 
 def pct(values: list[float], q: float) -> float:
@@ -113,23 +139,27 @@ def main() -> None:
     try:
         rf = Runfacts.connect(kafka=kafka, prefix=names.prefix, args_store=workdir / "args.db",
                               settings=ClientSettings(ui=UiSettings(signing_env={})))
+        arrived = clock_arrivals(rf)
         for round_ in range(1, args.rounds + 1):
             t0 = time.monotonic()
             calls = setup(rf, args.runs, f"r{round_}")
             built = time.monotonic() - t0
-            latencies, rss = asyncio.run(wait_all(rf, calls))
-            rows.append((pct(latencies, 0.5), pct(latencies, 0.99), max(latencies), rss))
+            latencies, fanout, rss = asyncio.run(wait_all(rf, calls, arrived))
+            rows.append((pct(latencies, 0.5), pct(latencies, 0.99), max(latencies), rss,
+                         pct(fanout, 0.5), pct(fanout, 0.99)))
             print(f"round {round_}: {args.runs} waiting, RSS {rss:.0f} MB (process at start {base:.0f} MB); "
-                  f"decided -> future p50 {rows[-1][0]:.0f} ms, p99 {rows[-1][1]:.0f} ms, max {rows[-1][2]:.0f} ms "
-                  f"(setup {built:.0f}s)", flush=True)
+                  f"decided -> future p50 {rows[-1][0]:.0f} ms, p99 {rows[-1][1]:.0f} ms, max {rows[-1][2]:.0f} ms; "
+                  f"follower -> future p50 {rows[-1][4]:.1f} ms, p99 {rows[-1][5]:.1f} ms (setup {built:.0f}s)",
+                  flush=True)
         rf.close()
     finally:
         decider.terminate()
         decider.wait(30)
         delete_topics(kafka, [s.name for s in specs])
-    for name, i in (("p50 ms", 0), ("p99 ms", 1), ("RSS MB", 3)):
+    for name, i in (("decided -> future p50 ms", 0), ("decided -> future p99 ms", 1), ("RSS MB", 3),
+                    ("follower -> future p50 ms", 4), ("follower -> future p99 ms", 5)):
         values = [r[i] for r in rows]
-        print(f"{name}: median {statistics.median(values):.0f} (range {min(values):.0f}-{max(values):.0f}) "
+        print(f"{name}: median {statistics.median(values):.1f} (range {min(values):.1f}-{max(values):.1f}) "
               f"over {len(rows)} rounds of {args.runs} waiting runs")
 
 
