@@ -32,11 +32,12 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 
 from runfacts.acls import group_prefix, reader_group
 from runfacts.client import outcomes
+from runfacts.client.errors import ClientError
 from runfacts.client.outcomes import Entry, Resolved
 from runfacts.partitioning import partition_for
 from runfacts.runlog import partition_count
 from runfacts.schemas.codec import Codec
-from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.errors import InfrastructureError, InvalidInput, RecordPosition
 from runfacts.schemas.models import decode_event
 from runfacts.settings import KafkaSettings
 
@@ -100,6 +101,8 @@ class Journal:
     """The journal holds the run from its first event (backfilled, or watched before it existed)."""
     detached: bool = False
     """The follower let it go (the run ended, nobody waited): it no longer grows."""
+    broken: str | None = None
+    """Why a fact of the run could not be read (its waits fail with it)."""
 
     def add(self, offset: int, event: Any, at_ms: int = 0) -> None:
         if offset in self.offsets:
@@ -206,7 +209,9 @@ class Follower:
             if self._error is not None:
                 raise InfrastructureError(f"the client's follower stopped: {self._error}", retryable=True)
             resolved = check(journal)
-            if resolved is not None:
+            if journal.broken is not None:
+                waiter.resolve(Resolved(error=_as_client_error(journal.run_id, journal.broken)))
+            elif resolved is not None:
                 waiter.resolve(resolved)
             elif journal.detached:
                 raise Detached(journal.run_id)
@@ -269,7 +274,13 @@ class Follower:
                 journal = self._journals.get((msg.key() or b"").decode())
                 if journal is None or msg.value() is None:
                     continue
-                journal.add(msg.offset(), decode_event(self.codec, msg.value()), msg.timestamp()[1])
+                try:
+                    event = decode_event(self.codec, msg.value(), RecordPosition(msg.topic(), msg.partition(),
+                                                                                 msg.offset()))
+                except InvalidInput as exc:  # only this run's waits fail, naming the record
+                    self._break(journal, exc)
+                    continue
+                journal.add(msg.offset(), event, msg.timestamp()[1])
                 touched.add(journal.run_id)
             for run_id in touched:
                 journal = self._journals.get(run_id)
@@ -289,6 +300,14 @@ class Follower:
                 self._wake(journal)
             if journal is None or not any(w.tail for w in journal.waiters):
                 runs.discard(run_id)
+
+    def _break(self, journal: Journal, exc: InvalidInput) -> None:
+        """A fact of this run cannot be read: its waits fail now and later (nothing is skipped)."""
+        log.error("runfacts client: run %s: %s", journal.run_id, exc)
+        journal.broken = str(exc)
+        for waiter in journal.waiters:
+            waiter.resolve(Resolved(error=_as_client_error(journal.run_id, exc)))
+        journal.waiters.clear()
 
     def _fail_all(self, exc: BaseException) -> None:
         error = InfrastructureError(f"the client's follower stopped: {exc}", retryable=True)
@@ -350,7 +369,5 @@ def read_run(kafka: KafkaSettings, settings: FollowerSettings, run_id: str, code
     return found.get(key, [])
 
 
-def _as_client_error(run_id: str, error: InfrastructureError) -> Any:
-    from runfacts.client.errors import ClientError
-
+def _as_client_error(run_id: str, error: object) -> ClientError:
     return ClientError(run_id, str(error))

@@ -270,3 +270,20 @@ def test_a_command_on_an_ended_run_is_rejected_not_left_waiting(rf: Runfacts) ->
     with pytest.raises(CommandRejected) as late:
         run.progress("too late")
     assert late.value.reason == "run_ended" and time.monotonic() - started < 20
+
+
+def test_an_unreadable_fact_fails_only_that_runs_wait_naming_the_record(stack: AgentStack, rf: Runfacts) -> None:
+    from confluent_kafka import Producer
+
+    from runfacts.client import ClientError
+    from runfacts.partitioning import PRODUCER_PARTITIONING
+
+    bad = rf.start_run(goal="ticket:T-6001", summary="x", user_id="customer-42", run_id="garbled-T-6001")
+    good = rf.start_run(goal="ticket:T-6002", summary="x", user_id="customer-42", run_id="fine-T-6002")
+    call = bad.propose(REFUND, {"orderId": "order-6001", "amountMinor": 100, "currency": "EUR"}, target="order-6001")
+    producer = Producer({"bootstrap.servers": stack.options.kafka.bootstrap_servers, **PRODUCER_PARTITIONING})
+    producer.produce(stack.names.events, b"\x00not an event", bad.id.encode())
+    producer.flush(10)
+    with pytest.raises(ClientError, match=rf"{stack.names.events}\[\d\]@\d+"):
+        call.result(timeout=30)
+    assert good.progress("still fine") is not None  # the follower carries on for every other run
