@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
@@ -104,12 +105,12 @@ class Journal:
     broken: str | None = None
     """Why a fact of the run could not be read (its waits fail with it)."""
 
-    def add(self, offset: int, event: Any, at_ms: int = 0) -> None:
-        if offset in self.offsets:
+    def add(self, entry: Entry) -> None:
+        if entry.offset in self.offsets:
             return
-        self.offsets.add(offset)
-        self.entries.append(Entry(offset, event, at_ms))
-        if len(self.entries) > 1 and self.entries[-2].offset > offset:
+        self.offsets.add(entry.offset)
+        self.entries.append(entry)
+        if len(self.entries) > 1 and self.entries[-2].offset > entry.offset:
             self.entries.sort(key=lambda e: e.offset)
 
 
@@ -119,6 +120,7 @@ class Follower:
     def __init__(self, kafka: KafkaSettings, settings: FollowerSettings, codec: Codec | None = None) -> None:
         self.kafka, self.settings = kafka, settings
         self.codec = codec or Codec()
+        self._decoder = partial(decode_event, self.codec)  # one for every entry it re-decodes
         self._lock = threading.RLock()
         self._journals: dict[str, Journal] = {}
         self._caught_up: dict[int, int] = {}
@@ -193,7 +195,7 @@ class Follower:
         with self._lock:
             for journal in journals:
                 for entry in found.get(journal.run_id.encode(), ()):
-                    journal.add(entry.offset, entry.event, entry.at_ms)
+                    journal.add(entry)
                 journal.complete = True
                 self._wake(journal, evict=False)  # just read back for a caller: not let go before it waits
 
@@ -274,13 +276,13 @@ class Follower:
                 journal = self._journals.get((msg.key() or b"").decode())
                 if journal is None or msg.value() is None:
                     continue
+                raw = msg.value()
                 try:
-                    event = decode_event(self.codec, msg.value(), RecordPosition(msg.topic(), msg.partition(),
-                                                                                 msg.offset()))
+                    event = decode_event(self.codec, raw, RecordPosition(msg.topic(), msg.partition(), msg.offset()))
                 except InvalidInput as exc:  # only this run's waits fail, naming the record
                     self._break(journal, exc)
                     continue
-                journal.add(msg.offset(), event, msg.timestamp()[1])
+                journal.add(Entry(msg.offset(), event, msg.timestamp()[1], raw, self._decoder))
                 touched.add(journal.run_id)
             for run_id in touched:
                 journal = self._journals.get(run_id)
@@ -337,6 +339,7 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
     to their current end (read_committed), in offset order."""
     reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
     found: dict[bytes, list[Entry]] = {}
+    decoder = partial(decode_event, codec)
     open_parts = set(wanted)
     deadline = time.monotonic() + timeout_s
     while open_parts:
@@ -352,7 +355,8 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
                 continue
             key, partition, offset, value = msg.key() or b"", msg.partition(), msg.offset(), msg.value()
             if partition is not None and offset is not None and value is not None and key in wanted[partition]:
-                found.setdefault(key, []).append(Entry(offset, decode_event(codec, value), msg.timestamp()[1]))
+                event = decode_event(codec, value, RecordPosition(topic, partition, offset))
+                found.setdefault(key, []).append(Entry(offset, event, msg.timestamp()[1], value, decoder))
     return found
 
 

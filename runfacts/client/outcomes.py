@@ -10,22 +10,42 @@ through `result_value`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from runfacts.client import errors
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
 
 
-class Entry(NamedTuple):
-    """One event of a run's journal and where it sits in its partition."""
+class Entry:
+    """One event of a run's journal and where it sits in its partition.
 
-    offset: int
-    event: EventBase
-    at_ms: int = 0
-    """The record's Kafka timestamp (when the decider produced it), 0 when unknown."""
+    Kept small (a waiting run holds a handful): the fields the checks filter on, and either the
+    decoded event or its record bytes plus the decoder, decoded again only when a check reads
+    its payload (`event`)."""
+
+    __slots__ = ("offset", "at_ms", "event_type", "causation_id", "tool_call_id", "_event", "_raw", "_decode")
+
+    def __init__(self, offset: int, event: EventBase, at_ms: int = 0, raw: bytes | None = None,
+                 decode: Callable[[bytes], EventBase] | None = None) -> None:
+        self.offset, self.at_ms = offset, at_ms
+        self.event_type, self.causation_id = event.eventType, event.causationId
+        self.tool_call_id: str | None = getattr(event.payload, "toolCallId", None)
+        keep = raw is None or decode is None
+        self._event: EventBase | None = event if keep else None
+        self._raw, self._decode = raw, decode
+
+    @property
+    def event(self) -> EventBase:
+        if self._event is not None:
+            return self._event
+        assert self._raw is not None and self._decode is not None
+        return self._decode(self._raw)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.offset}, {self.event_type})"
 
 
 @dataclass(frozen=True)
@@ -50,13 +70,13 @@ def result_value(payload: Any) -> Any:
 
 def command_events(entries: Sequence[Entry], command_id: str) -> list[Entry]:
     """The events the decider answered `command_id` with (one transaction: contiguous)."""
-    return [e for e in entries if e.event.causationId == command_id]
+    return [e for e in entries if e.causation_id == command_id]
 
 
 def version_after(entries: Sequence[Entry], offset: int) -> int:
     """The run's version once the event at `offset` is applied: its events so far but rejections
     (a rejection never changes the version). The journal must hold the run from its start."""
-    return sum(1 for e in entries if e.offset <= offset and e.event.eventType != "command.rejected")
+    return sum(1 for e in entries if e.offset <= offset and e.event_type != "command.rejected")
 
 
 def command_error(run_id: str, answer: Sequence[EventBase]) -> errors.ClientError | None:
@@ -70,16 +90,19 @@ def command_error(run_id: str, answer: Sequence[EventBase]) -> errors.ClientErro
     return None
 
 
+RUN_ENDINGS = frozenset({"run.needs_review", "run.cancel_requested", "run.cancelled", "run.completed", "run.failed"})
+"""The run's own facts that end a call's wait."""
+
+
 def _call_events(entries: Sequence[Entry], tool_call_id: str) -> list[EventBase]:
-    """The call's events and the run's own events after the call was proposed."""
+    """The call's events and the run's endings after the call was proposed (decoded)."""
     out: list[EventBase] = []
     proposed = False
     for entry in entries:
-        call = getattr(entry.event.payload, "toolCallId", None)
-        if call == tool_call_id:
+        if entry.tool_call_id == tool_call_id:
             proposed = True
             out.append(entry.event)
-        elif proposed and call is None:
+        elif proposed and entry.tool_call_id is None and entry.event_type in RUN_ENDINGS:
             out.append(entry.event)
     return out
 
@@ -160,9 +183,9 @@ def pending_approval(entries: Sequence[Entry], tool_call_id: str) -> ev.Approval
     """The call's latest approval request, if it asked for one."""
     found = None
     for entry in entries:
-        if isinstance(entry.event, ev.ApprovalRequired) and entry.event.payload.toolCallId == tool_call_id:
-            found = entry.event
-    return found
+        if entry.event_type == "approval.required" and entry.tool_call_id == tool_call_id:
+            found = entry
+    return None if found is None else found.event  # type: ignore[return-value]
 
 
 TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
@@ -170,4 +193,4 @@ TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 def ended(entries: Sequence[Entry]) -> bool:
     """True once the run reached a terminal fact."""
-    return any(e.event.eventType in TERMINAL for e in entries)
+    return any(e.event_type in TERMINAL for e in entries)
