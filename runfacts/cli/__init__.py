@@ -18,6 +18,7 @@ from rich.console import Console
 
 from runfacts.cli import demo
 from runfacts.cli import dev as devcli
+from runfacts.cli import events as events_cli
 from runfacts.cli import projections as projections_cli
 from runfacts.cli.capabilities import app as capabilities_app
 from runfacts.cli.dispatcher import app as dispatcher_app
@@ -38,6 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(demo.demo)
+app.command("events")(events_cli.events)
 app.add_typer(devcli.dev_app, name="dev")
 app.add_typer(devcli.topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")

@@ -53,7 +53,9 @@ def decider(
     prefix: Prefix = "runfacts",
     capabilities: Capabilities = "",
     policy: Annotated[str, typer.Option(help="Access policy TOML (default: the packaged one).")] = "",
-    versions: Annotated[str, typer.Option(help="Current RunVersions as JSON (default: the decider's).")] = "",
+    versions: Annotated[str, typer.Option(envvar="RUNFACTS_RUN_VERSIONS", help=(
+        "Current RunVersions as JSON (default $RUNFACTS_RUN_VERSIONS, which runfacts.client also "
+        "reads, else the packaged default)."))] = "",
     user_view: Annotated[bool, typer.Option(
         "--user-view/--no-user-view", help="Publish the user view in the decider's transaction.")] = True,
     tools: Annotated[str, typer.Option(

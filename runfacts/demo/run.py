@@ -2,7 +2,8 @@
 
 Starts what is missing (the local broker), provisions topics under a fresh prefix, runs the
 payment simulator and the run decider, dispatcher and projector workers as subprocesses and
-the harness's outbox relay in-process, plays the two stories of `runfacts.demo.story`,
+the harness's outbox relay in-process, plays the two stories of `runfacts.demo.story` (the
+agent and the approving UI written on `runfacts.client`),
 prints a timeline, the final user view (from the view topic) and an audit summary per run
 (from the audit topic), verifies the audit trail against the events log, and exits
 non-zero unless every check holds (above all: exactly one refund in the provider's ledger).
@@ -73,6 +74,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
     stack = DemoStack(options)
     console.print(f"[bold]runfacts demo[/] · topics under [cyan]{options.prefix}.*[/] · logs in {options.workdir}")
     log: EventLog | None = None
+    story: Story | None = None
     try:
         stack.start()
         log = EventLog(options.kafka, stack.names.events)
@@ -91,6 +93,8 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         _report(console, result, log, t0)
         return result
     finally:
+        if story is not None:
+            story.close()
         if log is not None:
             log.close()
         stack.stop()

@@ -1,39 +1,47 @@
 """The refund demo's two stories, played against the running stack, and their checks.
 
+The agent and the support agent's UI are written on the public API, `runfacts.client`: one
+client in outbox mode on the harness's SQLite file (the stack's relay publishes it); the story
+reads the events log only to narrate and check what the client hides.
+
 1. Refund: run created; reasoning recorded; refund proposed (arguments and proposal in one
    outbox transaction); policy requires approval; the user view (read from the view topic
    the decider publishes) shows the banner; a page refresh (a new read_committed consumer of
    the view topic) shows the same banner; the provider is switched to accept-then-drop;
-   the user approves (a ResumeRun signed with the approval keyring); the dispatcher calls,
+   the user approves (`decide`: a ResumeRun signed with the approval keyring); the dispatcher calls,
    the refund executes, the response is lost and the dispatcher is killed (-9) before it
    records anything; it is restarted; the call is
-   result_unknown, reconciliation finds the refund -> completed; the run completes with
-   verification pending; the bank settles -> confirmed_success.
-2. Expiry: the approval expires before the user answers; the run pauses for
-   re-authorization; a late approve is rejected (approval_expired); no refund.
+   result_unknown, reconciliation finds the refund -> completed, and `call.result()` returns
+   the refund to the agent; the run completes with verification pending; the bank settles ->
+   confirmed_success.
+2. Expiry: the approval expires before the user answers (`call.result()` raises
+   ApprovalExpired); the run pauses for re-authorization; a late approve is rejected
+   (approval_expired); no refund.
 """
 
 from __future__ import annotations
 
-import hashlib
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from itertools import count
 from typing import Any
 
+from runfacts.client import (
+    Approval,
+    ApprovalExpired,
+    ClientSettings,
+    CommandRejected,
+    Run,
+    Runfacts,
+    ToolCall,
+    UiSettings,
+)
 from runfacts.demo.readers import DemoTimeout, EventLog, has, read_audit, read_state, read_view
 from runfacts.demo.stack import DISPATCH_CRASH_POINT, DemoStack
 from runfacts.demo.view import Entry
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
-from runfacts.projections.audit.reducer import AuditRecord
-from runfacts.schemas import commands as cmd
-from runfacts.schemas import events as ev
-from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
-from runfacts.schemas.models import new_command, payload_class
-from runfacts.security.approvals import ApprovalRequest, sign_approval
+from runfacts.projections.audit import AuditRecord
+from runfacts.schemas.common import Actor, EventBase
 
 REFUND_CAPABILITY = "payments.refund"
 EXPIRING_CAPABILITY = "payments.refund.expiring"  # same refund, short approval window (demo_stack)
@@ -58,28 +66,22 @@ class RunStory:
 
 
 class Story:
-    """Plays commands through the harness outbox and narrates what the log says."""
+    """Plays the agent and the UI through `runfacts.client` and narrates what the log says."""
 
     def __init__(self, stack: DemoStack, log: EventLog, say: Say) -> None:
         self.stack = stack
         self.log = log
         self.say = say
-        self._ids = count(1)
+        settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=stack.options.signing_env))
+        self.rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix,
+                                   outbox=stack.dir / "harness.db", relay=False, settings=settings)
 
-    def command(self, cls: type[CommandBase], run_id: str, actor: Actor = AGENT, **payload: Any) -> Any:
-        return new_command(cls, commandId=f"{run_id}-c{next(self._ids)}", runId=run_id, actor=actor,
-                           issuedAt=datetime.now(UTC), correlationId=f"{run_id}-intent",
-                           payload=payload_class(cls)(**payload))
+    def close(self) -> None:
+        self.rf.close()
 
     def note(self, story: RunStory, text: str, at: float | None = None) -> None:
         story.notes.append(Entry(at or time.time(), "note", text))
         self.say(text)
-
-    def send(self, story: RunStory, *commands: CommandBase) -> None:
-        assert self.stack.harness is not None
-        at = time.time()
-        self.stack.harness.send(*commands)
-        self.note(story, "harness → outbox: " + ", ".join(c.commandType for c in commands), at)
 
     def wait(self, story: RunStory, what: str, done: Callable[[list[EventBase]], bool],
              timeout: float = 30.0) -> list[EventBase]:
@@ -95,30 +97,27 @@ class Story:
     # --- shared steps -------------------------------------------------------------------
 
     def open_run(self, story: RunStory, order: str, amount_minor: int,
-                 capability: str = REFUND_CAPABILITY) -> str:
-        """Create the run, record the reasoning, propose the refund; returns the argsHash."""
-        run = story.run_id
-        conclusion = f"refund {amount_minor / 100:.2f} EUR for {order}: item damaged, within 30 days"
-        goal = f"goal:refund-{order}"
-        self.send(story, self.command(
-            cmd.CreateRun, run, goalRef=goal, goalSummary=f"Refund the damaged item of {order}",
-            userId="customer-42", budget=BudgetAmounts(toolCalls=3, steps=20), versions=DEFAULT_VERSIONS),
-            self.command(cmd.RecordReasoning, run, reasoningObjectId=f"reasoning-{order}", goalRef=goal,
-                         evidenceRefs=(f"order:{order}", "policy:refunds-30-days", "ticket:T-5531"),
-                         conclusionHash=hashlib.sha256(conclusion.encode()).hexdigest(),
-                         conclusionRef=f"reasoning/{order}"))
-        arguments = {"orderId": order, "amountMinor": amount_minor, "currency": "EUR"}
-        assert self.stack.harness is not None
+                 capability: str = REFUND_CAPABILITY) -> tuple[Run, ToolCall, Approval]:
+        """Create the run, record the reasoning, propose the refund; the call and its approval."""
         at = time.time()
-        stored = self.stack.harness.propose(lambda ref, digest: self.command(
-            cmd.ProposeToolCall, run, toolCallId=f"call-{order}", capabilityId=capability,
-            reasoningObjectId=f"reasoning-{order}", argsHash=digest, argsRef=ref, target=order,
-            action="refund", risk="high", summary=f"Refund {amount_minor / 100:.2f} EUR for {order}"), arguments)
-        self.note(story, f"harness → outbox: tool.call.propose (arguments stored as {stored.ref[:20]}…, "
+        goal = f"goal:refund-{order}"
+        run = self.rf.start_run(goal=goal, summary=f"Refund the damaged item of {order}", user_id="customer-42",
+                                budget={"toolCalls": 3, "steps": 20}, run_id=story.run_id)
+        run.reason(f"refund {amount_minor / 100:.2f} EUR for {order}: item damaged, within 30 days",
+                   evidence=[f"order:{order}", "policy:refunds-30-days", "ticket:T-5531"],
+                   ref=f"reasoning/{order}", reasoning_id=f"reasoning-{order}")
+        self.note(story, f"agent (runfacts.client) → outbox: run.create, reasoning.record (run at version "
+                         f"{run.version})", at)
+        at = time.time()
+        call = run.propose(capability, {"orderId": order, "amountMinor": amount_minor, "currency": "EUR"},
+                           target=order, action="refund", risk="high", tool_call_id=f"call-{order}",
+                           summary=f"Refund {amount_minor / 100:.2f} EUR for {order}")
+        self.note(story, f"agent → outbox: tool.call.propose (arguments stored as args-{call.args_hash[:15]}…, "
                          "same SQLite transaction)", at)
-        self.wait(story, "the approval request", has("run.paused", reason="waiting_for_approval"))
-        self.note(story, f"policy: {capability} is high risk → approval required, run paused")
-        return stored.hash
+        [approval] = [a for a in self.rf.approvals(role="support_agent") if a.tool_call_id == call.id]
+        self.note(story, f"policy: {capability} is high risk → approval required, run paused; the UI lists "
+                         f"“{approval.asks}”")
+        return run, call, approval
 
     def view(self, story: RunStory) -> dict[str, Any]:
         names = self.stack.names
@@ -135,13 +134,13 @@ class Story:
             self.note(story, f"{where}: a new read_committed consumer read {self.stack.names.user_view} "
                              f"(version {view['version']}) → banner {'shown' if story.banners[-1] else 'MISSING'}")
 
-    def approve(self, story: RunStory, approval_id: str, args_hash: str) -> None:
-        """The support agent approves: a ResumeRun carrying a token signed like the dashboard signs."""
-        now = datetime.now(UTC)
-        token = sign_approval(ApprovalRequest(story.run_id, approval_id, args_hash, "approve", SUPPORT.subjectId),
-                              int(now.timestamp() * 1000), environ=self.stack.options.signing_env)
-        self.send(story, self.command(cmd.ResumeRun, story.run_id, SUPPORT, approvalId=approval_id,
-                                      decision="approve", argsHash=args_hash, approvalToken=token))
+    def approve(self, story: RunStory, approval: Approval) -> int | None:
+        """The support agent approves in the UI: `decide` signs a ResumeRun bound to the argsHash."""
+        at = time.time()
+        version = self.rf.decide(approval, "approve", approver=SUPPORT)
+        self.note(story, f"UI → outbox: run.resume approve by {SUPPORT.subjectId} (signed, bound to argsHash "
+                         f"{approval.args_hash[:12]}…), decided at version {version}", at)
+        return version
 
     def finish(self, story: RunStory) -> None:
         """The final state and user view, and the audit records once the projector caught up."""
@@ -162,18 +161,18 @@ class Story:
 def refund_story(story: Story, run_id: str) -> RunStory:
     """Story 1 (see the module docstring)."""
     s = RunStory(run_id)
-    digest = story.open_run(s, "order-001", 4200)
+    run, call, approval = story.open_run(s, "order-001", 4200)
     story.banner_twice(s)
     story.stack.provider("POST", "/_faults", {"acceptThenDropNext": 1, "pending": True})
     story.note(s, "provider switched: accept-then-drop-the-response, refunds settle later (pending)")
-    story.approve(s, "approval-call-order-001", digest)
+    story.approve(s, approval)
     _killed_and_restarted(story, s)
-    story.wait(s, "reconciliation", has("tool.call.reconciled", outcome="found_completed"))
+    s.facts["result"] = refund = call.result(timeout=60)
+    story.note(s, f"result_unknown → reconciliation by externalRequestId found the refund → call.result() "
+                  f"returned {refund['refundId']} to the agent")
     story.wait(s, "verification pending", has("verification.updated", status="pending"))
-    story.note(s, "result_unknown → reconciliation by externalRequestId found the refund → completed")
-    story.send(s, story.command(cmd.CompleteRun, run_id, outcomeRef="outcome/refund-order-001"))
-    story.wait(s, "run completion", has("run.completed"))
-    refund = _refund_of(story, "order-001")
+    version = run.complete(outcome="outcome/refund-order-001")
+    story.note(s, f"agent → outbox: run.complete (version {version})")
     story.stack.provider("POST", "/_settle", {"refundId": refund["refundId"], "outcome": "succeeded"})
     story.note(s, f"the bank settled {refund['refundId']} (simulator /_settle)")
     story.wait(s, "confirmed_success", has("verification.updated", status="confirmed_success"))
@@ -199,21 +198,23 @@ def _killed_and_restarted(story: Story, s: RunStory) -> None:
 def expiry_story(story: Story, run_id: str, ttl_ms: int) -> RunStory:
     """Story 2 (see the module docstring)."""
     s = RunStory(run_id)
-    digest = story.open_run(s, "order-002", 1990, EXPIRING_CAPABILITY)
+    _run, call, approval = story.open_run(s, "order-002", 1990, EXPIRING_CAPABILITY)
     story.banner_twice(s)
     story.note(s, f"nobody answers for {ttl_ms / 1000:.0f}s …")
-    story.wait(s, "the approval's expiry", has("run.paused", reason="approval_expired"), ttl_ms / 1000 + 30)
-    story.note(s, "approval expired → run paused for re-authorization")
-    story.approve(s, "approval-call-order-002", digest)
-    events = story.wait(s, "the late approval's rejection", has("command.rejected", commandType="run.resume"))
-    s.facts["late_approval"] = [e.payload.reasonCode for e in events if isinstance(e, ev.CommandRejected)]
-    story.note(s, f"late approve rejected: {s.facts['late_approval'][-1]}")
+    try:
+        call.result(timeout=ttl_ms / 1000 + 30)
+    except ApprovalExpired:
+        story.note(s, "approval expired → call.result() raised ApprovalExpired")
+    story.wait(s, "the approval's expiry", has("run.paused", reason="approval_expired"))
+    story.note(s, "the log says: run paused for re-authorization")
+    try:
+        story.approve(s, approval)
+    except CommandRejected as late:
+        s.facts["late_approval"] = [late.reason]
+        story.note(s, f"late approve rejected: {late.reason}")
+    story.wait(s, "the late approval's rejection", has("command.rejected", commandType="run.resume"))
     story.finish(s)
     return s
-
-
-def _refund_of(story: Story, order: str) -> dict[str, Any]:
-    return next(r for r in story.stack.ledger() if r["orderId"] == order)
 
 
 def _read(path: Any) -> str:

@@ -13,8 +13,8 @@
   serving a registry works with (the factory is `runfacts.workers.dispatcher`:
   `runfacts worker dispatcher --tools module:registry`).
 
-Pure: registry, spec, errors, manifest, serve. Shells: adapter (runs tool code), loader
-(imports the user's module).
+Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), loader
+(imports the user's module), serve (reads the decider's manifest file).
 This room may import processors, connectors and schemas; nothing there imports it.
 """
 

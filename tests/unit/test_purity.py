@@ -37,6 +37,10 @@ PURE = [
     "runfacts.connectors.outbox.sql", "runfacts.connectors.relay.decisions",
     # operator views and renderings
     "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
+    # the client's pure parts (which facts end a wait, approvals in plain words, timelines)
+    "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
+    # the tool registry's declarations and manifest
+    "runfacts.tools.registry", "runfacts.tools.spec", "runfacts.tools.errors", "runfacts.tools.manifest",
 ]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
 CLOCK_CALLS = {"now", "utcnow", "today"}

@@ -1,0 +1,43 @@
+"""`runfacts.client`: the public API an agent service (and a UI backend) is written against.
+
+    from runfacts.client import Runfacts
+    rf = Runfacts.connect(args_store="harness.db")
+    run = rf.start_run(goal="ticket:T-9001", summary="Refund order-001", user_id="customer-42")
+    run.reason("damaged on arrival, within 30 days", evidence=["order:order-001"])
+    call = run.propose("payments.refund", {...}, target="order-001")
+    value = call.result(timeout=600)          # or: await call.result_async(timeout=600)
+    run.complete()
+
+Modules — pure: `outcomes` (which facts end a wait, the result value), `approvals` (pending
+approvals in plain words, what a decision binds), `timeline` (a run's facts as rows),
+`errors`. Shells: `client` (`Runfacts`: one process-wide client), `run` (`Run`, `ToolCall`
+handles), `follower` (the ONE consumer of the events topic that wakes every waiter),
+`sender` (idempotent producer or outbox).
+Naming rule: every wait has a blocking form and an awaitable twin named `<name>_async`.
+"""
+
+from runfacts.client.approvals import Approval, UiSettings
+from runfacts.client.client import Answer, ClientSettings, Runfacts, current_versions
+from runfacts.client.errors import (
+    ApprovalExpired,
+    ApprovalInvalidated,
+    ApprovalRejected,
+    BadArgument,
+    ClientError,
+    CommandRejected,
+    RunCancelled,
+    RunEnded,
+    RunNeedsReview,
+    RunNotFound,
+    ToolFailed,
+    WaitTimeout,
+)
+from runfacts.client.outcomes import Decision, result_value
+from runfacts.client.run import Run, ToolCall
+
+__all__ = [
+    "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
+    "ClientError", "ClientSettings", "CommandRejected", "Decision", "Run", "RunCancelled", "RunEnded",
+    "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed", "UiSettings", "WaitTimeout",
+    "current_versions", "result_value",
+]

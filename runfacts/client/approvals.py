@@ -1,0 +1,87 @@
+"""Approvals for UIs, pure: list the pending ones in plain words, build the signed decision.
+
+An approval is listed with what it asks in plain words (the same `asks` the user view's
+banner shows), its risk, required role, expiry and the argsHash it binds. A decision is a
+`ResumeRun` bound to that argsHash; the client (the shell) signs it with the approving
+service's key (`runfacts.security.approvals`); the decider checks role, expiry, arguments and
+signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runfacts.client.errors import BadArgument
+from runfacts.processors.decider.state import RunState
+from runfacts.schemas.common import Actor
+from runfacts.security.approvals import ApprovalRequest
+
+
+@dataclass(frozen=True)
+class UiSettings:
+    """The service that authenticates approvers: its auth source and its signing keys."""
+
+    auth_source: str = "dashboard"
+    signing_env: Mapping[str, str] | None = field(default=None, repr=False)
+    """Where the approval keyring is (default: this process's RUNFACTS_APPROVAL_KEYS[_FILE])."""
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One pending approval, as a UI lists it."""
+
+    run_id: str
+    approval_id: str
+    tool_call_id: str
+    asks: str
+    risk: str
+    required_role: str
+    expires_at: datetime
+    args_hash: str
+    tenant: str | None
+    requested_by: str
+
+
+def asks(state: RunState, approval_id: str) -> str:
+    """What the approval asks, in plain words (as the user view's banner says it)."""
+    approval = state.approvals[approval_id]
+    call = state.toolCalls.get(approval.toolCallId)
+    return (f"{call.action} on {call.target} ({approval.risk} risk)" if call is not None
+            else f"tool call {approval.toolCallId} ({approval.risk} risk)")
+
+
+def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | None, now: datetime) -> list[Approval]:
+    """The open, unexpired approvals of running runs for `role` and `tenant`, oldest first."""
+    found = []
+    for state in states:
+        if state.terminal or state.archived or (tenant is not None and state.tenant != tenant):
+            continue
+        for a in state.open_approvals():
+            if a.expiresAt > now and (role is None or a.requiredRole == role):
+                found.append(Approval(state.runId, a.approvalId, a.toolCallId, asks(state, a.approvalId), a.risk,
+                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requestedBy))
+    return sorted(found, key=lambda a: a.expires_at)
+
+
+def resume_for(approval: Approval, decision: str, approver: str | Actor,
+               auth_source: str) -> tuple[Actor, ApprovalRequest]:
+    """The approver's actor and what its signed token must bind (run, approval, argsHash,
+    decision, approver); BadArgument for a decision other than approve/reject."""
+    if decision not in ("approve", "reject"):
+        raise BadArgument(approval.run_id, "decision", decision, "must be 'approve' or 'reject'")
+    if isinstance(approver, str):
+        if not approver.strip():
+            raise BadArgument(approval.run_id, "approver", approver, "must name the person deciding")
+        approver = Actor(subjectId=approver, roles=(approval.required_role,), tenant=approval.tenant,
+                         authSource=auth_source)
+    return approver, ApprovalRequest(approval.run_id, approval.approval_id, approval.args_hash, decision,
+                                     approver.subjectId)
+
+
+def resume_payload(request: ApprovalRequest, token: str | None) -> dict[str, Any]:
+    """The ResumeRun payload: the decision bound to the argsHash, with its signed token."""
+    return {"approvalId": request.approval_id, "decision": request.decision, "argsHash": request.args_hash,
+            "approvalToken": token}

@@ -1,0 +1,194 @@
+"""Handles on a run and its tool calls: what an agent calls between its own model steps.
+
+Every method that changes a run waits for the run decider's answer and returns the version it
+committed (read-your-writes: `run.view(min_version=v)` waits until the view shows it); a
+refusal raises `CommandRejected(reason)`. Waits come in two forms with one naming rule: the
+blocking method (`call.result(timeout=...)`) and its awaitable twin with an `_async` suffix
+(`await call.result_async(timeout=...)`); both are woken by the client's one follower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runfacts.client import outcomes
+from runfacts.client.errors import BadArgument
+from runfacts.client.outcomes import Decision
+from runfacts.processors.policy.retry import args_hash
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.common import BudgetAmounts
+
+if TYPE_CHECKING:
+    from runfacts.client.client import Runfacts
+    from runfacts.client.follower import Journal
+
+_REF = re.compile(r"^[^\s]{1,256}$")
+_ERROR_CLASS = re.compile(r"^[a-z][a-z0-9_]*$")
+BUDGET_FIELDS = tuple(BudgetAmounts.model_fields)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def budget_amounts(run_id: str, name: str, value: BudgetAmounts | Mapping[str, int] | None) -> BudgetAmounts:
+    """`value` as BudgetAmounts; BadArgument naming the unknown dimension or bad amount."""
+    if value is None:
+        return BudgetAmounts()
+    if isinstance(value, BudgetAmounts):
+        return value
+    unknown = sorted(set(value) - set(BUDGET_FIELDS))
+    if unknown:
+        raise BadArgument(run_id, f"{name}[{unknown[0]!r}]", value[unknown[0]],
+                          f"unknown budget dimension; use {', '.join(BUDGET_FIELDS)}")
+    for key, amount in value.items():
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
+            raise BadArgument(run_id, f"{name}[{key!r}]", amount, "must be a whole number >= 0")
+    return BudgetAmounts(**value)
+
+
+def _refs(run_id: str, name: str, values: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(values) if not isinstance(values, str) else (values,)
+    for value in out:
+        if not isinstance(value, str) or not _REF.match(value):
+            raise BadArgument(run_id, name, value, "must be references such as 'order:order-001' (no spaces, "
+                                                   "at most 256 characters), never the text itself")
+    return out
+
+
+def _arguments(run_id: str, capability: str, args: Any) -> dict[str, Any]:
+    if not isinstance(args, Mapping):
+        raise BadArgument(run_id, "args", args, f"the arguments of {capability} must be a dict")
+    for key, value in args.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise BadArgument(run_id, f"args[{key!r}]", value,
+                              f"not JSON ({exc}); arguments are stored as JSON") from exc
+    return dict(args)
+
+
+class ToolCall:
+    """One proposed tool call: wait for its decision and its result."""
+
+    def __init__(self, run: Run, tool_call_id: str, capability: str, args_hash: str, version: int | None) -> None:
+        self.run, self.id, self.capability, self.args_hash = run, tool_call_id, capability, args_hash
+        self.version = version
+        """The run's version once the proposal was decided (None: re-attached)."""
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.run.id!r}, {self.id!r}, {self.capability!r})"
+
+    @property
+    def approval_id(self) -> str | None:
+        """The approval the call asked for, if the policy required one."""
+        found = outcomes.pending_approval(self.run.journal.entries, self.id)
+        return None if found is None else found.payload.approvalId
+
+    def _result(self, journal: Journal) -> outcomes.Resolved | None:
+        return outcomes.call_result(self.run.id, journal.entries, self.id)
+
+    def _decision(self, journal: Journal) -> outcomes.Resolved | None:
+        return outcomes.call_decision(self.run.id, journal.entries, self.id)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The tool's result value, once the call completed (or reconciliation found it completed).
+        Raises ApprovalRejected, ApprovalExpired, ToolFailed, RunNeedsReview, RunCancelled, WaitTimeout."""
+        return self.run.client.wait(self.run, self._result, "result", timeout, self.id)
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """`result`, awaitable."""
+        return await self.run.client.wait_async(self.run, self._result, "result", timeout, self.id)
+
+    def decision(self, timeout: float | None = None) -> Decision:
+        """How the call was authorized (policy or approver), once it is; the same errors as `result`."""
+        return self.run.client.wait(self.run, self._decision, "decision", timeout, self.id)
+
+    async def decision_async(self, timeout: float | None = None) -> Decision:
+        """`decision`, awaitable."""
+        return await self.run.client.wait_async(self.run, self._decision, "decision", timeout, self.id)
+
+
+@dataclass
+class Run:
+    """A run on the log. Obtain one from `Runfacts.start_run`, `run` or `open_runs`."""
+
+    client: Runfacts
+    id: str
+    journal: Journal
+    version: int | None = None
+    """The version the decider committed for this handle's latest change."""
+    reasoning_id: str | None = None
+    """The latest reasoning recorded through this handle (proposals link to it)."""
+
+    def _send(self, command_cls: type[Any], **payload: Any) -> int | None:
+        version = self.client.command(self, command_cls, payload).version
+        if version is not None:  # None: queued in an outbox transaction, not decided yet
+            self.version = version
+        return version
+
+    def reason(self, conclusion: str, evidence: Iterable[str] = (), *, goal: str | None = None,
+               ref: str | None = None, reasoning_id: str | None = None) -> int | None:
+        """Record why: the conclusion's sha256 and `ref` (where your service keeps the text), the
+        evidence refs; never the text itself. Later proposals link to it. Returns the version."""
+        if not isinstance(conclusion, str) or not conclusion:
+            raise BadArgument(self.id, "conclusion", conclusion, "must be a non-empty string (only its hash is sent)")
+        digest = sha256(conclusion)
+        rid = reasoning_id or f"reasoning-{digest[:16]}"
+        version = self._send(cmd.RecordReasoning, reasoningObjectId=rid, goalRef=goal or self.client.goal_of(self),
+                             evidenceRefs=_refs(self.id, "evidence", evidence), conclusionHash=digest,
+                             conclusionRef=None if ref is None else _refs(self.id, "ref", (ref,))[0])
+        self.reasoning_id = rid
+        return version
+
+    def propose(self, capability: str, args: Mapping[str, Any], *, target: str, action: str | None = None,
+                summary: str | None = None, tool_call_id: str | None = None, risk: str = "medium") -> ToolCall:
+        """Propose a side effect: the arguments go to the argument store, their hash on the log.
+        The default toolCallId is derived from (capability, target, arguments), so proposing the
+        same call again (after a restart) returns the same call, never a second one."""
+        arguments = _arguments(self.id, capability, args)
+        digest = args_hash(arguments)
+        call_id = tool_call_id or f"call-{sha256(f'{self.id}|{capability}|{target}|{digest}')[:20]}"
+        action = action or capability.rsplit(".", 1)[-1]
+        return self.client.propose(self, capability, arguments, call_id, {
+            "capabilityId": capability, "reasoningObjectId": self.reasoning_id, "target": target, "action": action,
+            "risk": risk, "summary": summary or f"{action} {target}"})
+
+    def complete(self, outcome: str | None = None) -> int | None:
+        """End the run successfully (`outcome`: a ref to what it produced). Returns the version."""
+        return self._send(cmd.CompleteRun, outcomeRef=outcome)
+
+    def fail(self, error_class: str, detail: str = "") -> int | None:
+        """End the run in failure; `error_class` like `model_refused` (lower case, underscores)."""
+        if not isinstance(error_class, str) or not _ERROR_CLASS.match(error_class):
+            raise BadArgument(self.id, "error_class", error_class, "lower case letters, digits and _, e.g. 'tool_down'")
+        return self._send(cmd.FailRun, errorClass=error_class, detail=detail)
+
+    def debit(self, action: str = "model_step", **amounts: int) -> int | None:
+        """Debit budget for a model or tool step (`tokens=812, costMicros=1200`, ...). Over budget
+        the run needs review and this raises RunNeedsReview."""
+        return self._send(cmd.DebitBudget, amounts=budget_amounts(self.id, "amounts", amounts),
+                          actionHash=sha256(f"{self.id}|{action}"))
+
+    def progress(self, next_safe_action: str, verified: Iterable[str] = (),
+                 open_items: Iterable[str] = ()) -> int | None:
+        """Update the Progress Contract: verified items, open items, next safe action."""
+        return self._send(cmd.UpdateProgress, verifiedItems=tuple(verified), openItems=tuple(open_items),
+                          nextSafeAction=next_safe_action)
+
+    def view(self, role: str = "user", min_version: int | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """The run's `role` view (user: as the decider published it on the view topic), once it
+        reflects at least `min_version` (default: this handle's latest change)."""
+        wanted = self.version if min_version is None else min_version
+        return self.client.view(self.id, role, wanted, timeout)
+
+    def calls(self) -> list[ToolCall]:
+        """The run's tool calls as its state holds them, oldest first (after a restart: what to wait
+        for; `result()` answers at once for a call that finished while the agent was down). Calls
+        closed without running, and settled calls the state compacted, are not listed."""
+        return self.client.pending_calls(self)

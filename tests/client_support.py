@@ -1,0 +1,56 @@
+"""A real stack for the client's tests: topics under a fresh prefix, the payment simulator,
+the run decider and the dispatcher as `runfacts worker` subprocesses (the demo's stack, without
+its in-process relay and without arming a crash unless asked)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from runfacts.client import ClientSettings, Runfacts, UiSettings
+from runfacts.demo.stack import DemoOptions, DemoStack, demo_manifest
+from runfacts.settings import KafkaSettings
+
+
+class AgentStack(DemoStack):
+    """Decider + dispatcher + provider; the agent under test talks through runfacts.client."""
+
+    def start(self, crash_at: str = "") -> None:  # type: ignore[override]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "capabilities.toml").write_text(demo_manifest(self.options.approval_ttl_ms))
+        self._topics()
+        self.provider_url = self._start_provider()
+        self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
+                           **self.options.signing_env)
+        self.start_dispatcher(crash_at=crash_at)
+
+    @property
+    def args_store(self) -> Path:
+        return self.dir / "harness.db"
+
+    def client(self, **overrides: object) -> Runfacts:
+        """The agent's client on this stack (approvals signed with the decider's keyring)."""
+        settings = ClientSettings(ui=UiSettings(signing_env=self.options.signing_env))
+        return Runfacts.connect(kafka=self.options.kafka, prefix=self.names.prefix, args_store=self.args_store,
+                                settings=settings, **overrides)  # type: ignore[arg-type]
+
+    def env(self) -> dict[str, str]:
+        """The environment an agent subprocess needs to reach this stack."""
+        return {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
+                "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix, "RUNFACTS_ARGS_STORE": str(self.args_store),
+                **self.options.signing_env}
+
+
+@contextmanager
+def agent_stack(bootstrap: str, workdir: Path, approval_ttl_ms: int = 5_000,
+                crash_at: str = "") -> Iterator[AgentStack]:
+    options = DemoOptions(prefix=f"cl-{uuid.uuid4().hex[:10]}", workdir=workdir, partitions=2,
+                          approval_ttl_ms=approval_ttl_ms, kafka=KafkaSettings(bootstrap_servers=bootstrap))
+    stack = AgentStack(options)
+    try:
+        stack.start(crash_at)
+        yield stack
+    finally:
+        stack.stop()
