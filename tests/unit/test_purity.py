@@ -41,6 +41,8 @@ PURE = [
     "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
     # the tool registry's declarations and manifest
     "runfacts.tools.registry", "runfacts.tools.spec", "runfacts.tools.errors", "runfacts.tools.manifest",
+    # the framework bridges' verdict on a gated call, and their errors
+    "runfacts.integrations.facts", "runfacts.integrations.errors",
 ]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
 CLOCK_CALLS = {"now", "utcnow", "today"}

@@ -1,0 +1,18 @@
+"""`runfacts.integrations`: agent-framework bridges, the framework's approval backed by runfacts.
+
+    from runfacts.integrations.pydantic_ai import Gate, RunfactsApprovals, resume_results   # extra: pydantic-ai
+
+A bridge proposes a gated tool call to runfacts (`run.propose`) instead of running it, and
+resumes from what runfacts recorded (`facts.verdict`), never from the resume value its client
+sends. This doorway stays light: it imports no framework; each bridge module imports its own
+(and checks its version at import, naming the supported range).
+
+Pure: `facts` (the verdict runfacts' facts give a gated call, the call's runfacts id),
+`errors` (`BridgeError`, `ForgedResume`, `IncompatibleFramework`, `UngatedTool`).
+Shells: `pydantic_ai` (a Pydantic AI toolset wrapper and capability, `resume_results`).
+"""
+
+from runfacts.integrations.errors import BridgeError, ForgedResume, IncompatibleFramework, UngatedTool
+from runfacts.integrations.facts import Verdict, call_id, verdict
+
+__all__ = ["BridgeError", "ForgedResume", "IncompatibleFramework", "UngatedTool", "Verdict", "call_id", "verdict"]

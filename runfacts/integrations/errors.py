@@ -1,0 +1,40 @@
+"""What the framework bridges raise, all `BridgeError` (a `RunfactsError`)."""
+
+from __future__ import annotations
+
+from runfacts.schemas.errors import RunfactsError
+
+
+class BridgeError(RunfactsError):
+    """Base of every error a framework bridge raises."""
+
+
+class IncompatibleFramework(BridgeError):
+    """The installed framework version is outside the range the bridge supports (or missing)."""
+
+    def __init__(self, package: str, found: str | None, supported: str, extra: str) -> None:
+        self.package, self.found, self.supported = package, found, supported
+        have = "is not installed" if found is None else f"{found} is installed"
+        super().__init__(f"{package} {have}; runfacts.integrations supports {package}{supported}: "
+                         f"pip install 'runfacts[{extra}]' (or '{package}{supported}')")
+
+
+class ForgedResume(BridgeError):
+    """A resume claims a decision runfacts never recorded (e.g. "approved" for a call it never
+    approved): refused, nothing runs. Build resume values from runfacts' facts instead."""
+
+    def __init__(self, run_id: str, tool_call_id: str, tool: str, status: str, reason: str) -> None:
+        self.run_id, self.tool_call_id, self.tool, self.status = run_id, tool_call_id, tool, status
+        super().__init__(f"run {run_id}, tool call {tool_call_id} ({tool}): the resume says approved but runfacts "
+                         f"says {status} ({reason}); nothing was executed. Resume with the results the bridge "
+                         f"builds from runfacts' facts (resume_results)")
+
+
+class UngatedTool(BridgeError):
+    """A tool asked for approval, but names no runfacts capability to propose it as."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        super().__init__(f"tool {tool!r} requires approval but has no runfacts gate: add "
+                         f"gates={{{tool!r}: Gate('<capabilityId>', target='<argument>')}}; the framework's own "
+                         f"approval is not an authorization boundary")

@@ -1,0 +1,70 @@
+"""What runfacts' facts say about one gated tool call, pure: the verdict a framework bridge resumes on.
+
+A bridge never resumes on what its client sends (a resume value, an "approved" flag): it reads
+the run's journal and asks `verdict`. The framework's own approval is a UI convenience; this is
+the authorization boundary (role-checked, signed, single-use, expiring, bound to the argsHash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runfacts.client import errors, outcomes
+from runfacts.client.outcomes import Entry
+from runfacts.processors.policy.retry import args_hash
+
+Status = Literal["unknown", "pending", "granted", "rejected", "expired", "refused"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A gated call as runfacts knows it: `unknown` (never proposed), `pending` (waits for a
+    person), `granted` (authorized: by policy or an approver), `rejected`, `expired`, or
+    `refused` (invalidated, cancelled, needs review, run ended); `reason` says why in words."""
+
+    status: Status
+    tool_call_id: str
+    reason: str = ""
+    approver: str | None = None
+    request: dict[str, Any] | None = None
+    """For a call that asked for approval: approvalId, asks, expiresAt (ISO 8601), argsHash, ..."""
+
+
+def call_id(run_id: str, capability: str, target: str, arguments: dict[str, Any]) -> str:
+    """The runfacts toolCallId of (capability, target, arguments) in a run: `Run.propose`'s default,
+    so the same model call proposed again (after a crash, on resume) is the same runfacts call."""
+    digest = args_hash(arguments)
+    return f"call-{hashlib.sha256(f'{run_id}|{capability}|{target}|{digest}'.encode()).hexdigest()[:20]}"
+
+
+def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> dict[str, Any] | None:
+    """The call's latest approval request in the words a UI shows (None: it asked for none)."""
+    found = outcomes.pending_approval(entries, tool_call_id)
+    if found is None:
+        return None
+    p = found.payload
+    return {"runId": found.runId, "toolCallId": tool_call_id, "approvalId": p.approvalId,
+            "asks": f"{action} on {target} ({p.risk} risk)", "risk": p.risk, "requiredRole": p.requiredRole,
+            "expiresAt": p.expiresAt.isoformat(), "argsHash": p.argsHash}
+
+
+def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: dict[str, Any] | None = None) -> Verdict:
+    """The verdict the run's facts give the call (entries: the run's journal from its start)."""
+    if not any(e.tool_call_id == tool_call_id for e in entries):
+        return Verdict("unknown", tool_call_id, "runfacts holds no proposal of this call", request=request)
+    decided = outcomes.call_decision(run_id, entries, tool_call_id)
+    if decided is None:
+        return Verdict("pending", tool_call_id, "waits for approval", request=request)
+    error = decided.error
+    if error is None:
+        who = decided.value.approver
+        return Verdict("granted", tool_call_id, f"approved by {who}" if who else "authorized by policy", who, request)
+    if isinstance(error, errors.ApprovalRejected):
+        return Verdict("rejected", tool_call_id, f"rejected by {error.approver} (runfacts)", error.approver, request)
+    if isinstance(error, errors.ApprovalExpired):
+        return Verdict("expired", tool_call_id, "the approval expired before anyone decided (runfacts); "
+                                               "propose the call again to re-authorize", request=request)
+    return Verdict("refused", tool_call_id, str(error), request=request)

@@ -1,0 +1,213 @@
+"""Pydantic AI on runfacts: gated tool calls become runfacts proposals; resumes come from runfacts' facts.
+
+    from runfacts.integrations.pydantic_ai import Gate, RunfactsApprovals, resume_results
+
+    agent = Agent(model, toolsets=[tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")})])
+    result = await agent.run(prompt, deps=run)                 # deps: the runfacts Run (or has .run)
+    # result.output is DeferredToolRequests; metadata[id]["runfacts"]: approvalId, asks, expiresAt, argsHash
+    results = await resume_results(run, result.output)         # waits for runfacts' decisions
+    final = await agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run)
+
+A call to a gated tool (declared `requires_approval=True`, or raising `ApprovalRequired` /
+`CallDeferred`) is never run in the agent: it is proposed to runfacts (`run.propose`); the
+dispatcher executes the registry tool once runfacts authorized it, with its idempotency key and
+reconciliation. The agent run ends with `DeferredToolRequests` carrying the runfacts approval.
+
+`resume_results` builds `DeferredToolResults` from runfacts' facts only: granted ->
+`ToolApproved` (the wrapper then returns the dispatcher's result value as the tool return),
+rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
+builds itself is checked again at execution: an "approved" that runfacts does not back raises
+`ForgedResume` and nothing runs. Shell (talks to runfacts through `runfacts.client`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import metadata as _metadata
+from typing import Any
+
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool
+
+PACKAGE = "pydantic-ai-slim"
+SUPPORTED = ">=2.68,<3"
+_MIN, _BELOW = (2, 68), (3, 0)
+
+
+def check_version(found: str | None) -> None:
+    """Raise IncompatibleFramework unless `found` (pydantic-ai-slim's version) is in SUPPORTED."""
+    match = re.match(r"^(\d+)\.(\d+)", found or "")
+    if found is None or match is None or not (_MIN <= (int(match[1]), int(match[2])) < _BELOW):
+        raise IncompatibleFramework(PACKAGE, found, SUPPORTED, "pydantic-ai")
+
+
+def installed_version() -> str | None:
+    try:
+        return _metadata.version(PACKAGE)
+    except _metadata.PackageNotFoundError:
+        return None
+
+
+check_version(installed_version())
+
+from pydantic_ai import ApprovalRequired, CallDeferred, RunContext  # noqa: E402
+from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied  # noqa: E402
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
+from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
+
+from runfacts.client import BadArgument, ClientError, Run, ToolCall, WaitTimeout  # noqa: E402
+from runfacts.integrations import facts  # noqa: E402
+from runfacts.processors.policy.retry import args_hash  # noqa: E402
+
+META_KEY = "runfacts"
+"""The key of the runfacts approval in `DeferredToolRequests.metadata[tool_call_id]`."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How a Pydantic AI tool is proposed to runfacts: the capability the dispatcher serves
+    (same arguments), the target (an argument's name, or a function of the arguments)."""
+
+    capability: str
+    target: str | Callable[[dict[str, Any]], str]
+    action: str | None = None
+    risk: str = "medium"
+    summary: Callable[[dict[str, Any]], str] | None = None
+
+    def target_of(self, args: dict[str, Any]) -> str:
+        return str(self.target(args) if callable(self.target) else args[self.target])
+
+    def action_name(self) -> str:
+        return self.action or self.capability.rsplit(".", 1)[-1]
+
+
+def run_from_deps(ctx: RunContext[Any]) -> Run:
+    """The runfacts run of an agent run: `deps` itself, or its `run` attribute."""
+    deps = ctx.deps
+    run = deps if isinstance(deps, Run) else getattr(deps, "run", None)
+    if not isinstance(run, Run):
+        raise BadArgument("?", "deps", type(deps).__name__,
+                          "pass the runfacts Run as deps= (or deps with a .run), or give run_of= to the toolset")
+    return run
+
+
+@dataclass
+class RunfactsToolset(WrapperToolset[Any]):
+    """Wraps a toolset: calls to gated tools go through runfacts, never straight to the function."""
+
+    gates: Mapping[str, Gate] = field(default_factory=dict)
+    run_of: Callable[[RunContext[Any]], Run] = run_from_deps
+    result_timeout_s: float | None = 600.0
+    """How long an authorized call's result is awaited inside the tool call (None: no limit)."""
+    _declared: set[str] = field(default_factory=set, repr=False)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The wrapped tools; a gated `requires_approval` tool becomes a plain one (this wrapper
+        gates it), and one without a gate is refused (UngatedTool)."""
+        tools = await super().get_tools(ctx)
+        out = {}
+        for name, tool in tools.items():
+            if tool.tool_def.kind == "unapproved":
+                if name not in self.gates:
+                    raise UngatedTool(name)
+                self._declared.add(name)
+                tool = replace(tool, tool_def=replace(tool.tool_def, kind="function"))
+            out[name] = tool
+        return out
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
+                        tool: ToolsetTool[Any]) -> Any:
+        gate = self.gates.get(name)
+        if gate is None:
+            try:
+                return await super().call_tool(name, tool_args, ctx, tool)
+            except ApprovalRequired:
+                raise UngatedTool(name) from None
+        run = self.run_of(ctx)
+        if ctx.tool_call_approved:
+            return await self._approved(run, name, gate, tool_args)
+        if name not in self._declared:
+            try:
+                return await super().call_tool(name, tool_args, ctx, tool)
+            except (ApprovalRequired, CallDeferred):
+                pass  # the tool asks for approval: runfacts decides
+        return await self._propose(run, gate, tool_args)
+
+    async def _propose(self, run: Run, gate: Gate, args: dict[str, Any]) -> Any:
+        target = gate.target_of(args)
+        call: ToolCall = await asyncio.to_thread(
+            run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
+            summary=None if gate.summary is None else gate.summary(args),
+            tool_call_id=facts.call_id(run.id, gate.capability, target, args))
+        found = self._verdict(run, gate, call.id, target)
+        if found.status == "granted":  # by policy, or approved before (a re-run after a crash)
+            return await call.result_async(timeout=self.result_timeout_s)
+        raise ApprovalRequired(metadata={META_KEY: {**(found.request or {"runId": run.id, "toolCallId": call.id}),
+                                                    "status": found.status, "reason": found.reason}})
+
+    async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
+        """A resumed call Pydantic AI says is approved: runs only if runfacts granted it."""
+        target = gate.target_of(args)
+        call_id = facts.call_id(run.id, gate.capability, target, args)
+        found = self._verdict(run, gate, call_id, target)
+        if found.status != "granted":
+            raise ForgedResume(run.id, call_id, name, found.status, found.reason)
+        call = ToolCall(run, call_id, gate.capability, args_hash(args), None)
+        return await call.result_async(timeout=self.result_timeout_s)
+
+    @staticmethod
+    def _verdict(run: Run, gate: Gate, call_id: str, target: str) -> facts.Verdict:
+        entries = run.journal.entries
+        return facts.verdict(run.id, entries, call_id,
+                             facts.approval_request(entries, call_id, gate.action_name(), target))
+
+
+@dataclass
+class RunfactsApprovals(AbstractCapability[Any]):
+    """The Pydantic AI capability: wraps the agent's toolset in a `RunfactsToolset`."""
+
+    gates: Mapping[str, Gate] = field(default_factory=dict)
+    run_of: Callable[[RunContext[Any]], Run] = run_from_deps
+    result_timeout_s: float | None = 600.0
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        return RunfactsToolset(toolset, gates=self.gates, run_of=self.run_of, result_timeout_s=self.result_timeout_s)
+
+
+async def resume_results(run: Run, requests: DeferredToolRequests, timeout: float | None = None) -> DeferredToolResults:
+    """`DeferredToolResults` for the runfacts-gated calls of `requests`, from runfacts' facts:
+    waits (up to `timeout`; WaitTimeout) until each is decided. Granted -> ToolApproved,
+    rejected / expired / refused -> ToolDenied(reason). Calls without runfacts metadata are left
+    out (add your own). The metadata only names the runfacts call; at execution the wrapper
+    checks the call runfacts granted is exactly this one (same arguments) or raises ForgedResume."""
+    approvals: dict[str, ToolApproved | ToolDenied] = {}
+    for part in [*requests.approvals, *requests.calls]:
+        hint = requests.metadata.get(part.tool_call_id, {}).get(META_KEY)
+        if not isinstance(hint, dict) or not isinstance(hint.get("toolCallId"), str):
+            continue
+        call = ToolCall(run, hint["toolCallId"], part.tool_name, "", None)
+        found = facts.verdict(run.id, run.journal.entries, call.id)
+        if found.status == "pending":
+            try:
+                await call.decision_async(timeout=timeout)
+            except WaitTimeout:
+                raise
+            except ClientError:
+                pass  # rejected, expired, invalidated, ...: the verdict below says which
+            found = facts.verdict(run.id, run.journal.entries, call.id)
+        approvals[part.tool_call_id] = (ToolApproved() if found.status == "granted"
+                                        else ToolDenied(f"runfacts: {found.reason}"))
+    return DeferredToolResults(approvals=approvals)
+
+
+def resume_results_sync(run: Run, requests: DeferredToolRequests, timeout: float | None = None) -> DeferredToolResults:
+    """`resume_results`, blocking."""
+    return asyncio.run(resume_results(run, requests, timeout))
+
+
+__all__ = ["META_KEY", "SUPPORTED", "Gate", "RunfactsApprovals", "RunfactsToolset", "check_version",
+           "resume_results", "resume_results_sync", "run_from_deps"]

@@ -1,0 +1,173 @@
+"""The Pydantic AI bridge on the real broker with real workers (decider, dispatcher, payment
+simulator as subprocesses) and real pydantic-ai (FunctionModel: no network, no weights): the
+example's refund agent approved, rejected, expired, with a lost response, killed with SIGKILL
+while it waits for the approval; a forged resume refused."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from client_support import AgentStack, agent_stack
+
+from runfacts.client import Approval, Runfacts
+
+pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pydantic-ai-slim")
+from pydantic_ai.messages import ToolReturnPart  # noqa: E402
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults  # noqa: E402
+
+from runfacts.integrations import ForgedResume  # noqa: E402
+from runfacts.integrations.pydantic_ai import META_KEY, resume_results  # noqa: E402
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "pydantic_ai_refund.py"
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pydantic_ai_refund", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+example = load_example()
+
+
+@pytest.fixture(scope="module")
+def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
+    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("pydantic-ai"), approval_ttl_ms=4_000) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def rf(stack: AgentStack) -> Iterator[Runfacts]:
+    client = stack.client()
+    yield client
+    client.close()
+
+
+def approval_of(rf: Runfacts, run_id: str, timeout: float = 60) -> Approval:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
+
+
+def refunds_of(stack: AgentStack, order: str) -> list[dict[str, Any]]:
+    return [r for r in stack.ledger() if r["orderId"] == order]
+
+
+def first_turn(rf: Runfacts, ticket: str, order: str, amount: int, capability: str = "payments.refund") -> Any:
+    """Start the run and the agent: it ends with DeferredToolRequests (the refund waits)."""
+    agent = example.build_agent(capability)
+    run = rf.start_run(goal=f"ticket:{ticket}", summary="Refund", user_id="customer-42", run_id=f"pa-{ticket}")
+    result = asyncio.run(agent.run(f"refund {order} {amount}", deps=run))
+    return agent, run, result
+
+
+def tool_returns(messages: list[Any]) -> list[Any]:
+    return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+def test_approved_refund_reaches_the_model_as_the_dispatchers_result(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-1", "order-pa-1", 4200)
+    requests = result.output
+    assert isinstance(requests, DeferredToolRequests) and len(requests.approvals) == 1
+    meta = requests.metadata[requests.approvals[0].tool_call_id][META_KEY]
+    approval = approval_of(rf, run.id)
+    assert meta["approvalId"] == approval.approval_id and meta["asks"] == approval.asks
+    assert meta["argsHash"] == approval.args_hash and meta["expiresAt"] == approval.expires_at.isoformat()
+    assert refunds_of(stack, "order-pa-1") == []  # nothing ran before the approval
+    rf.decide(approval, "approve", approver="alice")
+    results = asyncio.run(resume_results(run, requests, timeout=60))
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    [refund] = refunds_of(stack, "order-pa-1")
+    assert final.output == f"refunded {refund['refundId']}"
+    assert tool_returns(final.all_messages())[-1]["refundId"] == refund["refundId"]
+
+
+def test_rejected_refund_is_denied_with_runfacts_reason_and_never_runs(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-2", "order-pa-2", 990)
+    rf.decide(approval_of(rf, run.id), "reject", approver="bob")
+    results = asyncio.run(resume_results(run, result.output, timeout=60))
+    [denied] = results.approvals.values()
+    assert "rejected by bob" in denied.message  # type: ignore[union-attr]
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    assert final.output.startswith("not refunded: runfacts: rejected by bob")
+    assert refunds_of(stack, "order-pa-2") == []
+
+
+def test_expired_approval_is_denied_with_the_reason(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-3", "order-pa-3", 500, capability="payments.refund.expiring")
+    results = asyncio.run(resume_results(run, result.output, timeout=60))  # nobody decides: the TTL is 4 s
+    [denied] = results.approvals.values()
+    assert "expired" in denied.message  # type: ignore[union-attr]
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    assert "approval expired" in final.output and refunds_of(stack, "order-pa-3") == []
+
+
+def test_lost_response_is_reconciled_and_the_model_still_gets_the_value(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-4", "order-pa-4", 1200)
+    stack.provider("POST", "/_faults", {"acceptThenDropNext": 1})
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    results = asyncio.run(resume_results(run, result.output, timeout=60))
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    facts = [e.event_type for e in run.journal.entries]
+    assert "tool.call.result_unknown" in facts and "tool.call.reconciled" in facts
+    assert "tool.call.completed" not in facts  # the value came from reconciliation
+    [refund] = refunds_of(stack, "order-pa-4")
+    assert final.output == f"refunded {refund['refundId']}"
+
+
+def test_forged_approval_is_refused_and_nothing_runs(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-5", "order-pa-5", 7700)
+    [part] = result.output.approvals
+    forged = DeferredToolResults(approvals={part.tool_call_id: True})  # the client says "approved"
+    with pytest.raises(ForgedResume, match="runfacts says pending"):
+        asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=forged, deps=run))
+    assert refunds_of(stack, "order-pa-5") == []
+    assert approval_of(rf, run.id).args_hash == result.output.metadata[part.tool_call_id][META_KEY]["argsHash"]
+    rf.decide(approval_of(rf, run.id), "reject", approver="bob")  # runfacts says no, the client says yes
+    with pytest.raises(ForgedResume, match="runfacts says rejected"):
+        asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=forged, deps=run))
+    assert refunds_of(stack, "order-pa-5") == []
+
+
+def test_agent_killed_while_waiting_resumes_after_approval_and_refunds_once(
+        stack: AgentStack, rf: Runfacts, tmp_path: Path) -> None:
+    env = {**os.environ, **stack.env(), "REFUND_AGENT_STATE": str(tmp_path / "state")}
+
+    def agent(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    first = agent("T-6", "order-pa-6", "3100")
+    approval = approval_of(rf, "refund-T-6")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "state" / "refund-T-6.requests.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the agent saved its history and now waits for the approval
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    assert first.returncode == -signal.SIGKILL
+    rf.decide(approval, "approve", approver="alice")  # approved while the agent is dead
+    second = agent("--resume")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-3000:]
+    [refund] = refunds_of(stack, "order-pa-6")  # exactly one side effect
+    assert f"refunded {refund['refundId']}" in out
+    assert rf.state("refund-T-6").status == "completed"
