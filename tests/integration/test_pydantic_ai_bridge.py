@@ -23,11 +23,14 @@ from client_support import AgentStack, agent_stack
 from runfacts.client import Approval, Runfacts
 
 pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pydantic-ai-slim")
+from pydantic_ai import Agent, ApprovalRequired, CallDeferred  # noqa: E402
 from pydantic_ai.messages import ToolReturnPart  # noqa: E402
+from pydantic_ai.models.function import FunctionModel  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults  # noqa: E402
+from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 from runfacts.integrations import ForgedResume  # noqa: E402
-from runfacts.integrations.pydantic_ai import META_KEY, resume_results  # noqa: E402
+from runfacts.integrations.pydantic_ai import META_KEY, Gate, RunfactsApprovals, resume_results  # noqa: E402
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -171,3 +174,28 @@ def test_agent_killed_while_waiting_resumes_after_approval_and_refunds_once(
     [refund] = refunds_of(stack, "order-pa-6")  # exactly one side effect
     assert f"refunded {refund['refundId']}" in out
     assert rf.state("refund-T-6").status == "completed"
+
+
+@pytest.mark.parametrize("deferral", [ApprovalRequired, CallDeferred])
+def test_a_tool_raising_a_deferral_is_proposed_and_its_body_never_runs_again(
+        stack: AgentStack, rf: Runfacts, deferral: type[Exception]) -> None:
+    tools, bodies = FunctionToolset(), []
+
+    @tools.tool_plain
+    def refund(orderId: str, amountMinor: int, currency: str = "EUR") -> dict:  # noqa: N803
+        bodies.append(orderId)
+        raise deferral(metadata={"why": "over the limit"})
+
+    agent = Agent(FunctionModel(example.scripted_model), toolsets=[tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")})])
+    order = f"order-pa-7{deferral.__name__}"
+    run = rf.start_run(goal="ticket:T-7", summary="Refund", user_id="customer-42", run_id=f"pa-T-7-{deferral.__name__}")
+    result = asyncio.run(agent.run(f"refund {order} 800", deps=run))
+    [part] = result.output.approvals
+    assert result.output.metadata[part.tool_call_id][META_KEY]["approvalId"] == approval_of(rf, run.id).approval_id
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    results = asyncio.run(resume_results(run, result.output, timeout=60))
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    [refund_done] = refunds_of(stack, order)
+    assert final.output == f"refunded {refund_done['refundId']}"
+    assert bodies == [order]  # asked once; on resume runfacts' result came back, the body did not run
