@@ -63,8 +63,8 @@ def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: d
         who = decided.value.approver
         return Verdict("granted", tool_call_id, f"approved by {who}" if who else "authorized by policy", who, request)
     if isinstance(error, errors.ApprovalRejected):
-        return Verdict("rejected", tool_call_id, f"rejected by {error.approver} (runfacts)", error.approver, request)
+        return Verdict("rejected", tool_call_id, f"rejected by {error.approver}", error.approver, request)
     if isinstance(error, errors.ApprovalExpired):
-        return Verdict("expired", tool_call_id, "the approval expired before anyone decided (runfacts); "
+        return Verdict("expired", tool_call_id, "the approval expired before anyone decided; "
                                                "propose the call again to re-authorize", request=request)
     return Verdict("refused", tool_call_id, str(error), request=request)

@@ -184,7 +184,7 @@ async def resume_results(run: Run, requests: DeferredToolRequests, timeout: floa
     rejected / expired / refused -> ToolDenied(reason). Calls without runfacts metadata are left
     out (add your own). The metadata only names the runfacts call; at execution the wrapper
     checks the call runfacts granted is exactly this one (same arguments) or raises ForgedResume."""
-    approvals: dict[str, ToolApproved | ToolDenied] = {}
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
     for part in [*requests.approvals, *requests.calls]:
         hint = requests.metadata.get(part.tool_call_id, {}).get(META_KEY)
         if not isinstance(hint, dict) or not isinstance(hint.get("toolCallId"), str):

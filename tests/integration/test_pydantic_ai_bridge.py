@@ -102,6 +102,10 @@ def test_approved_refund_reaches_the_model_as_the_dispatchers_result(stack: Agen
     [refund] = refunds_of(stack, "order-pa-1")
     assert final.output == f"refunded {refund['refundId']}"
     assert tool_returns(final.all_messages())[-1]["refundId"] == refund["refundId"]
+    again = run.propose("payments.refund", {"orderId": "order-pa-1", "amountMinor": 4200, "currency": "EUR"},
+                        target="order-pa-1")
+    assert again.id == meta["toolCallId"]  # the bridge's call id is Run.propose's default: one call, not two
+    assert len(refunds_of(stack, "order-pa-1")) == 1
 
 
 def test_rejected_refund_is_denied_with_runfacts_reason_and_never_runs(stack: AgentStack, rf: Runfacts) -> None:

@@ -3,8 +3,10 @@ doorway, a gate-less approval tool refused (real pydantic-ai, TestModel), deps w
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,19 @@ from runfacts.integrations.pydantic_ai import (  # noqa: E402
     check_version,
     installed_version,
 )
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_docs_pydantic_ai_code_is_the_tested_example_verbatim_when_read() -> None:
+    text = (REPO / "docs" / "integrations.md").read_text()
+    section = text.split("## Pydantic AI", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = (REPO / "examples" / "pydantic_ai_refund.py").read_text()
+    assert len(blocks) >= 3
+    for block in blocks:
+        assert block in example, f"docs/integrations.md shows code the example does not run:\n{block}"
 
 
 def test_installed_pydantic_ai_is_in_the_supported_range_when_checked() -> None:
@@ -56,7 +71,8 @@ def test_importing_the_bridge_fails_clearly_when_an_incompatible_version_is_inst
 
 
 def test_the_doorway_imports_no_framework_when_imported() -> None:
-    code = "import sys, runfacts.integrations\nprint(sorted(m for m in sys.modules if m.startswith(('pydantic_ai', 'langgraph'))))"
+    code = ("import sys, runfacts.integrations\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('pydantic_ai', 'langgraph'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -1,0 +1,55 @@
+"""The bridges' verdict on a gated call over real decider output (given commands -> events):
+unknown, pending with the approval in plain words, granted, rejected, expired; the runfacts call
+id depends on the arguments (the integration test checks it is `Run.propose`'s default)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from decider_support import RUN, Scenario, create, propose_refund, resume, timer
+
+from runfacts.client.outcomes import Entry
+from runfacts.integrations import call_id, verdict
+from runfacts.integrations.facts import approval_request
+
+CALL = "tool-call-031"
+
+
+def entries(s: Scenario) -> list[Entry]:
+    return [Entry(i, e) for i, e in enumerate(s.log)]
+
+
+def test_verdict_is_unknown_for_a_call_runfacts_never_saw() -> None:
+    found = verdict(RUN, entries(Scenario().given(create(), propose_refund())), "call-forged")
+    assert (found.status, found.reason) == ("unknown", "runfacts holds no proposal of this call")
+
+
+def test_verdict_is_pending_with_the_approval_in_plain_words_while_nobody_decided() -> None:
+    log = entries(Scenario().given(create(), propose_refund()))
+    request = approval_request(log, CALL, "refund", "order-001")
+    assert request is not None and request["approvalId"] == f"approval-{CALL}"
+    assert request["asks"] == "refund on order-001 (high risk)" and request["requiredRole"] == "support_agent"
+    assert verdict(RUN, log, CALL, request).status == "pending"
+
+
+def test_verdict_is_granted_by_the_approver_and_rejected_naming_who() -> None:
+    granted = verdict(RUN, entries(Scenario().given(create(), propose_refund(), resume())), CALL)
+    assert (granted.status, granted.approver, granted.reason) == ("granted", "alice", "approved by alice")
+    rejected = verdict(RUN, entries(Scenario().given(create(), propose_refund(), resume("reject"))), CALL)
+    assert (rejected.status, rejected.reason) == ("rejected", "rejected by alice")
+
+
+def test_verdict_is_expired_when_the_expiry_timer_fired() -> None:
+    s = Scenario().given(create(), propose_refund())
+    expires = s.s.approvals[f"approval-{CALL}"].expiresAt
+    s.given(timer("approval_expiry", f"approval-{CALL}", expires + timedelta(seconds=1)))
+    found = verdict(RUN, entries(s), CALL)
+    assert found.status == "expired" and "expired before anyone decided" in found.reason
+
+
+def test_call_id_depends_on_the_arguments_not_their_order() -> None:
+    args = {"orderId": "order-001", "amountMinor": 4200, "currency": "EUR"}
+    same = call_id("refund-T-1", "payments.refund", "order-001", dict(reversed(list(args.items()))))
+    assert call_id("refund-T-1", "payments.refund", "order-001", args) == same  # key order does not matter
+    assert call_id("refund-T-1", "payments.refund", "order-001", {**args, "amountMinor": 4201}) != same
+    assert same.startswith("call-") and len(same) == 25
