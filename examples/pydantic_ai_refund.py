@@ -52,8 +52,8 @@ def build_agent(capability: str = "payments.refund") -> Agent:
 
 
 async def handle(rf: Runfacts, agent: Agent, ticket: str, order: str, amount_minor: int) -> str:
-    run = rf.start_run(goal=f"ticket:{ticket}", summary=f"Refund {order}", user_id="customer-42",
-                       budget={"toolCalls": 3, "steps": 20}, run_id=f"refund-{ticket}")
+    run = await asyncio.to_thread(rf.start_run, goal=f"ticket:{ticket}", summary=f"Refund {order}",
+                                  user_id="customer-42", budget={"toolCalls": 3}, run_id=f"refund-{ticket}")
     result = await agent.run(f"refund {order} {amount_minor}", deps=run)
     return await finish(run, agent, result.all_messages(), result.output)
 
@@ -66,16 +66,16 @@ async def finish(run: Run, agent: Agent, messages: list, output: object) -> str:
         results = await resume_results(run, output, timeout=600)  # runfacts' decisions, never the client's
         result = await agent.run(message_history=messages, deferred_tool_results=results, deps=run)
         messages, output = result.all_messages(), result.output
-    if str(output).startswith("refunded"):
-        run.complete(outcome=f"refund:{run.id}")
+    if str(output).startswith("refunded"):  # commands block for the decider's answer: off the event loop
+        await asyncio.to_thread(run.complete, outcome=f"refund:{run.id}")
     else:
-        run.fail("refund_not_approved")
+        await asyncio.to_thread(run.fail, "refund_not_approved")
     return str(output)
 
 
 async def resume(rf: Runfacts, agent: Agent) -> list[str]:
     done = []
-    for run in rf.open_runs():
+    for run in await asyncio.to_thread(rf.open_runs):
         saved = STATE / f"{run.id}.json"
         if saved.exists():
             messages = ModelMessagesTypeAdapter.validate_json(saved.read_bytes())

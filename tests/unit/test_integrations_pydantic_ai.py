@@ -26,7 +26,6 @@ from runfacts.integrations.pydantic_ai import (  # noqa: E402
     installed_version,
 )
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 
