@@ -54,7 +54,12 @@ def decide_context(capabilities: str = "", policy: str = "", versions: str = "")
     """
     catalog = load_capabilities(Path(capabilities) if capabilities else None)
     loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
-    current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    try:
+        current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        example = DEFAULT_VERSIONS.model_dump_json(by_alias=True)
+        raise ConfigError("--versions", versions, f"expected the run versions as JSON, e.g. '{example}' "
+                          f"({str(exc).splitlines()[0]})") from exc
     return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
 
 
