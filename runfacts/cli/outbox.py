@@ -1,6 +1,6 @@
 """`runfacts outbox ...`: run the relay, show an outbox's backlog, unpark a run, install tables.
 
-Also runnable as `python -m runfacts.cli.outbox relay --db ... --bootstrap ...`
+Also runnable as `python -m runfacts.cli outbox relay --db ...` (the whole command tree).
 (the crash tests start it that way and kill -9 it).
 """
 
@@ -111,6 +111,3 @@ def install(db: Db, table: Table = "runfacts_outbox") -> None:
         conn.close()
     typer.echo(f"outbox {table} installed")
 
-
-if __name__ == "__main__":
-    app()

@@ -80,7 +80,7 @@ def test_relays_of_two_databases_never_fence_each_other_and_a_restart_fences_its
 
 
 def _relay_cli(db: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", db,
+    return subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", db,
                            "--exit-when-idle", *extra], capture_output=True, text=True, timeout=60,
                           check=False)
 

@@ -312,7 +312,7 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
 def _short_ttl_manifest(stage: Stage) -> object:
     from importlib import resources
 
-    text = resources.files("runfacts.processors").joinpath("capabilities.toml").read_text()
+    text = resources.files("runfacts.processors.policy").joinpath("capabilities.toml").read_text()
     path = stage.dir / "capabilities.toml"
     path.write_text(text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}"))
     return path

@@ -89,7 +89,7 @@ class Stage:
 
     def relay(self, db: Path, table: str, crash_at: str = "", after: int = 1) -> Popen[bytes]:
         """The outbox relay as a process (`runfacts.cli.outbox`), optionally armed."""
-        args = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", str(db),
+        args = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", str(db),
                 "--bootstrap", self.bootstrap, "--table", table, "--batch-size", "10", "--lease-ttl", "2",
                 "--poll-interval", "0.1", "--exit-when-idle"]
         env = child_env(**(arm(crash_at, after) if crash_at else {}))
