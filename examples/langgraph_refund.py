@@ -8,6 +8,7 @@ from its SQLite checkpointer and runfacts gives the same call, so the refund hap
 The model is langchain-core's fake chat model scripted by the conversation (no network).
 """
 
+import contextlib
 import sys
 from typing import Annotated, Any
 
@@ -65,10 +66,10 @@ def handle(rf: Runfacts, ticket: str, order: str, amount_minor: int, db: str) ->
         while "__interrupt__" in result:
             asked = result["__interrupt__"][0].value
             print("waiting for", asked["approvalId"], asked["asks"], flush=True)
-            try:  # the decision is runfacts': wait for it, then wake the graph
+            # the decision is runfacts': wait for it, then wake the graph (rejected or expired too:
+            # the tool node turns that into the tool's message)
+            with contextlib.suppress(ClientError):
                 ToolCall(run, asked["toolCallId"], asked["capability"], asked["argsHash"], None).decision()
-            except ClientError:
-                pass  # rejected or expired: the tool node turns it into the tool's message
             result = graph.invoke(Command(resume="woken"), config)
     answer = result["messages"][-1].content
     if "(success)" in answer:

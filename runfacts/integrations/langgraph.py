@@ -76,8 +76,8 @@ from runfacts.client import (  # noqa: E402
     Runfacts,
     ToolCall,
     WaitTimeout,
+    outcomes,
 )
-from runfacts.client import outcomes  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
 from runfacts.schemas import events as ev  # noqa: E402
 from runfacts.schemas.common import Actor  # noqa: E402
@@ -133,13 +133,14 @@ class RunfactsToolNode:
         if not isinstance(message, AIMessage):
             raise TypeError(f"RunfactsToolNode needs an AIMessage last in state['messages'], got {type(message)}")
         run = self.rf.run(self.run_id(config))
-        gated = {tc["id"]: self._propose(run, tc) for tc in message.tool_calls if tc["name"] in self.gates}
+        gated = {str(tc["id"]): self._propose(run, tc) for tc in message.tool_calls if tc["name"] in self.gates}
         if gated:
             self._checkpoint(run, config, message)
             self._await_decisions(run, gated, config)
         out = []
         for tc in message.tool_calls:
-            out.append(self._outcome(tc, gated[tc["id"]]) if tc["id"] in gated else self._local(tc))
+            call = gated.get(str(tc["id"])) if tc["name"] in self.gates else None
+            out.append(self._local(tc) if call is None else self._outcome(tc, call))
         return {"messages": out}
 
     def _propose(self, run: Run, tc: Mapping[str, Any]) -> ToolCall:
