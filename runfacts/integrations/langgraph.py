@@ -80,7 +80,7 @@ from runfacts.client import (  # noqa: E402
 )
 from runfacts.schemas import commands as cmd  # noqa: E402
 from runfacts.schemas import events as ev  # noqa: E402
-from runfacts.schemas.common import Actor  # noqa: E402
+from runfacts.schemas.common import Actor, RunVersions  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class RunfactsToolNode:
             return
         calls = json.dumps(message.tool_calls, sort_keys=True, default=str)
         self.rf.command(run, cmd.SaveCheckpoint, {"node": node, "stateHash": hashlib.sha256(calls.encode())
-                                                  .hexdigest(), "versions": self.rf.versions})
+                                                  .hexdigest(), "versions": run_versions(run)})
 
     def _await_decisions(self, run: Run, gated: Mapping[str, ToolCall], config: RunnableConfig) -> None:
         """Interrupt while a call's approval is open; each resume is checked against runfacts."""
@@ -224,6 +224,20 @@ class RunfactsToolNode:
         return tool.invoke({**tc, "type": "tool_call"})
 
 
+def run_versions(run: Run) -> RunVersions:
+    """The versions the run is on (created, checkpointed or migrated to), from its facts: a
+    checkpoint never moves a run to other versions (the decider checks them on resume)."""
+    found: RunVersions | None = None
+    for entry in run.journal.entries:
+        if entry.event_type in ("run.created", "checkpoint.saved"):
+            found = entry.event.payload.versions  # type: ignore[attr-defined]
+        elif entry.event_type == "run.migrated":
+            found = entry.event.payload.toVersions  # type: ignore[attr-defined]
+    if found is None:
+        raise ClientError(run.id, "no run.created fact in the run's journal; start the run with rf.start_run")
+    return found
+
+
 def _asks(run: Run, call: ToolCall, risk: str) -> str:
     """The approval in plain words, as `rf.approvals()` and the user view's banner say it."""
     proposed = next((e.event for e in run.journal.entries
@@ -244,4 +258,5 @@ def _approval(run: Run, call: ToolCall) -> Approval:
                     p.argsHash, created.payload.tenant, created.payload.actor.subjectId)
 
 
-__all__ = ["SUPPORTED", "Gate", "IncompatibleLangGraph", "RunfactsToolNode", "check_version", "claimed", "step_ref"]
+__all__ = ["SUPPORTED", "Gate", "IncompatibleLangGraph", "RunfactsToolNode", "check_version", "claimed", "run_versions",
+           "step_ref"]
