@@ -47,7 +47,14 @@ from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
 from runfacts.processors.engine.commit import AtLeastOnce, ExactlyOnce, TransactionAborted
 from runfacts.processors.engine.gctune import tune_gc
-from runfacts.processors.engine.settings import EngineSettings, consumer_config, load_settings, producer_config
+from runfacts.processors.engine.settings import (
+    EngineSettings,
+    check_timeouts,
+    consumer_config,
+    load_settings,
+    producer_config,
+    with_instance_id,
+)
 from runfacts.processors.engine.store import RocksBackend
 from runfacts.processors.engine.task import Task
 from runfacts.schemas.errors import InfrastructureError
@@ -87,7 +94,8 @@ class Engine:
     def __init__(self, app: Application, settings: EngineSettings | None = None,
                  *, clock: Callable[[], float] = time.time) -> None:
         self.app = app
-        self.settings = settings or load_settings()
+        self.settings = with_instance_id(settings or load_settings())
+        check_timeouts(self.settings)  # settings built directly skip load_settings' check
         self.stats = EngineStats()
         self._clock = clock
         self._tasks: dict[int, Task] = {}

@@ -352,8 +352,10 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
     group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
-    a = stage.worker("a", static=False, env={"RUNFACTS_CONSUMER": group})
-    b = stage.worker("b", static=False, env={"RUNFACTS_CONSUMER": group})
+    # the transaction timeout stays below the short session (EngineSettings' check_timeouts)
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
     a.start(row.point, row.after)
     stage.settle(timeout_s=60)
     b.start()
