@@ -275,15 +275,19 @@ class Engine:
         time.sleep(min(0.1 * 2 ** self._aborts_in_row, 5.0))
 
     def _is_fencing(self, exc: BaseException) -> bool:
-        """The failure is this producer being fenced: said so (`ProducerFenced`), or a fatal
-        producer error (librdkafka reports a fencing seen by a produce as `_FATAL`) that the
-        producer's next transactional call names as a fencing."""
+        """The failure is this producer being fenced: said so (`ProducerFenced`), or a fatal or
+        bad-state producer error (librdkafka reports a fencing seen by a produce as `_FATAL`, or
+        `_STATE` once the coordinator aborted the transaction) that the producer's next
+        transactional call names as a fencing."""
         if isinstance(exc, ProducerFenced):
             return True
-        code = exc.args[0].code() if isinstance(exc, KafkaException) and exc.args else getattr(exc, "code", None)
+        kafka = exc if isinstance(exc, KafkaException) else exc.__cause__  # a handler's produce failed
+        code = (kafka.args[0].code() if isinstance(kafka, KafkaException) and kafka.args
+                else getattr(exc, "code", None))
         if code in FENCED:
             return True
-        if code != KafkaError._FATAL or not self.settings.exactly_once or not hasattr(self, "_producer"):
+        if code not in (KafkaError._FATAL, KafkaError._STATE) or not self.settings.exactly_once \
+                or not hasattr(self, "_producer"):
             return False
         try:
             self._producer.abort_transaction(1)

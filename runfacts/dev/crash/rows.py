@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from runfacts.dev.crash.procs import wait_until
+from runfacts.dev.crash.procs import Worker, wait_until
 from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, Lab, Stage
 from runfacts.dev.crash.workload import Commands, Input, refund_args, valid, workload
 from runfacts.schemas.errors import RunfactsError
@@ -394,9 +394,19 @@ def pause_scenario(row: Row, stage: Stage) -> Finished:
     a.proc.send_signal(signal.SIGSTOP)
     time.sleep(session_ms / 1000 + 4)  # past the session (and the transaction) timeout
     a.proc.send_signal(signal.SIGCONT)
+    code = a.wait(15)  # A finds its transaction aborted (epoch bumped): fenced, it stops
+    if code is not None:
+        a.start()
     stage.settle(supervise=(a,))
+    woke = "rejoined" if code is None else f"exited {code} ({_last_error(a, 1)}), restarted and rejoined"
     return _finish(row, stage, f"A paused {session_ms // 1000 + 4} s with a batch in flight (session "
-                               f"{session_ms // 1000} s, transaction 5 s); B took over; A resumed")
+                               f"{session_ms // 1000} s, transaction 5 s); B took over; A resumed, {woke}")
+
+
+def _last_error(worker: Worker, start: int) -> str:
+    """The last ERROR line of an incarnation's log, shortened."""
+    lines = [line for line in worker.log(start).read_text(errors="replace").splitlines() if " ERROR " in line]
+    return lines[-1].split(" ERROR ", 1)[1][:160] if lines else "no error logged"
 
 
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
