@@ -134,3 +134,13 @@ def test_stored_user_view_decodes_when_written_by_a_released_version() -> None:
     assert view["runId"] == "run-20260727001" and view["status"] == "waiting_for_approval"
     with pytest.raises(InvalidInput, match="not a"):
         user_view.schema().decode(raw[:2] + bytes(8) + raw[10:])
+
+
+def test_dashboard_reads_a_run_state_record_of_the_joined_shape_when_the_topic_holds_one() -> None:
+    """The dashboard and the CLI (`ops.client.StateReader`) decode run-state records with
+    `load_state` too: an old record on the compacted topic is shown, not an error."""
+    from runfacts.dashboard.feed import decode_state
+
+    raw = (GOLDEN / "run-state" / "v1-e384e4b-settledCalls-joined.json").read_bytes()
+    assert decode_state(raw) == load_state(raw)
+    assert decode_state(raw).settledCalls["call-00001"][0] == "completed/confirmed_success"
