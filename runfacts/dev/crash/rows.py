@@ -364,6 +364,9 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     marker = a.wait_killed(60)
     stage.send(inputs[half:])
     a.start()
+    # "A restarted and rejoined": wait for it (on a loaded machine B alone may settle the oracle
+    # before A's new incarnation even runs its loop, and a SIGTERM then kills it at start-up)
+    wait_until(lambda: a.log().exists() and a.recovered("assigned partitions"), 90, "A rejoined")
     stage.settle()
     extra = [] if b.recovered("restored") else ["B did not restore A's partitions from the changelogs"]
     return _finish(row, stage, f"A {_killed(row, marker)} when B joined; B took over (restored A's "
