@@ -26,7 +26,7 @@ from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShe
 from runfacts.processors.dispatcher.incarnation import next_incarnation
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.api import Application
-from runfacts.processors.engine.settings import load_settings
+from runfacts.processors.engine.settings import load_settings, stable_instance_id
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import load_keyring_if_configured
@@ -111,7 +111,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     telemetry.configure_from_env(name)
     incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
-                                  instance=instance or engine.instance_id, catalog=catalog,
+                                  instance=instance or stable_instance_id(engine), catalog=catalog,
                                   result_max_bytes=result_cap())
     dispatcher_log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
                         ", ".join(sorted(adapters)))

@@ -10,12 +10,13 @@ authorized call in the provider's own ledger. Rows that cannot exist say why (`r
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from runfacts.dev.crash.procs import wait_until
+from runfacts.dev.crash.procs import Worker, wait_until
 from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, Lab, Stage
 from runfacts.dev.crash.workload import Commands, Input, refund_args, valid, workload
 from runfacts.schemas.errors import RunfactsError
@@ -80,6 +81,7 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+    Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
 )
 
 
@@ -352,22 +354,66 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
     group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
-    a = stage.worker("a", static=False, env={"RUNFACTS_CONSUMER": group})
-    b = stage.worker("b", static=False, env={"RUNFACTS_CONSUMER": group})
+    # the transaction timeout stays below the short session (EngineSettings' check_timeouts)
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
     a.start(row.point, row.after)
     stage.settle(timeout_s=60)
     b.start()
     marker = a.wait_killed(60)
     stage.send(inputs[half:])
     a.start()
+    # "A restarted and rejoined": wait for it (on a loaded machine B alone may settle the oracle
+    # before A's new incarnation even runs its loop, and a SIGTERM then kills it at start-up)
+    wait_until(lambda: a.log().exists() and a.recovered("assigned partitions"), 90, "A rejoined")
     stage.settle()
     extra = [] if b.recovered("restored") else ["B did not restore A's partitions from the changelogs"]
     return _finish(row, stage, f"A {_killed(row, marker)} when B joined; B took over (restored A's "
                                "stores); A restarted and rejoined", extra)
 
 
+def pause_scenario(row: Row, stage: Stage) -> Finished:
+    """Two deciders; A is paused (SIGSTOP) with work in flight past the session timeout, B takes
+    its partitions over, A resumes (SIGCONT): whatever A still holds (an open transaction, a
+    batch) must not land after the handover (issue 18.2). The transaction timeout is below the
+    session timeout (the engine refuses otherwise), so the coordinator has aborted A's
+    transaction and bumped its epoch by the time B owns the partitions."""
+    inputs = workload(stage.prefix, stage.lab.runs)
+    half = len(inputs) // 2
+    stage.provision().send(inputs[:half])
+    session_ms = 6000
+    group = f'{{"session.timeout.ms": {session_ms}, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}}'
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
+    a.start()
+    stage.settle(timeout_s=60)
+    b.start()
+    wait_until(lambda: b.log().exists() and b.recovered("assigned partitions"), 60, "B assigned partitions")
+    stage.send(inputs[half:])
+    time.sleep(0.3)  # A is inside a batch
+    assert a.proc is not None
+    a.proc.send_signal(signal.SIGSTOP)
+    time.sleep(session_ms / 1000 + 4)  # past the session (and the transaction) timeout
+    a.proc.send_signal(signal.SIGCONT)
+    code = a.wait(15)  # A finds its transaction aborted (epoch bumped): fenced, it stops
+    if code is not None:
+        a.start()
+    stage.settle(supervise=(a,))
+    woke = "rejoined" if code is None else f"exited {code} ({_last_error(a, 1)}), restarted and rejoined"
+    return _finish(row, stage, f"A paused {session_ms // 1000 + 4} s with a batch in flight (session "
+                               f"{session_ms // 1000} s, transaction 5 s); B took over; A resumed, {woke}")
+
+
+def _last_error(worker: Worker, start: int) -> str:
+    """The last ERROR line of an incarnation's log, shortened."""
+    lines = [line for line in worker.log(start).read_text(errors="replace").splitlines() if " ERROR " in line]
+    return lines[-1].split(" ERROR ", 1)[1][:160] if lines else "no error logged"
+
+
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
-    "between": between_scenario, "expiry": expiry_scenario,
+    "between": between_scenario, "expiry": expiry_scenario, "pause": pause_scenario,
 }
