@@ -104,14 +104,17 @@ class Runfacts:
                 versions: RunVersions | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
-        `args_store`: the SQLite file the dispatcher's `--args-store` reads (default
-        $RUNFACTS_ARGS_STORE). `outbox`: a SQLite
-        file or postgresql:// URL; commands become outbox rows published by a relay (this
-        process's unless `relay=False`), and `transaction()` joins them to your own writes.
+        `args_store`: the SQLite file or postgresql:// URL the dispatcher's `--args-store`
+        reads (default $RUNFACTS_ARGS_STORE). `outbox`: a SQLite file or postgresql:// URL;
+        commands become outbox rows published by a relay (this process's unless `relay=False`),
+        `transaction()` joins them to your own writes, and a proposal's arguments are written
+        in the same transaction as its outbox row, in the outbox's database (the dispatcher's
+        `--args-store` then names that database; an `args_store` naming another is refused).
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
-        args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
+        if outbox is None:
+            args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
         key = (kafka.bootstrap_servers, names.prefix, str(args_store), str(outbox), outbox_table)
         with _clients_lock:
             existing = _clients.get(key)
