@@ -29,6 +29,7 @@ from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.security.acls import client_relay_prefix
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
@@ -124,7 +125,7 @@ class OutboxSender:
 
     def _start_relay(self, kafka: KafkaSettings, names: TopicNames) -> None:
         settings = RelaySettings(db=self.db, bootstrap=kafka.bootstrap_servers, table=self.table, poll_interval_s=0.05,
-                                 lease_ttl_s=5.0, transactional_id=f"{names.prefix}-client-relay-{self.table}",
+                                 lease_ttl_s=5.0, transactional_id=f"{client_relay_prefix(names.prefix)}{self.table}",
                                  producer_config=dict(kafka.client_config()) | {"bootstrap.servers":
                                                                                  kafka.bootstrap_servers})
         self._relay = Relay(settings, holder="runfacts-client")
