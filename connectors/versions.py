@@ -12,6 +12,7 @@ needs RUNFACTS_RUN_VERSIONS to agree (docs/decisions/client-versions-and-followe
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -21,6 +22,8 @@ from runfacts.schemas.errors import InfrastructureError
 from runfacts.topics import TopicNames, group_prefix, reader_group
 
 KEY = b"current"
+_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT}
 log = logging.getLogger("runfacts.versions")
 
 
@@ -33,6 +36,24 @@ def _exists(config: dict[str, Any], topic: str, timeout: float) -> bool:
         raise InfrastructureError(f"reading the metadata of {topic}: {exc}", retryable=True) from exc
     found = meta.topics.get(topic)
     return found is not None and found.error is None
+
+
+def _watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
+    """The partition's watermarks, retried while its leader is not elected yet (a topic just
+    created answers NOT_LEADER_FOR_PARTITION / LEADER_NOT_AVAILABLE for a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=max(1.0, timeout / 5))
+            return low, high
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not getattr(error, "retriable", lambda: False)() and error.code() not in _NO_LEADER_YET:
+                raise InfrastructureError(f"reading the offsets of {topic}: {error}", retryable=True) from exc
+            if time.monotonic() > deadline:
+                raise InfrastructureError(f"reading the offsets of {topic}: {error} for {timeout:g}s",
+                                          retryable=True) from exc
+            time.sleep(0.2)
 
 
 def publish_versions(config: dict[str, Any], names: TopicNames, versions: RunVersions,
@@ -70,7 +91,7 @@ def published_versions(config: dict[str, Any], names: TopicNames, component: str
     consumer = Consumer({**config, "group.id": reader_group(group_prefix(names.prefix, component)),
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        low, high = _watermarks(consumer, topic, timeout)
         if high <= low:
             return None
         consumer.assign([TopicPartition(topic, 0, high - 1)])
