@@ -81,6 +81,10 @@ class TopicNames:
     def dlq(self) -> str:
         return f"{self.prefix}.dlq"
 
+    @property
+    def decider_versions(self) -> str:
+        return f"{self.prefix}.decider.versions"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -97,6 +101,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.audit, p, "delete", UNLIMITED, purpose="audit records, hash chain per run"),
         TopicSpec(names.trajectory, p, "compact", UNLIMITED, dict(COMPACT), "eval trajectories"),
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
+        TopicSpec(names.decider_versions, 1, "compact", UNLIMITED, dict(COMPACT),
+                  "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
     ]
 
 
