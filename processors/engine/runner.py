@@ -294,7 +294,7 @@ class Engine:
             applied = self._tasks[tp.partition].state.input_offsets[tp.topic]
             group = committed[(tp.topic, tp.partition)]
             if group <= applied:
-                log.warning("store of %s[%d] holds input offset %d but the group offset is %s "
+                log.warning("store of %s[%d] holds input offset %d beyond the group offset %s "
                             "(%s): resuming after the store's offset", tp.topic, tp.partition,
                             applied, group if group >= 0 else "missing",
                             "crash before the offset commit" if not self.settings.exactly_once

@@ -5,6 +5,8 @@ the store (item 5), group offsets lost while the store is intact (item 6)."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -134,8 +136,15 @@ def test_engine_exits_with_one_line_when_the_changelog_is_shorter_than_the_store
     backend.close()
     params = [f"name={app.name}", f"source={app.sources[0].topic}", f"output=rs-out-{unique}",
               f"dead_letter_topic={app.dead_letter_topic}", "idle_ms=3600000"]
-    with caplog.at_level(logging.ERROR):
-        assert run("runfacts.dev.apps:counter_app", params, conf) == 3
+    # Without the refusal the worker wipes the store and runs on: SIGTERM stops it (exit 0).
+    stop = threading.Timer(60.0, os.kill, (os.getpid(), signal.SIGTERM))
+    stop.start()
+    try:
+        with caplog.at_level(logging.ERROR):
+            code = run("runfacts.dev.apps:counter_app", params, conf)
+    finally:
+        stop.cancel()
+    assert code == 3
     assert any("up to offset 57" in r.getMessage() and "ends at offset 0" in r.getMessage()
                for r in caplog.records)
 
