@@ -158,13 +158,13 @@ class Restorer:
                 if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
                     data = [m for m in msgs if m.error() is None]
                     for msg in msgs:
-                        if _is_eof(msg):
-                            reached = msg.offset()
-                            if reached >= todo[msg.partition()][1]:
-                                pending.discard(msg.partition())
-                                held.pop(msg.partition(), None)
+                        if _is_eof(msg):  # at the LSO: done once that passed the end
+                            eof, reached = _partition(msg), cast(int, msg.offset())
+                            if reached >= todo[eof][1]:
+                                pending.discard(eof)
+                                held.pop(eof, None)
                             else:
-                                held[msg.partition()] = reached
+                                held[eof] = reached
                 for partition, run in groupby(data, key=_partition):
                     batch = list(run)
                     _, end, backend = todo[partition]

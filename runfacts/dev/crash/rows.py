@@ -80,6 +80,8 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+    Row("eos-pinned-lso", "engine.after_produce_before_commit", EOS, "pinned", after=1,
+        recovery="restored"),
 )
 
 
@@ -366,8 +368,43 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
                                "stores); A restarted and rejoined", extra)
 
 
+def pinned_scenario(row: Row, stage: Stage) -> Finished:
+    """Two deciders with distinct instance ids; A dies -9 with a transaction open, so its
+    changelog records pin the last stable offset of its partitions' changelogs until the
+    transaction times out (60 s here: A's id never comes back to fence it). Handover 1: B
+    takes A's partitions and commits state after the pin. Handover 2: C (a restarted pod with a
+    new id) joins and B leaves, so C restores every partition, inside the transaction timeout
+    when restores stop at the LSO. The last inputs are decided on C's restored state."""
+    inputs = workload(stage.prefix, stage.lab.runs)
+    third = len(inputs) // 3
+    stage.provision().send(inputs[:third])
+    env = {"RUNFACTS_CONSUMER": '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, '
+                                '"max.poll.interval.ms": 150000}',
+           "RUNFACTS_TRANSACTION_TIMEOUT_MS": "60000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
+    b.start()
+    stage.settle(timeout_s=60)
+    a.start(row.point, row.after)
+    wait_until(lambda: a.recovered("assigned partitions"), 60, "A's assignment")
+    stage.send(inputs[third:2 * third])  # A decides some, dies mid-transaction
+    marker = a.wait_killed(60)
+    stage.settle(timeout_s=150)  # B owns everything after A's session timeout
+    c = stage.worker("c", static=False, env=env)
+    c.start()
+    wait_until(lambda: c.recovered("assigned partitions"), 60, "C's first assignment")
+    b.stop()  # handover 2: C takes B's partitions too
+    wait_until(lambda: c.log().read_text(errors="replace").count("assigned partitions") >= 2, 60,
+               "C's second assignment")
+    stage.send(inputs[2 * third:])
+    stage.settle(timeout_s=150)
+    extra = [] if c.recovered(row.recovery) else ["C did not restore the partitions from the changelogs"]
+    return _finish(row, stage, f"A {_killed(row, marker)} with its transaction open; B took over; "
+                               "C (a new instance id) joined and B left inside A's transaction timeout", extra)
+
+
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
-    "between": between_scenario, "expiry": expiry_scenario,
+    "between": between_scenario, "expiry": expiry_scenario, "pinned": pinned_scenario,
 }
