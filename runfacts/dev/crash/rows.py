@@ -80,8 +80,8 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
-    Row("eos-pinned-lso", "engine.after_produce_before_commit", EOS, "pinned", after=1,
-        recovery="restored"),
+    Row("eos-pinned-lso", "engine.during_commit", EOS, "pinned", after=1,
+        recovery="waits for open transactions"),
 )
 
 
@@ -369,38 +369,49 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
 
 
 def pinned_scenario(row: Row, stage: Stage) -> Finished:
-    """Two deciders with distinct instance ids; A dies -9 with a transaction open, so its
-    changelog records pin the last stable offset of its partitions' changelogs until the
-    transaction times out (60 s here: A's id never comes back to fence it). Handover 1: B
-    takes A's partitions and commits state after the pin. Handover 2: C (a restarted pod with a
-    new id) joins and B leaves, so C restores every partition, inside the transaction timeout
-    when restores stop at the LSO. The last inputs are decided on C's restored state."""
+    """Deciders with distinct instance ids. B decides the first inputs and leaves; A takes every
+    partition and dies -9 at its first commit, its changelog records produced and its
+    transaction open: they pin the last stable offset of the changelogs until the transaction
+    times out (60 s here: A's id never comes back to fence it). Handover 1: B comes back, takes
+    every partition and commits state after the pin. Handover 2: C (a restarted pod with a new
+    id) joins and B leaves, so C restores every partition, inside the transaction timeout when
+    restores stop at the LSO; the last inputs are decided on C's restored state. With restores
+    bounded by the high watermark, B's and C's restores wait for A's transaction to end."""
     inputs = workload(stage.prefix, stage.lab.runs)
     third = len(inputs) // 3
+    middle = inputs[third:2 * third]
+    rest = [i for i in middle if i.label != "valid"] + inputs[2 * third:]
     stage.provision().send(inputs[:third])
     env = {"RUNFACTS_CONSUMER": '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, '
                                 '"max.poll.interval.ms": 150000}',
            "RUNFACTS_TRANSACTION_TIMEOUT_MS": "60000"}
     a = stage.worker("a", static=False, env=env)
     b = stage.worker("b", static=False, env=env)
+    c = stage.worker("c", static=False, env=env)
+    assignments = lambda w: w.log().read_text(errors="replace").count("assigned partitions")  # noqa: E731
     b.start()
     stage.settle(timeout_s=60)
+    b.stop()
     a.start(row.point, row.after)
-    wait_until(lambda: a.recovered("assigned partitions"), 60, "A's assignment")
-    stage.send(inputs[third:2 * third])  # A decides some, dies mid-transaction
+    wait_until(lambda: assignments(a) >= 1, 60, "A's assignment")
+    stage.send([i for i in middle if i.label == "valid"])  # state changes in A's first commit
     marker = a.wait_killed(60)
-    stage.settle(timeout_s=150)  # B owns everything after A's session timeout
-    c = stage.worker("c", static=False, env=env)
+    b.start()
+    wait_until(lambda: assignments(b) >= 1, 150, "B taking over A's partitions")  # handover 1
+    stage.send(rest[:len(rest) // 2])
+    time.sleep(5)  # B decides them and commits after the pin
     c.start()
-    wait_until(lambda: c.recovered("assigned partitions"), 60, "C's first assignment")
-    b.stop()  # handover 2: C takes B's partitions too
-    wait_until(lambda: c.log().read_text(errors="replace").count("assigned partitions") >= 2, 60,
-               "C's second assignment")
-    stage.send(inputs[2 * third:])
+    wait_until(lambda: assignments(c) >= 1, 60, "C's first assignment")
+    b.stop()  # handover 2: C takes every partition
+    wait_until(lambda: assignments(c) >= 2, 150, "C taking over B's partitions")
+    stage.send(rest[len(rest) // 2:])
     stage.settle(timeout_s=150)
-    extra = [] if c.recovered(row.recovery) else ["C did not restore the partitions from the changelogs"]
-    return _finish(row, stage, f"A {_killed(row, marker)} with its transaction open; B took over; "
-                               "C (a new instance id) joined and B left inside A's transaction timeout", extra)
+    extra = [] if b.log(2).read_text(errors="replace").count(row.recovery) else [
+        f"B's restore did not log {row.recovery!r} (A's transaction did not pin the changelogs?)"]
+    if not c.recovered("restored"):
+        extra.append("C did not restore the partitions from the changelogs")
+    return _finish(row, stage, f"A {_killed(row, marker)} with its transaction open; B's restore "
+                               "waited for it; C (a new instance id) joined and B left", extra)
 
 
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
