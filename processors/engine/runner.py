@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
@@ -289,7 +289,12 @@ class Engine:
         if not held:
             return
         wait = max(30.0, self.settings.transaction_timeout_ms / 1000 + 10)  # a pending txn offset
-        committed = {(c.topic, c.partition): c.offset for c in consumer.committed(held, wait)}
+        try:
+            found = consumer.committed(held, wait)
+        except KafkaException as exc:  # e.g. still pending in another instance's open transaction
+            raise InfrastructureError(f"group offsets of {[f'{t.topic}[{t.partition}]' for t in held]} "
+                                      f"not readable in {wait:.0f}s: {exc}", retryable=True) from exc
+        committed = {(c.topic, c.partition): c.offset for c in found}
         for tp in held:
             applied = self._tasks[tp.partition].state.input_offsets[tp.topic]
             group = committed[(tp.topic, tp.partition)]
