@@ -4,7 +4,9 @@ One loop iteration:
   1. consume(num_messages=consume_batch). Rebalance callbacks run inside this call:
      on revoke, commit the open transaction (or abort and roll back) and close the stores;
      on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
-     partition is handed to the consumer (at-least-once: skip inputs the store already holds).
+     partition is handed to the consumer, starting after the store's input offset when the
+     group offset is behind it (at-least-once: a crash before the offset commit; exactly-once:
+     group offsets lost or reset while the store is intact).
        -- crash point engine.during_rebalance (on revoke, before its commit)
        -- crash point engine.after_consume_before_process
   2. begin a transaction (exactly-once) if none is open.
@@ -335,8 +337,7 @@ class Engine:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
             self._open_tasks(sorted({tp.partition for tp in partitions} - set(self._tasks)))
-            if not self.settings.exactly_once:
-                self._skip_applied(consumer, partitions)
+            self._skip_applied(consumer, partitions)
             log.info("assigned partitions %s", sorted({tp.partition for tp in partitions}))
         except Exception as exc:
             log.error("assignment failed: %s", exc)
@@ -359,17 +360,34 @@ class Engine:
             self._tasks[p] = Task(self.app, p, backend, self._out)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """At-least-once: a store ahead of the group offsets (crash before the offset commit)."""
+        """Start after the store's input offset when the group offset is behind it or missing.
+
+        At-least-once: the store is written before the offset commit, so a crash between them
+        leaves the store ahead. Exactly-once: the store is written after the transaction
+        commits, so it is never ahead of its group offset, unless that offset was lost (offsets
+        retention, a reset, a renamed group): the store's input offset, written with its data
+        in one batch, says what it holds, and re-deciding the log from the reset offset would
+        apply those records a second time and emit their facts again."""
         held = [tp for tp in partitions
                 if tp.topic in self._tasks[tp.partition].state.input_offsets]
         if not held:
             return
-        committed = {(c.topic, c.partition): c.offset for c in consumer.committed(held, 30)}
+        wait = max(30.0, self.settings.transaction_timeout_ms / 1000 + 10)  # a pending txn offset
+        try:
+            found = consumer.committed(held, wait)
+        except KafkaException as exc:  # e.g. still pending in another instance's open transaction
+            raise InfrastructureError(f"group offsets of {[f'{t.topic}[{t.partition}]' for t in held]} "
+                                      f"not readable in {wait:.0f}s: {exc}", retryable=True) from exc
+        committed = {(c.topic, c.partition): c.offset for c in found}
         for tp in held:
             applied = self._tasks[tp.partition].state.input_offsets[tp.topic]
-            if committed[(tp.topic, tp.partition)] <= applied:
-                log.warning("store of %s[%d] holds offset %d beyond the group offset: skipping",
-                            tp.topic, tp.partition, applied)
+            group = committed[(tp.topic, tp.partition)]
+            if group <= applied:
+                log.warning("store of %s[%d] holds input offset %d beyond the group offset %s "
+                            "(%s): resuming after the store's offset", tp.topic, tp.partition,
+                            applied, group if group >= 0 else "missing",
+                            "crash before the offset commit" if not self.settings.exactly_once
+                            else "offsets lost or reset")
                 tp.offset = applied + 1
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
