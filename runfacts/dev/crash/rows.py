@@ -521,8 +521,7 @@ def _two_down(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers:
     pending = producer.flush(10)
     extra = [] if pending == len(rest) and not any(acked) else [
         f"{len(rest) - pending} write(s) acknowledged with two of three brokers down"]
-    for node in down:
-        cluster.start(node)
+    cluster.start()  # both at once: the script starts every stopped node in parallel
     left = producer.flush(120)
     extra += [f"{left} input(s) not delivered after the brokers came back"] if left else []
     return (f"nodes {down} killed -9: {pending} of {len(rest)} writes blocked (none acknowledged), "
