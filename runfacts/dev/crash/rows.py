@@ -9,8 +9,10 @@ authorized call in the provider's own ledger. Rows that cannot exist say why (`r
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -84,6 +86,8 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+    Row("storm", "3 deciders: a random one killed -9 / stopped / started every 3 s under a steady producer",
+        EOS, "storm"),
     Row("cluster-leader-kill", "3-broker cluster: the events leader SIGKILLed, restarted", EOS, "cluster",
         after=1, ci=True, fault="leader-kill"),
     Row("cluster-leader-kill-x3", "3-broker cluster: the events leader SIGKILLed, restarted, 3 times", EOS,
@@ -539,6 +543,79 @@ def _pause(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers: tu
     return f"events leader (node {node}) paused {time.monotonic() - paused:.0f}s (> {PAUSE_S:.0f}s), resumed", []
 
 
+STORM_S = float(os.environ.get("RUNFACTS_CRASH_STORM_S", "180"))  # how long the storm blows
+STORM_EVERY_S = 3.0
+
+
+def storm_scenario(row: Row, stage: Stage) -> Finished:
+    """Three deciders (dynamic members, short sessions) while a producer feeds the workload at a
+    steady rate; every few seconds a random decider is killed -9, stopped or started. Then all
+    come back and the oracle judges; and no run's committed state ever goes back a version
+    (a restore that stopped short would re-decide from an older state)."""
+    import random
+    import threading
+
+    inputs = workload(stage.prefix, stage.lab.runs * 3)
+    stage.provision()
+    group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
+    deciders = [stage.worker(n, static=False, env={"RUNFACTS_CONSUMER": group}) for n in ("a", "b", "c")]
+    for worker in deciders:
+        worker.start()
+    gap = STORM_S * 0.8 / len(inputs)
+    sent = threading.Event()
+
+    def feed() -> None:
+        for item in inputs:
+            stage.send([item])
+            time.sleep(gap)
+        sent.set()
+
+    feeder = threading.Thread(target=feed, name="storm-feed", daemon=True)
+    feeder.start()
+    seed = int(time.time())
+    rng, actions = random.Random(seed), Counter[str]()
+    end = time.monotonic() + STORM_S
+    while time.monotonic() < end:
+        time.sleep(STORM_EVERY_S)
+        worker = rng.choice(deciders)
+        action = rng.choice(("kill", "stop")) if worker.alive() else "start"
+        if action == "kill":
+            worker.kill()
+        elif action == "stop":
+            worker.stop(15)
+        else:
+            worker.start()
+        actions[action] += 1
+    feeder.join(120)
+    for worker in deciders:
+        if not worker.alive():
+            worker.start()
+    stage.settle(timeout_s=180)
+    extra = [] if sent.is_set() else ["the producer did not send every input"]
+    extra += _state_went_back(stage)
+    what = (f"{STORM_S:.0f}s storm (seed {seed}): {dict(actions)} across 3 deciders, "
+            f"{len(inputs)} inputs fed steadily; no committed state went back a version")
+    return _finish(row, stage, what, extra)
+
+
+def _state_went_back(stage: Stage) -> list[str]:
+    """Per run, the committed run.state versions only rise."""
+    import json
+
+    from runfacts.logread import read_to_end
+
+    last: dict[bytes, int] = {}
+    problems = []
+    for record in read_to_end(stage.bootstrap, [stage.names.state])[stage.names.state]:
+        if record.key is None or record.value is None:
+            continue
+        version = int(json.loads(record.value)["version"])
+        if version < last.get(record.key, -1):
+            problems.append(f"{record.key.decode()}: run.state version {version} after {last[record.key]}")
+        last[record.key] = version
+    return problems
+
+
 CLUSTER_FAULTS: dict[str, Fault] = {
     "leader-kill": _leader_kill, "controller-bounce": _controller_bounce, "two-down": _two_down, "pause": _pause,
 }
@@ -547,4 +624,5 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "cluster": cluster_scenario,
+    "storm": storm_scenario,
 }
