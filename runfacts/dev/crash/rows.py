@@ -540,7 +540,9 @@ def _pause(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers: tu
     on.send(rest, timeout_s=120)
     time.sleep(max(0.0, paused + PAUSE_S - time.monotonic()))
     cluster.resume(node)
-    return f"events leader (node {node}) paused {time.monotonic() - paused:.0f}s (> {PAUSE_S:.0f}s), resumed", []
+    txn_s = max(CLUSTER_TXN_MS.values()) / 1000
+    return (f"events leader (node {node}) paused {time.monotonic() - paused:.0f}s (transaction timeouts "
+            f"<= {txn_s:.0f}s), resumed", [])
 
 
 STORM_S = float(os.environ.get("RUNFACTS_CRASH_STORM_S", "180"))  # how long the storm blows
