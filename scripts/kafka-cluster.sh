@@ -22,7 +22,7 @@
 # Settings (environment): RUNFACTS_HOME (default <repo>/.runfacts; state in $RUNFACTS_HOME/kafka-cluster),
 # KAFKA_CLUSTER_PORT (first broker port, 39292: nodes use 39292-39294),
 # KAFKA_CLUSTER_CONTROLLER_PORT (first controller port, 39392: 39392-39394),
-# KAFKA_CLUSTER_HEAP (per node, 320m), KAFKA_START_TIMEOUT (120 s),
+# KAFKA_CLUSTER_HEAP (per node, 320m), KAFKA_START_TIMEOUT (300 s),
 # KAFKA_LIBS (jar cache, default $RUNFACTS_HOME/kafka/libs, else <repo>/.runfacts/kafka/libs).
 set -euo pipefail
 
@@ -38,7 +38,7 @@ fi
 base="${KAFKA_CLUSTER_PORT:-39292}"
 cbase="${KAFKA_CLUSTER_CONTROLLER_PORT:-39392}"
 heap="${KAFKA_CLUSTER_HEAP:-320m}"
-timeout_s="${KAFKA_START_TIMEOUT:-120}"
+timeout_s="${KAFKA_START_TIMEOUT:-300}"  # a loaded 2-core machine needs 35-130 s per node
 cluster_id="cnVuZmFjdHMtY2x1c3Rlcg"   # fixed 22-char base64 id: formatting is idempotent
 NODES=(1 2 3)
 

@@ -87,7 +87,7 @@ class Cluster:
     def __init__(self, home: Path) -> None:
         self.home = home
 
-    def run(self, *args: str, timeout_s: float = 180.0) -> str:
+    def run(self, *args: str, timeout_s: float = 400.0) -> str:
         """`scripts/kafka-cluster.sh ARGS`; its stdout (status exits 3 with a node down: not an error)."""
         self.home.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "RUNFACTS_HOME": str(self.home)}
