@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -200,7 +201,15 @@ def replicated_configs(spec: TopicSpec, replicas: int) -> dict[str, str]:
 
 def _config_drift(admin: AdminClient, spec: TopicSpec, timeout: float, replicas: int) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
-    described = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    deadline = time.monotonic() + timeout
+    while True:  # on a cluster a broker may not know a just-created topic yet
+        try:
+            described = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     actual = {k: v.value for k, v in described.items()}
     wanted = replicated_configs(spec, replicas)
     if actual.get("cleanup.policy") != spec.cleanup_policy:

@@ -54,7 +54,8 @@ def test_apply_topics_realigns_min_insync_replicas_of_a_replicated_topic(kafka_c
 def test_apply_topics_refuses_a_topic_with_fewer_replicas_than_the_setting(kafka_cluster: Cluster) -> None:
     settings = KafkaSettings(bootstrap_servers=kafka_cluster.bootstrap, replication_factor=3)
     topic = f"rf{uuid.uuid4().hex[:8]}.run.events"
-    AdminClient(settings.client_config()).create_topics([NewTopic(topic, 3, 1)])[topic].result()
+    admin = AdminClient(settings.client_config())
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result()
     try:
         with pytest.raises(TopicMismatch, match=rf"{topic} replication factor.*1.*spec wants 3"):
             apply_topics(settings, [TopicSpec(topic, 3)])
