@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from runfacts.client import ApprovalRejected, ClientSettings, Runfacts, ToolCall, UiSettings
@@ -50,22 +51,27 @@ def rss_mb() -> float:
 
 def start_decider(kafka: KafkaSettings, names: TopicNames, workdir: Path) -> subprocess.Popen[bytes]:
     (workdir / "capabilities.toml").write_text(demo_manifest(600_000))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNFACTS_APPROVAL_KEYS")}
-    env.update({"RUNFACTS_BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "RUNFACTS_STATE_DIR": str(workdir / "state"),
-                "RUNFACTS_COMMIT_INTERVAL_MS": "50", "RUNFACTS_POLL_TIMEOUT_MS": "50"})
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RUNFACTS_APPROVAL_KEYS") and k != "RUNFACTS_BOOTSTRAP_SERVERS"}
+    env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+                "RUNFACTS_STATE_DIR": str(workdir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
+                "RUNFACTS_POLL_TIMEOUT_MS": "50"})
     args = [sys.executable, "-m", "runfacts.cli", "worker", "decider", "--prefix", names.prefix,
             "--capabilities", str(workdir / "capabilities.toml")]
     with (workdir / "decider.log").open("ab") as log:
         return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
 
-def setup(rf: Runfacts, runs: int, tag: str) -> list[ToolCall]:
-    calls = []
-    for i in range(runs):
+def setup(rf: Runfacts, runs: int, tag: str, threads: int = 64) -> list[ToolCall]:
+    """Create the runs and propose their refunds from `threads` threads (setup is not timed; one
+    at a time it is bound by the decider's commit interval, ~2 runs/s on a loaded machine)."""
+    def one(i: int) -> ToolCall:
         run = rf.start_run(goal=f"ticket:{tag}-{i}", summary="bench", user_id="u", run_id=f"{tag}-{i}")
-        calls.append(run.propose("payments.refund", {"orderId": f"o-{tag}-{i}", "amountMinor": 100,
-                                                     "currency": "EUR"}, target=f"o-{tag}-{i}"))
-    return calls
+        return run.propose("payments.refund", {"orderId": f"o-{tag}-{i}", "amountMinor": 100, "currency": "EUR"},
+                           target=f"o-{tag}-{i}")
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, range(runs)))
 
 
 def clock_arrivals(rf: Runfacts) -> dict[tuple[bytes, int], float]:

@@ -217,7 +217,15 @@ def restore_bench(ctx: argparse.Namespace, pairs: list[tuple[bytes, bytes]]) -> 
         rounds.append(json.loads(done.stdout.strip().splitlines()[-1]))
     rounds.sort(key=lambda r: r["seconds"])
     median = rounds[(len(rounds) - 1) // 2]
-    return {"ok": True, **median, "rounds_s": [r["seconds"] for r in rounds]}
+    # The consume-only loop: the same reader (restore_config, read_committed, to the end of
+    # every partition) with no store write, in a fresh process: what reading alone costs.
+    done = subprocess.run([sys.executable, __file__, "consume-child", "--bootstrap",
+                           ctx.bootstrap, "--app", app, "--state-dir", tempfile.gettempdir()],
+                          capture_output=True, text=True, check=False)
+    consume = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
+               else {"ok": False, "note": done.stderr[-400:]})
+    return {"ok": True, **median, "rounds_s": [r["seconds"] for r in rounds],
+            "consume_only": consume}
 
 
 def restore_child(args: argparse.Namespace) -> None:
@@ -241,6 +249,32 @@ def restore_child(args: argparse.Namespace) -> None:
     restorer.close()
     for backend in backends.values():
         backend.close()
+    print(json.dumps({"records": records, "seconds": seconds, "cpu_s": cpu}))
+
+
+def consume_child(args: argparse.Namespace) -> None:
+    """In a fresh process: read all 6 changelog partitions to their ends, writing nothing."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from runfacts.processors.engine.api import Application, Source
+    from runfacts.processors.engine.settings import EngineSettings, restore_config
+
+    app = Application(args.app, (Source(f"{args.app}-unused"),), lambda r, c: None, ("runs",))
+    settings = EngineSettings(bootstrap_servers=args.bootstrap, state_dir=Path(args.state_dir))
+    consumer = Consumer(restore_config(app, settings))
+    consumer.assign([TopicPartition(f"{args.app}-runs-changelog", p, 0) for p in range(6)])
+    usage0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    records, ended = 0, set()
+    while len(ended) < 6:
+        for msg in consumer.consume(settings.restore_batch, 0.05):
+            if msg.error() is None:
+                records += 1
+            else:
+                ended.add(msg.partition())
+    seconds = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
+    consumer.close()
     print(json.dumps({"records": records, "seconds": seconds, "cpu_s": cpu}))
 
 
@@ -332,6 +366,11 @@ def context_lines(results: list[Result], restore: dict | None,
         lines.append(f"restore: {restore['records']:,} records in {restore['seconds']:.2f} s wall "
                      f"(median of rounds {', '.join(f'{s:.2f}' for s in restore.get('rounds_s', []))}), "
                      f"{restore['cpu_s'] / restore['records'] * 1e6:.2f} CPU-µs/record")
+        only = restore.get("consume_only") or {}
+        if only.get("records"):
+            lines.append(f"consume-only loop over the same changelog: {only['records'] / only['seconds']:,.0f} "
+                         f"records/s, {only['cpu_s'] / only['records'] * 1e6:.2f} CPU-µs/record; restore at "
+                         f"{restore['records'] / restore['seconds'] / (only['records'] / only['seconds']):.0%} of it")
     return lines
 
 
@@ -439,9 +478,10 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command")
-    child = sub.add_parser("restore-child")
-    for name in ("--bootstrap", "--app", "--state-dir"):
-        child.add_argument(name, required=True)
+    for command in ("restore-child", "consume-child"):
+        child = sub.add_parser(command)
+        for name in ("--bootstrap", "--app", "--state-dir"):
+            child.add_argument(name, required=True)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
                                                               "127.0.0.1:9092"))
     parser.add_argument("--events", type=int, default=200_000)
@@ -460,8 +500,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=0, help="per run (default: by size)")
     parser.add_argument("--keep-topics", action="store_true")
     args = parser.parse_args()
-    if args.command == "restore-child":
-        restore_child(args)
+    if args.command in ("restore-child", "consume-child"):
+        (restore_child if args.command == "restore-child" else consume_child)(args)
         return 0
     results, restore = run_all(args)
     return 0 if report(results, restore, args) else 1

@@ -1,7 +1,7 @@
 """runfacts.connectors: the edges to other systems. They implement the ports of
 runfacts.processors (the dispatcher's ToolAdapter and ArgsReader) and never the other way.
 
-Shells: args_store (ArgsStore, SQLite), refund_adapter (RefundAdapter over HTTP). Rooms:
+Shells: args_store (ArgsStore, SQLite or PostgreSQL), refund_adapter (RefundAdapter over HTTP). Rooms:
 outbox/ (the transactional outbox), relay/ (outbox -> Kafka).
 """
 

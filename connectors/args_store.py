@@ -1,12 +1,13 @@
 """The argument store: tool-call arguments by `argsRef`, outside the event log.
 
 Events carry only `argsRef` + `argsHash`; the raw arguments (which may hold personal data)
-live here. The harness writes them when it proposes a call — on the same SQLite
-connection, inside the same transaction as the outbox row of its `ProposeToolCall`, so
-the arguments exist exactly when the proposal does. The dispatcher reads them back and
-checks sha256(canonical JSON) against the call's `argsHash` before any call is made.
+live here, in a SQLite file or a PostgreSQL database (so a dispatcher on another host reads
+them). The harness writes them when it proposes a call — on the outbox's own connection,
+inside the same transaction as the outbox row of its `ProposeToolCall`, so the arguments
+exist exactly when the proposal does. The dispatcher reads them back and checks
+sha256(canonical JSON) against the call's `argsHash` before any call is made.
 
-    store = ArgsStore.open("harness.db")           # or ArgsStore(conn) on your connection
+    store = ArgsStore.open("harness.db")           # or "postgresql://...", or ArgsStore(conn)
     ref, digest = store.put({"orderId": "o-1", "amountMinor": 4200, "currency": "EUR"})
     arguments = store.load_verified(ref, digest)   # ArgsMissing / ArgsTampered otherwise
 """
@@ -33,21 +34,51 @@ class StoredArgs(NamedTuple):
     hash: str
 
 
-class ArgsStore:
-    """Arguments by reference in one SQLite table (created on first use)."""
+def is_postgres(db: str | Path) -> bool:
+    """True for a postgresql:// (or postgres://) URL, False for a SQLite path."""
+    return str(db).startswith(("postgresql://", "postgres://"))
 
-    def __init__(self, conn: sqlite3.Connection, table: str = "runfacts_args") -> None:
+
+class ArgsStore:
+    """Arguments by reference in one table (created on first use) of a SQLite or PostgreSQL
+    (psycopg 3) connection. On a connection with a transaction open, `put` joins it."""
+
+    def __init__(self, conn: Any, table: str = "runfacts_args") -> None:
         if not _TABLE.match(table):
             raise ConfigError("args table", table, "expected an SQL identifier")
         self.conn = conn
         self.table = table
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (args_ref TEXT PRIMARY KEY, "
-                     "args_hash TEXT NOT NULL, body TEXT NOT NULL)")
+        self.pg = type(conn).__module__.startswith("psycopg")
+        if not self.pg and not isinstance(conn, sqlite3.Connection):
+            raise ConfigError("args store connection", type(conn).__name__, "expected sqlite3 or psycopg 3")
+        self._p = "%s" if self.pg else "?"
+        ddl = (f"CREATE TABLE IF NOT EXISTS {table} (args_ref TEXT PRIMARY KEY, "
+               "args_hash TEXT NOT NULL, body TEXT NOT NULL)")
+        if self.pg:
+            self._pg_install(ddl)
+        else:
+            conn.execute(ddl)
+
+    def _pg_install(self, ddl: str) -> None:
+        # Two processes creating the table at once can both miss it; an advisory lock orders them.
+        if self.conn.execute("SELECT to_regclass(%s)", (self.table,)).fetchone()[0] is not None:
+            return
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"runfacts-args:{self.table}",))
+            self.conn.execute(ddl)
 
     @classmethod
-    def open(cls, path: str | Path, table: str = "runfacts_args") -> ArgsStore:
-        """A store on its own autocommit connection to the SQLite file `path`."""
-        conn = sqlite3.connect(str(path), isolation_level=None, timeout=30,
+    def open(cls, db: str | Path, table: str = "runfacts_args") -> ArgsStore:
+        """A store on its own autocommit connection: a postgresql:// URL, else a SQLite file."""
+        if is_postgres(db):
+            import psycopg
+
+            try:
+                pg = psycopg.connect(str(db), autocommit=True)
+            except psycopg.Error as exc:
+                raise ConfigError("args store", _shown(str(db)), f"cannot connect to PostgreSQL: {exc}") from exc
+            return cls(pg, table)
+        conn = sqlite3.connect(str(db), isolation_level=None, timeout=30,
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         return cls(conn, table)
@@ -57,9 +88,10 @@ class ArgsStore:
         digest = args_hash(arguments)
         ref = ref or f"args-{digest}"
         body = canonical_json(arguments).decode()
-        self.conn.execute(f"INSERT INTO {self.table} (args_ref, args_hash, body) VALUES (?, ?, ?) "
+        p = self._p
+        self.conn.execute(f"INSERT INTO {self.table} (args_ref, args_hash, body) VALUES ({p}, {p}, {p}) "
                           "ON CONFLICT (args_ref) DO NOTHING", (ref, digest, body))
-        stored = self.conn.execute(f"SELECT args_hash FROM {self.table} WHERE args_ref = ?",
+        stored = self.conn.execute(f"SELECT args_hash FROM {self.table} WHERE args_ref = {p}",
                                    (ref,)).fetchone()
         if stored[0] != digest:
             raise ConfigError("argsRef", ref, "already holds other arguments; use a new ref")
@@ -67,7 +99,7 @@ class ArgsStore:
 
     def get(self, ref: str) -> dict[str, Any]:
         """The arguments stored under `ref` (ArgsMissing when there are none)."""
-        row = self.conn.execute(f"SELECT body FROM {self.table} WHERE args_ref = ?",
+        row = self.conn.execute(f"SELECT body FROM {self.table} WHERE args_ref = {self._p}",
                                 (ref,)).fetchone()
         if row is None:
             raise ArgsMissing(ref)
@@ -86,3 +118,8 @@ class ArgsStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _shown(db: str) -> str:
+    """`db` fit for a message: a URL's password masked."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", db)

@@ -4,6 +4,12 @@
 and refuses — with an error naming topic, setting, expected and actual value — when an
 existing topic's partition count or cleanup policy disagrees with the spec, because
 neither can be fixed in place without breaking co-partitioning or compaction.
+
+Replication comes from `KafkaSettings.replication_factor` (RUNFACTS_KAFKA_REPLICATION_FACTOR):
+a replicated topic (RF > 1) is pinned to `min.insync.replicas=2`, so an acks=all write (every
+runfacts producer is idempotent, which forces acks=all) is on two brokers before it is
+acknowledged, and writes block rather than land on one broker alone. An existing topic with
+fewer replicas than the setting is refused (reassign its partitions or recreate it).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -27,6 +34,7 @@ from runfacts.settings import KafkaSettings
 _log = logging.getLogger("runfacts.topics")
 DAY_MS = 24 * 3600 * 1000
 UNLIMITED = -1
+MIN_INSYNC_REPLICATED = 2  # min.insync.replicas of every topic with more than one replica
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,10 @@ class TopicNames:
     def dlq(self) -> str:
         return f"{self.prefix}.dlq"
 
+    @property
+    def decider_versions(self) -> str:
+        return f"{self.prefix}.decider.versions"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -97,6 +109,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.audit, p, "delete", UNLIMITED, purpose="audit records, hash chain per run"),
         TopicSpec(names.trajectory, p, "compact", UNLIMITED, dict(COMPACT), "eval trajectories"),
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
+        TopicSpec(names.decider_versions, 1, "compact", UNLIMITED, dict(COMPACT),
+                  "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
     ]
 
 
@@ -130,17 +144,21 @@ def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float
     admin = AdminClient(settings.client_config())
     existing = admin.list_topics(timeout=timeout).topics
     report = ApplyReport()
+    rf = settings.replication_factor
     missing = [s for s in specs if s.name not in existing]
-    report.created = _create(admin, missing, settings.replication_factor, timeout)
+    report.created = _create(admin, missing, rf, timeout)
     if missing:  # metadata lags creation (ours or a racing creator's): wait until listed
         existing = _wait_listed(admin, [s.name for s in missing], timeout)
     for spec in specs:
         if spec.name in report.created:
             continue
-        actual_partitions = len(existing[spec.name].partitions)
-        if actual_partitions != spec.partitions:
-            raise TopicMismatch(spec.name, "partitions", spec.partitions, actual_partitions)
-        drift = _config_drift(admin, spec, timeout)
+        partitions = existing[spec.name].partitions
+        if len(partitions) != spec.partitions:
+            raise TopicMismatch(spec.name, "partitions", spec.partitions, len(partitions))
+        replicas = min(len(p.replicas) for p in partitions.values())
+        if replicas < rf:
+            raise TopicMismatch(spec.name, "replication factor", rf, replicas)
+        drift = _config_drift(admin, spec, timeout, replicas)
         if drift:
             _alter(admin, spec.name, drift, timeout)
             report.altered[spec.name] = drift
@@ -167,7 +185,7 @@ def _create(admin: AdminClient, specs: list[TopicSpec], rf: int, timeout: float)
     if not specs:
         return []
     created = []
-    new = [NewTopic(s.name, s.partitions, rf, config=s.all_configs()) for s in specs]
+    new = [NewTopic(s.name, s.partitions, rf, config=replicated_configs(s, rf)) for s in specs]
     for name, future in admin.create_topics(new, request_timeout=timeout).items():
         try:
             future.result()
@@ -178,11 +196,28 @@ def _create(admin: AdminClient, specs: list[TopicSpec], rf: int, timeout: float)
     return created
 
 
-def _config_drift(admin: AdminClient, spec: TopicSpec, timeout: float) -> dict[str, str]:
+def replicated_configs(spec: TopicSpec, replicas: int) -> dict[str, str]:
+    """The spec's configs for a topic of `replicas` replicas: min.insync.replicas 2 when RF > 1
+    (RF -1, the broker's default, leaves it to the broker's own min.insync.replicas)."""
+    conf = spec.all_configs()
+    if replicas > 1:
+        conf.setdefault("min.insync.replicas", str(MIN_INSYNC_REPLICATED))
+    return conf
+
+
+def _config_drift(admin: AdminClient, spec: TopicSpec, timeout: float, replicas: int) -> dict[str, str]:
     resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
-    described = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    deadline = time.monotonic() + timeout
+    while True:  # on a cluster a broker may not know a just-created topic yet
+        try:
+            described = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     actual = {k: v.value for k, v in described.items()}
-    wanted = spec.all_configs()
+    wanted = replicated_configs(spec, replicas)
     if actual.get("cleanup.policy") != spec.cleanup_policy:
         raise TopicMismatch(spec.name, "cleanup.policy", spec.cleanup_policy, actual.get("cleanup.policy"))
     return {k: v for k, v in wanted.items() if actual.get(k) != v}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from runfacts import telemetry
 from runfacts.connectors.args_store import ArgsStore
+from runfacts.connectors.versions import publish_versions
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
 from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell, InputLimits
 from runfacts.processors.decider.context import DecideContext
@@ -26,7 +27,7 @@ from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShe
 from runfacts.processors.dispatcher.incarnation import next_incarnation
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.api import Application
-from runfacts.processors.engine.settings import load_settings
+from runfacts.processors.engine.settings import common_config, load_settings, stable_instance_id
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import load_keyring_if_configured
@@ -54,7 +55,12 @@ def decide_context(capabilities: str = "", policy: str = "", versions: str = "")
     """
     catalog = load_capabilities(Path(capabilities) if capabilities else None)
     loaded = load_policy(Path(policy) if policy else None, catalog=catalog)
-    current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    try:
+        current = RunVersions.model_validate_json(versions) if versions else DEFAULT_VERSIONS
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        example = DEFAULT_VERSIONS.model_dump_json(by_alias=True)
+        raise ConfigError("--versions", versions, f"expected the run versions as JSON, e.g. '{example}' "
+                          f"({str(exc).splitlines()[0]})") from exc
     return DecideContext(current_versions=current, **policy_checks(loaded, load_keyring_if_configured()))
 
 
@@ -73,10 +79,13 @@ def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", 
 
     The user view is published to `<prefix>.view.user` in the same transaction as events and
     state; commands over the input limits are dead-lettered (parameters override the limits).
+    The decider's current versions are written to `<prefix>.decider.versions` at start, where
+    clients read them (connectors/versions.py).
     """
     telemetry.configure_from_env(DECIDER_APP_NAME)
     ctx = decide_context(capabilities, policy, versions)
     names = TopicNames(prefix)
+    publish_versions(common_config(load_settings()), names, ctx.current_versions)
     views = (publisher(names.user_view),) if user_view == "true" else ()
     limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
     return DeciderShell(names, ctx, views=views, limits=limits).application()
@@ -106,7 +115,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     telemetry.configure_from_env(name)
     incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
-                                  instance=instance or engine.instance_id, catalog=catalog,
+                                  instance=instance or stable_instance_id(engine), catalog=catalog,
                                   result_max_bytes=result_cap())
     dispatcher_log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
                         ", ".join(sorted(adapters)))

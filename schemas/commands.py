@@ -185,13 +185,14 @@ class ProposeToolCallPayload(Record):
     action: str
     risk: Risk
     summary: str
+    businessKey: str | None = None
 
 
 class ProposeToolCall(CommandBase):
     """Propose a side effect (agent harness)."""
 
     commandType: Literal["tool.call.propose"] = "tool.call.propose"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ProposeToolCallPayload
 
 

@@ -512,13 +512,14 @@ class ToolCallProposedPayload(Record):
     action: str
     risk: Risk
     summary: str
+    businessKey: str | None = None
 
 
 class ToolCallProposed(EventBase):
     """The agent proposed a side effect."""
 
     eventType: Literal["tool.call.proposed"] = "tool.call.proposed"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ToolCallProposedPayload
 
 

@@ -26,15 +26,21 @@ class AgentStack(DemoStack):
                            **self.options.signing_env)
         self.start_dispatcher(crash_at=crash_at)
 
+    args_db: str = ""
+    """The dispatcher's argument store when not the harness's SQLite file (a postgresql:// URL)."""
+
     @property
     def args_store(self) -> Path:
         return self.dir / "harness.db"
 
+    def dispatcher_args_store(self) -> str:
+        return self.args_db or str(self.args_store)
+
     def client(self, **overrides: object) -> Runfacts:
         """The agent's client on this stack (approvals signed with the decider's keyring)."""
         settings = ClientSettings(ui=UiSettings(signing_env=self.options.signing_env))
-        return Runfacts.connect(kafka=self.options.kafka, prefix=self.names.prefix, args_store=self.args_store,
-                                settings=settings, **overrides)  # type: ignore[arg-type]
+        options: dict[str, object] = {"args_store": self.args_store, "settings": settings, **overrides}
+        return Runfacts.connect(kafka=self.options.kafka, prefix=self.names.prefix, **options)  # type: ignore[arg-type]
 
     def env(self) -> dict[str, str]:
         """The environment an agent subprocess needs to reach this stack."""
@@ -45,10 +51,11 @@ class AgentStack(DemoStack):
 
 @contextmanager
 def agent_stack(bootstrap: str, workdir: Path, approval_ttl_ms: int = 5_000,
-                crash_at: str = "") -> Iterator[AgentStack]:
+                crash_at: str = "", args_db: str = "") -> Iterator[AgentStack]:
     options = DemoOptions(prefix=f"cl-{uuid.uuid4().hex[:10]}", workdir=workdir, partitions=2,
                           approval_ttl_ms=approval_ttl_ms, kafka=KafkaSettings(bootstrap_servers=bootstrap))
     stack = AgentStack(options)
+    stack.args_db = args_db
     try:
         stack.start(crash_at)
         yield stack

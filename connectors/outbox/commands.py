@@ -5,15 +5,15 @@
     stored = harness.propose(lambda ref, digest: ProposeToolCall(... argsRef=ref, argsHash=digest ...),
                              {"orderId": "order-001", "amountMinor": 4200, "currency": "EUR"})
 
-`propose` writes the arguments to the argument store and the proposal to the outbox in ONE
-SQLite transaction: the dispatcher can never see a proposal whose arguments are missing,
+`open` takes a SQLite file or a postgresql:// URL. `propose` writes the arguments to the
+argument store (a table of the same database) and the proposal to the outbox in ONE local
+transaction: the dispatcher can never see a proposal whose arguments are missing,
 and a rolled-back proposal leaves no arguments behind. The relay (runfacts.connectors.relay)
 publishes the rows to the commands topic, keyed by runId, with the commandId as eventId.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +39,9 @@ class CommandEncoder:
 
 
 class CommandOutbox:
-    """An outbox for commands plus the argument store, on one SQLite connection."""
+    """An outbox for commands plus the argument store, on one connection (SQLite or psycopg 3)."""
 
-    def __init__(self, conn: sqlite3.Connection, names: TopicNames, table: str = "runfacts_outbox") -> None:
+    def __init__(self, conn: Any, names: TopicNames, table: str = "runfacts_outbox") -> None:
         self.conn = conn
         self.outbox = Outbox(CommandEncoder(names.commands), table=table, commands_topic=names.commands)
         self.outbox.install(conn)

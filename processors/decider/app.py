@@ -41,7 +41,7 @@ from runfacts import telemetry
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
-from runfacts.processors.decider.state_json import Parts, dump_state
+from runfacts.processors.decider.state_json import Parts, dump_state, load_state
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.schemas import commands as cmd
@@ -279,7 +279,7 @@ class DeciderShell:
         cached = self.cache.get(key)
         if cached is not None and cached[0] == raw:
             return cached[1]
-        state = RunState.model_validate_json(raw)
+        state = load_state(raw)
         self._remember(key, Cached(raw, state, {}))
         return state
 

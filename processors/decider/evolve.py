@@ -21,7 +21,7 @@ from runfacts.processors.decider.state import (
     RunState,
     ToolCallState,
 )
-from runfacts.processors.policy.retry import idempotency_key
+from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import BudgetAmounts
 from runfacts.schemas.construct import trusted
@@ -244,7 +244,7 @@ def _proposed(s: RunState, e: ev.ToolCallProposed) -> dict[str, Any]:
     call = ToolCallState(
         toolCallId=p.toolCallId, capabilityId=e.capabilityId, action=p.action, target=p.target,
         argsHash=p.argsHash, argsRef=p.argsRef, risk=p.risk, summary=p.summary,
-        idempotencyKey=idempotency_key(s.runId, p.action, p.target, p.argsHash),
+        idempotencyKey=call_idempotency_key(s.runId, s.tenant, p.action, p.target, p.argsHash, p.businessKey),
         turnId=e.turnId, reasoningObjectId=e.reasoningObjectId, proposedAt=e.occurredAt,
     )
     action = action_hash(e.capabilityId, p.argsHash)

@@ -9,7 +9,7 @@ a bug to surface, not to paper over). `version` counts the state-changing events
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,6 +34,8 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
+STATE_FORMAT: Final = 2
+"""The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 FINAL_VERIFICATION: frozenset[str] = frozenset({"confirmed_success", "confirmed_failure", "inconclusive"})
 
 
@@ -152,6 +154,10 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
+    stateFormat: Literal[2] = STATE_FORMAT
+    """The version of this shape as stored (first key of the JSON; not `version`, which counts
+    events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
+    `state_json.load_state`, which migrates older shapes."""
     runId: str
     status: RunStatus = "running"
     version: int = 0

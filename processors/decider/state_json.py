@@ -1,4 +1,5 @@
-"""Run state JSON: exactly `RunState.model_dump_json()`, reusing the parts that did not change.
+"""Run state JSON: `load_state` reads a stored record of any released shape (migrated, see
+`RUN_STATE`); `dump_state` writes exactly `RunState.model_dump_json()`, reusing the parts that did not change.
 
 A run's state grows with its tool calls and approvals, but one command changes one or two of
 them: `evolve` keeps every other `ToolCallState` / `ApprovalState` object as it was. So the
@@ -13,11 +14,41 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state import STATE_FORMAT, RunState
+from runfacts.processors.engine.versions import Migrations
 from runfacts.schemas.construct import trusted
 
 Parts = dict[str, tuple[Any, bytes]]
 """Per map ("approvals", "toolCalls"): key -> (the value object, its `"key":{...}` JSON)."""
+
+
+
+def _settled_pairs(value: dict[str, Any]) -> dict[str, Any]:
+    """1 -> 2: `settledCalls` values were "how:argsHashPrefix" strings (bb727c6 made them pairs;
+    the unmarked records in between already hold pairs, which pass as they are)."""
+    settled = value.get("settledCalls")
+    if not settled:
+        return value
+    pairs = {}
+    for call, kept in settled.items():
+        if isinstance(kept, str):
+            how, _, args = kept.rpartition(":")
+            kept = [how, args]
+        pairs[call] = kept
+    return {**value, "settledCalls": pairs}
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs})
+"""The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked."""
+
+
+def load_state(raw: bytes) -> RunState:
+    """A stored run state (decider store, run-state topic, dispatcher store) of any known version,
+    as today's `RunState`; `NewerStoredVersion` when a newer runfacts wrote it."""
+    if RUN_STATE.is_current(raw):
+        return RunState.model_validate_json(raw)
+    return RunState.model_validate(RUN_STATE.read_json(raw))
+
 
 _EMPTY_MAPS = b'"approvals":{},"toolCalls":{},'
 _SERIALIZE = RunState.__pydantic_serializer__.to_json

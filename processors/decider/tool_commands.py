@@ -13,7 +13,7 @@ from runfacts.processors.decider.context import DecideContext, Draft, Rejected, 
 from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
 from runfacts.processors.policy.capabilities import CapabilityManifest
-from runfacts.processors.policy.retry import idempotency_key
+from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import BudgetAmounts, CommandBase
@@ -42,6 +42,17 @@ def tool_call(command: CommandBase, state: RunState, tool_call_id: str) -> ToolC
     return call
 
 
+def _check_business_key(c: cmd.ProposeToolCall, state: RunState, key: str) -> None:
+    """One live call per business key within the run: refused while an earlier call with the
+    key has not failed (nor closed without running). Across runs the decider, partitioned by
+    runId, cannot see; there the key itself dedupes at the provider (docs/tools.md)."""
+    for other in state.toolCalls.values():
+        if other.idempotencyKey == key and other.execution != "failed" and other.closedReason is None:
+            raise Rejected(c, "duplicate_business_key",
+                           f"{c.payload.businessKey} is already call {other.toolCallId} of run {state.runId} "
+                           f"({other.execution})")
+
+
 def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
     """A proposed side effect: authorized by policy, or waiting for an approval."""
     p = c.payload
@@ -58,16 +69,19 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
                        f"{p.toolCallId} ended ({how}); a new call needs a new toolCallId")
     manifest = manifest_for(c, ctx, p.capabilityId)
     try:
-        idempotency_key(c.runId, p.action, p.target, p.argsHash)
+        key = call_idempotency_key(c.runId, state.tenant, p.action, p.target, p.argsHash, p.businessKey)
     except ValueError as exc:
         raise Rejected(c, "invalid_tool_call", str(exc)) from None
+    if p.businessKey is not None:
+        _check_business_key(c, state, key)
     loop = _loop_review(c, state, ctx, action_hash(p.capabilityId, p.argsHash))
     if loop:
         return loop
     ids = {"turnId": p.turnId, "capabilityId": p.capabilityId, "reasoningObjectId": p.reasoningObjectId}
     drafts = _supersede(state, p) + [draft(
         ev.ToolCallProposed, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash, argsRef=p.argsRef,
-        target=p.target, action=p.action, risk=manifest.risk.value, summary=p.summary)]
+        target=p.target, action=p.action, risk=manifest.risk.value, summary=p.summary,
+        businessKey=p.businessKey)]
     if not manifest.needs_approval:
         return drafts + [draft(ev.ToolCallAuthorized, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash)]
     approval_id = f"approval-{p.toolCallId}"

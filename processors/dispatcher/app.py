@@ -43,6 +43,7 @@ from runfacts import telemetry as telemetry_hooks
 from runfacts.crashpoints import crash_point
 from runfacts.processors.decider.evolve import evolve
 from runfacts.processors.decider.state import RunState, ToolCallState
+from runfacts.processors.decider.state_json import load_state
 from runfacts.processors.dispatcher import core
 from runfacts.processors.dispatcher.adapters import (
     ArgsMissing,
@@ -137,7 +138,7 @@ class DispatcherShell:
         runs = ctx.store("runs")
         key = event.runId.encode()
         raw = runs.get(key)
-        run = evolve(RunState.model_validate_json(raw) if raw is not None else None, event)
+        run = evolve(load_state(raw) if raw is not None else None, event)
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())
@@ -158,7 +159,7 @@ class DispatcherShell:
         """A retry, reconciliation lookup or verification poll fell due."""
         kind, _, call_id = timer.timer_id.partition(":")
         raw = ctx.store("runs").get(timer.key)
-        run = RunState.model_validate_json(raw) if raw is not None else None
+        run = load_state(raw) if raw is not None else None
         call = run.toolCalls.get(call_id) if run is not None else None
         if run is None or call is None:
             return
@@ -368,7 +369,7 @@ class DispatcherShell:
         raw = ctx.store("progress").get(self._progress_key(run_id, call.toolCallId))
         if raw is None:
             return core.Progress(toolCallId=call.toolCallId, correlationId=corr)
-        return core.Progress.model_validate_json(raw)
+        return core.load_progress(raw)
 
     def _apply(self, ctx: Context, run_id: str, call: ToolCallState, step: core.Step, timer: str) -> None:
         """Send the step's commands, keep the call's progress, (re)arm or clear its timer."""

@@ -19,7 +19,7 @@ adapter's typed outcomes back through `after_execute`, `after_lookup`, `after_ve
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,6 +37,7 @@ from runfacts.processors.dispatcher.adapters import (
     ToolUnknown,
     Verification,
 )
+from runfacts.processors.engine.versions import Migrations
 from runfacts.processors.policy.retry import ErrorClass, GiveUp, RetryPolicy, backoff_ms, is_retryable, next_retry
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -44,6 +45,8 @@ from runfacts.schemas.base import Record
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.models import payload_class
 
+PROGRESS_FORMAT: Final = 2
+"""`Progress.stateFormat` (the stored shape's version)."""
 Phase = Literal["idle", "executing", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
 ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
@@ -67,6 +70,8 @@ class Progress(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    stateFormat: Literal[2] = PROGRESS_FORMAT
+    """The stored shape's version (read with `load_progress`, which migrates older shapes)."""
     toolCallId: str
     correlationId: str
     phase: Phase = "idle"
@@ -77,6 +82,18 @@ class Progress(BaseModel):
     deadlineMs: int = 0  # reconciliation or verification deadline
     reportedStill: bool = False  # still_unknown already reported for this reconciliation
     polls: int = 0  # polls of the running try's future (execution off the transaction)
+
+
+PROGRESS = Migrations("dispatcher progress", PROGRESS_FORMAT, {1: lambda value: value})
+"""The progress record's shapes: 1 unmarked (with or without `polls`, which defaults to 0), 2 marked."""
+
+
+def load_progress(raw: bytes) -> Progress:
+    """A stored progress record of any known version; `NewerStoredVersion` when a newer runfacts
+    wrote it."""
+    if PROGRESS.is_current(raw):
+        return Progress.model_validate_json(raw)
+    return Progress.model_validate(PROGRESS.read_json(raw))
 
 
 class Draft(NamedTuple):

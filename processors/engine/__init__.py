@@ -1,7 +1,8 @@
 """The processor engine: runs an `Application` (sources, a `process` function, stores, timers)
 on Kafka with exactly-once or at-least-once commits, and its test driver.
 
-Pure: api (the processor interface; `Context` is a Protocol). Shells: task, store
+Pure: api (the processor interface; `Context` is a Protocol), versions (the stored records'
+versions and their migrations). Shells: task, store
 (RocksDB/memory), timers (the timer index), changelog, commit, runner (class Engine),
 settings (EngineSettings, the broker settings of the engine), worker
 (`python -m runfacts.processors.engine.worker --app module:factory`), gctune.

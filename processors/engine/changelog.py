@@ -1,12 +1,19 @@
 """Changelog topics: creation at start-up and restore of a partition's stores before processing.
 
 Restore of the stores of newly assigned partitions (store by store, all partitions at once):
-  1. ask the end offset of each changelog partition (read_committed: the last stable offset,
-     so records of an open or aborted transaction are never restored);
+  1. ask the end of each changelog partition: its HIGH watermark (a read_uncommitted query),
+     not its last stable offset (LSO). An open transaction of another instance (a dead or
+     paused one) pins the LSO until its transaction.timeout.ms; records committed after it
+     (by the instances that owned the partition since) lie between the LSO and the high
+     watermark, and a restore that stopped at the LSO would silently lose them;
   2. start after the changelog offset the store already reflects (records already in the
-     store are skipped by offset); a store claiming an offset beyond the end (changelog
-     recreated) is cleared and rebuilt from the beginning;
-  3. consume batches up to the end; each batch is ONE WriteBatch holding its records and the
+     store are skipped by offset). A store claiming an offset at or beyond the high watermark
+     belongs to another changelog (recreated topic, wrong cluster): refused with an error
+     naming the topic and the offsets, never silently wiped;
+  3. consume (read_committed: records of an open or aborted transaction are never restored)
+     until the position passes the high watermark, that is until the LSO passed it too: while
+     an open transaction pins the LSO below it, the restore waits (logged with both offsets),
+     at most restore_timeout_s. Each batch is ONE WriteBatch holding its records and the
      batch's last changelog offset, so a crash mid-restore (crash point engine.mid_restore)
      resumes from the last written batch (batches are logged writes: RocksBackend.apply).
 """
@@ -90,6 +97,7 @@ class Restorer:
         self._app = app
         self._settings = settings
         self._consumer: Consumer | None = None
+        self._ends: Consumer | None = None
 
     def restore(self, backends: dict[int, Backend]) -> int:
         """Restore every store of every given partition; returns the records applied."""
@@ -116,32 +124,47 @@ class Restorer:
 
     def _start(self, consumer: Consumer, partition: int, backend: Backend,
                store: str) -> tuple[TopicPartition | None, int]:
-        """Steps 1-2: where to start reading (None: the store is current)."""
+        """Steps 1-2: where to start reading (None: the store is current) and the end."""
         topic = self._app.changelog_topic(store)
-        low, high = watermarks(consumer, TopicPartition(topic, partition))
+        low, high = watermarks(self._end_client(), TopicPartition(topic, partition))
         stored = int(backend.meta().get(changelog_key(store), b"-1"))
         if stored >= high:
-            log.warning("store %s[%d] claims changelog offset %d beyond the end %d: rebuilding",
-                        store, partition, stored, high)
-            backend.clear(store)
-            stored = -1
+            where = getattr(backend, "path", None)
+            raise InfrastructureError(
+                f"store {store}[{partition}]{f' at {where}' if where else ''} reflects changelog "
+                f"{topic}[{partition}] up to offset {stored}, but that changelog ends at offset "
+                f"{high} (high watermark; low {low}): a recreated topic or another cluster. Point "
+                f"the engine at the cluster holding this changelog, or delete the partition's "
+                f"state directory to rebuild it from this one", retryable=False)
         start = max(stored + 1, low)
         return (TopicPartition(topic, partition, start) if start < high else None), high
 
     def _consume(self, consumer: Consumer, store: str, todo: dict[int, tuple]) -> int:
-        """Step 3: batches until every changelog partition of `store` reached its end. Writes
-        run on writer threads (RocksDB releases the GIL) while the next batch is read; each
-        partition keeps one write in flight, so its batches land in changelog order."""
+        """Step 3: batches until every changelog partition of `store` reached its high
+        watermark. Writes run on writer threads (RocksDB releases the GIL) while the next batch
+        is read; each partition keeps one write in flight, so its batches land in changelog
+        order. An end-of-partition event comes at the LSO: below the high watermark, an open
+        transaction holds the rest back, and the restore waits for it to end."""
         count = 0
         pending = set(todo)
-        deadline = time.monotonic() + self._settings.restore_timeout_s
+        started = time.monotonic()
+        deadline = started + self._settings.restore_timeout_s
+        held: dict[int, int] = {}  # partition -> the LSO its last end-of-partition event reported
+        next_log = started
         writing: dict[int, Future] = {}
         with ThreadPoolExecutor(2, thread_name_prefix="restore") as writers:
             while pending:
                 data = msgs = consumer.consume(self._settings.restore_batch, 0.05)
                 if any(map(_error, msgs)):  # rare: end-of-partition events (or errors) among them
                     data = [m for m in msgs if m.error() is None]
-                    pending -= {m.partition() for m in msgs if _is_eof(m)}
+                    for msg in msgs:
+                        if _is_eof(msg):  # at the LSO: done once that passed the end
+                            eof, reached = _partition(msg), cast(int, msg.offset())
+                            if reached >= todo[eof][1]:
+                                pending.discard(eof)
+                                held.pop(eof, None)
+                            else:
+                                held[eof] = reached
                 for partition, run in groupby(data, key=_partition):
                     batch = list(run)
                     _, end, backend = todo[partition]
@@ -151,12 +174,24 @@ class Restorer:
                     count += len(batch)
                     if batch[-1].offset() >= end - 1:
                         pending.discard(partition)
-                if pending and time.monotonic() > deadline:
+                        held.pop(partition, None)
+                now = time.monotonic()
+                if held and pending and now >= next_log:
+                    log.warning("restore of store %s waits for open transactions: %s (records "
+                                "committed after them are restored once they end, at the latest "
+                                "at the transaction.timeout.ms of the producer that opened them)",
+                                store, _held(store, todo, held))
+                    next_log = now + 5.0
+                if pending and now > deadline:
+                    why = (f"; open transactions pin the changelog: {_held(store, todo, held)}"
+                           if held else "")
                     raise InfrastructureError(f"restore of {store} {sorted(pending)} did not "
-                                              f"finish in {self._settings.restore_timeout_s}s",
+                                              f"finish in {self._settings.restore_timeout_s}s{why}",
                                               retryable=True)
             for write in writing.values():
                 _written(write)
+        if held or time.monotonic() - started > 5.0:
+            log.info("restore of store %s took %.1fs", store, time.monotonic() - started)
         return count
 
     def _client(self) -> Consumer:
@@ -164,10 +199,19 @@ class Restorer:
             self._consumer = Consumer(restore_config(self._app, self._settings))
         return self._consumer
 
+    def _end_client(self) -> Consumer:
+        """The consumer that reads high watermarks: read_uncommitted, so its ListOffsets answers
+        the high watermark (a read_committed one answers the LSO); it never consumes."""
+        if self._ends is None:
+            self._ends = Consumer({**restore_config(self._app, self._settings),
+                                   "isolation.level": "read_uncommitted"})
+        return self._ends
+
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for consumer in (self._consumer, self._ends):
+            if consumer is not None:
+                consumer.close()
+        self._consumer = self._ends = None
 
 
 @contextmanager
@@ -181,6 +225,12 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _held(store: str, todo: dict[int, tuple], held: dict[int, int]) -> str:
+    """Each waiting partition's changelog, the LSO it is read up to and its high watermark."""
+    return ", ".join(f"{todo[p][0].topic}[{p}] readable up to {lso} (last stable offset) of "
+                     f"{todo[p][1]} (high watermark)" for p, lso in sorted(held.items()))
 
 
 def _written(write: Future | None) -> None:

@@ -70,8 +70,35 @@ class TransactionAborted(InfrastructureError):
         super().__init__(message, retryable=True)
 
 
+class ProducerFenced(InfrastructureError):
+    """Another producer with this transactional.id started: this instance must stop."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+TIMEOUTS = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE})
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+ENDS = frozenset({"commit_transaction", "abort_transaction", "send_offsets_to_transaction"})
+"""The transactional calls whose request may still land after the client gave up on it: EndTxn
+(commit / abort) and TxnOffsetCommit."""
+
+
+def must_renew_producer(step: str, code: int | None, wedged: bool = False) -> bool:
+    """After this failed step (its KafkaError code; None: not a Kafka error), must the producer be
+    replaced before the next transaction? Yes after a timed-out EndTxn or offsets commit, and
+    after a wedged producer: the request the client gave up on may still reach the broker, and a
+    client without KIP-890 (transactions server-side defense, part 2: librdkafka does not bump
+    the epoch per transaction) can see it land in its NEXT transaction (a late commit of the old
+    one, or offsets of the old batch inside the new). A new producer's init_transactions bumps
+    the epoch of the transactional.id, so every request of the old producer is fenced. Other
+    failures (a rejected record, an abortable error) leave the producer sound."""
+    return wedged or (step in ENDS and code in TIMEOUTS)
+
+
 def call(fn: Callable[..., T], *args: Any) -> T:
-    """Run a transactional API call: retry retriable errors, map the rest to runfacts errors."""
+    """Run a transactional API call: retry retriable errors, map the rest to runfacts errors
+    (each carries `step`, the call's name, and `code`, the KafkaError code)."""
     for attempt in range(_RETRIES):
         try:
             return fn(*args)
@@ -79,10 +106,21 @@ def call(fn: Callable[..., T], *args: Any) -> T:
             err: KafkaError = exc.args[0]
             if err.retriable() and attempt < _RETRIES - 1:
                 continue
-            if err.fatal() or not err.txn_requires_abort():
-                raise InfrastructureError(f"{fn.__name__} failed: {err}", retryable=False) from exc
-            raise TransactionAborted(f"{fn.__name__} failed: {err}") from exc
+            failed: InfrastructureError
+            if err.code() in FENCED:
+                failed = ProducerFenced(f"{fn.__name__} failed: {err}")
+            elif err.fatal() or not err.txn_requires_abort():
+                failed = InfrastructureError(f"{fn.__name__} failed: {err}", retryable=False)
+            else:
+                failed = TransactionAborted(f"{fn.__name__} failed: {err}")
+            failed.step, failed.code = fn.__name__, err.code()  # type: ignore[attr-defined]
+            raise failed from exc
     raise AssertionError("unreachable")
+
+
+def renewal_needed(exc: BaseException, wedged: bool = False) -> bool:
+    """`must_renew_producer` for an error `call` raised (or any other: only `wedged` counts)."""
+    return must_renew_producer(getattr(exc, "step", ""), getattr(exc, "code", None), wedged)
 
 
 def flush_changelogs(producer: Producer, tasks: Sequence[Task]) -> None:
@@ -105,9 +143,13 @@ class ExactlyOnce:
         self._consumer = consumer
         self.open = False
         self.wedged = False
+        self.renew = False
+        """A timed-out EndTxn / offsets commit (or a wedge) happened: replace the producer
+        (`must_renew_producer`) before the next transaction."""
 
     def init(self) -> None:
         call(self.producer.init_transactions, _TIMEOUT_S)
+        self.wedged = self.renew = False
 
     def begin(self) -> None:
         if not self.open:
@@ -115,6 +157,13 @@ class ExactlyOnce:
             self.open = True
 
     def commit(self, tasks: Sequence[Task]) -> None:
+        try:
+            self._commit(tasks)
+        except BaseException as exc:
+            self.renew = self.renew or renewal_needed(exc, self.wedged)
+            raise
+
+    def _commit(self, tasks: Sequence[Task]) -> None:
         for task in tasks:
             task.produce_changelog()
         crash_point("engine.after_produce_before_commit")
@@ -165,7 +214,11 @@ class ExactlyOnce:
         if self.open:
             self.open = False
             self.producer.flush(_TIMEOUT_S)
-            call(self.producer.abort_transaction, _TIMEOUT_S)
+            try:
+                call(self.producer.abort_transaction, _TIMEOUT_S)
+            except BaseException as exc:
+                self.renew = self.renew or renewal_needed(exc)
+                raise
 
 
 class AtLeastOnce:

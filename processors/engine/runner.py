@@ -4,7 +4,9 @@ One loop iteration:
   1. consume(num_messages=consume_batch). Rebalance callbacks run inside this call:
      on revoke, commit the open transaction (or abort and roll back) and close the stores;
      on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
-     partition is handed to the consumer (at-least-once: skip inputs the store already holds).
+     partition is handed to the consumer, starting after the store's input offset when the
+     group offset is behind it (at-least-once: a crash before the offset commit; exactly-once:
+     group offsets lost or reset while the store is intact).
        -- crash point engine.during_rebalance (on revoke, before its commit)
        -- crash point engine.after_consume_before_process
   2. begin a transaction (exactly-once) if none is open.
@@ -37,17 +39,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
-from runfacts.processors.engine.commit import AtLeastOnce, ExactlyOnce, TransactionAborted
+from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, ProducerFenced, TransactionAborted
 from runfacts.processors.engine.gctune import tune_gc
-from runfacts.processors.engine.settings import EngineSettings, consumer_config, load_settings, producer_config
+from runfacts.processors.engine.settings import (
+    EngineSettings,
+    check_timeouts,
+    consumer_config,
+    load_settings,
+    producer_config,
+    with_instance_id,
+)
 from runfacts.processors.engine.store import RocksBackend
 from runfacts.processors.engine.task import Task
 from runfacts.schemas.errors import InfrastructureError
@@ -64,6 +74,7 @@ class EngineStats:
     aborts: int = 0
     restored: int = 0
     timers_fired: int = 0
+    producers_renewed: int = 0
 
 
 class ProducerOutput:
@@ -87,7 +98,8 @@ class Engine:
     def __init__(self, app: Application, settings: EngineSettings | None = None,
                  *, clock: Callable[[], float] = time.time) -> None:
         self.app = app
-        self.settings = settings or load_settings()
+        self.settings = with_instance_id(settings or load_settings())
+        check_timeouts(self.settings)  # settings built directly skip load_settings' check
         self.stats = EngineStats()
         self._clock = clock
         self._tasks: dict[int, Task] = {}
@@ -117,7 +129,10 @@ class Engine:
             with _signals(self.stop):
                 self._loop()
         except BaseException as exc:
+            fenced = self._is_fencing(exc)
             self._fail(exc)
+            if fenced:
+                raise self._fenced(exc) from exc
             raise
         finally:
             self._close()
@@ -136,6 +151,7 @@ class Engine:
         else:
             self._txn = AtLeastOnce(self._consumer)
             pconf["on_delivery"] = self._txn.on_delivery
+        self._pconf = pconf
         self._producer = self._txn.producer = Producer(pconf)
         self._out = ProducerOutput(self._producer)
         self._txn.init()
@@ -225,6 +241,11 @@ class Engine:
         except TransactionAborted as exc:
             self._rollback(exc, revoked)
             return
+        except InfrastructureError as exc:  # a timed-out commit: roll back on a new producer
+            if not self._renewing() or self._txn.wedged:  # type: ignore[union-attr]
+                raise
+            self._rollback(exc, revoked)
+            return
         if self._tel.enabled:
             self._tel.record(telemetry.COMMIT_LATENCY, (time.monotonic() - started) * 1000, self._labels)
         self._uncommitted = 0
@@ -234,12 +255,19 @@ class Engine:
     def _rollback(self, exc: Exception, revoked: frozenset[int] = frozenset()) -> None:
         """Abort, discard every write buffer and seek the kept partitions back."""
         log.warning("transaction aborted, rolling back: %s", exc)
-        self._txn.abort()
+        try:
+            self._txn.abort()
+        except InfrastructureError as abort_exc:
+            if not self._renewing():
+                raise
+            log.warning("abort failed too (%s): the new producer's init_transactions aborts it", abort_exc)
         for task in self._tasks.values():
             rewind = task.rollback()
             if task.partition not in revoked:
                 for topic, offset in rewind.items():
                     self._consumer.seek(TopicPartition(topic, task.partition, offset))
+        if self._renewing():
+            self._renew_producer()
         self._uncommitted = 0
         self.stats.aborts += 1
         self._aborts_in_row += 1
@@ -248,11 +276,68 @@ class Engine:
                                       f"last: {exc}", retryable=True) from exc
         time.sleep(min(0.1 * 2 ** self._aborts_in_row, 5.0))
 
+    def _is_fencing(self, exc: BaseException) -> bool:
+        """The failure is this producer being fenced: said so (`ProducerFenced`), or a fatal or
+        bad-state producer error (librdkafka reports a fencing seen by a produce as `_FATAL`, or
+        `_STATE` once the coordinator aborted the transaction) that the producer's next
+        transactional call names as a fencing."""
+        if isinstance(exc, ProducerFenced):
+            return True
+        kafka = exc if isinstance(exc, KafkaException) else exc.__cause__  # a handler's produce failed
+        code = (kafka.args[0].code() if isinstance(kafka, KafkaException) and kafka.args
+                else getattr(exc, "code", None))
+        if code in FENCED:
+            return True
+        if code not in (KafkaError._FATAL, KafkaError._STATE) or not self.settings.exactly_once \
+                or not hasattr(self, "_producer"):
+            return False
+        try:
+            self._producer.abort_transaction(1)
+        except KafkaException as probe:
+            return bool(probe.args) and probe.args[0].code() in FENCED
+        return False
+
+    def _fenced(self, exc: BaseException) -> ProducerFenced:
+        """Name the cause: a restart of this instance elsewhere (once), or two live instances
+        sharing one id (fenced again and again: each start fences the other)."""
+        settings = self.settings
+        count = note_fencing(settings.state_dir / FENCINGS_FILE, self._clock(), FENCING_WINDOW_S)
+        self._tel.add(FENCED_METRIC, 1, self._labels)
+        tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else settings.instance_id
+        if count >= FENCING_LOOP:
+            message = (f"producer {tid} fenced {count} times in {FENCING_WINDOW_S // 60} minutes: two live "
+                       f"instances share the instance id {settings.instance_id!r} and fence each other in a "
+                       "loop; give each its own RUNFACTS_INSTANCE_ID (or its own state dir)")
+            log.error("%s", message)
+        else:
+            message = (f"producer {tid} fenced: another process started with this instance id "
+                       f"{settings.instance_id!r} (a restart of this instance, or a second instance "
+                       f"sharing the id); this one stops ({exc})")
+        return ProducerFenced(message)
+
+    def _renewing(self) -> bool:
+        return isinstance(self._txn, ExactlyOnce) and self._txn.renew
+
+    def _renew_producer(self) -> None:
+        """Replace the producer after a timed-out EndTxn or offsets commit (`commit.must_renew_producer`):
+        the new one's init_transactions bumps the transactional.id's epoch, so a delayed request of
+        the old one is fenced instead of landing in the next transaction."""
+        log.warning("recreating the transactional producer %s: a transaction end timed out and its "
+                    "request may still arrive (no KIP-890 in this client)", self._pconf.get("transactional.id"))
+        old = self._producer
+        old.purge(True, True, False)
+        self._producer = self._txn.producer = Producer(self._pconf)
+        self._out = ProducerOutput(self._producer)
+        for task in self._tasks.values():
+            task.rebind(self._out)
+        self._txn.init()
+        self.stats.producers_renewed += 1
+        del old
+
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
             self._open_tasks(sorted({tp.partition for tp in partitions} - set(self._tasks)))
-            if not self.settings.exactly_once:
-                self._skip_applied(consumer, partitions)
+            self._skip_applied(consumer, partitions)
             log.info("assigned partitions %s", sorted({tp.partition for tp in partitions}))
         except Exception as exc:
             log.error("assignment failed: %s", exc)
@@ -275,17 +360,34 @@ class Engine:
             self._tasks[p] = Task(self.app, p, backend, self._out)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """At-least-once: a store ahead of the group offsets (crash before the offset commit)."""
+        """Start after the store's input offset when the group offset is behind it or missing.
+
+        At-least-once: the store is written before the offset commit, so a crash between them
+        leaves the store ahead. Exactly-once: the store is written after the transaction
+        commits, so it is never ahead of its group offset, unless that offset was lost (offsets
+        retention, a reset, a renamed group): the store's input offset, written with its data
+        in one batch, says what it holds, and re-deciding the log from the reset offset would
+        apply those records a second time and emit their facts again."""
         held = [tp for tp in partitions
                 if tp.topic in self._tasks[tp.partition].state.input_offsets]
         if not held:
             return
-        committed = {(c.topic, c.partition): c.offset for c in consumer.committed(held, 30)}
+        wait = max(30.0, self.settings.transaction_timeout_ms / 1000 + 10)  # a pending txn offset
+        try:
+            found = consumer.committed(held, wait)
+        except KafkaException as exc:  # e.g. still pending in another instance's open transaction
+            raise InfrastructureError(f"group offsets of {[f'{t.topic}[{t.partition}]' for t in held]} "
+                                      f"not readable in {wait:.0f}s: {exc}", retryable=True) from exc
+        committed = {(c.topic, c.partition): c.offset for c in found}
         for tp in held:
             applied = self._tasks[tp.partition].state.input_offsets[tp.topic]
-            if committed[(tp.topic, tp.partition)] <= applied:
-                log.warning("store of %s[%d] holds offset %d beyond the group offset: skipping",
-                            tp.topic, tp.partition, applied)
+            group = committed[(tp.topic, tp.partition)]
+            if group <= applied:
+                log.warning("store of %s[%d] holds input offset %d beyond the group offset %s "
+                            "(%s): resuming after the store's offset", tp.topic, tp.partition,
+                            applied, group if group >= 0 else "missing",
+                            "crash before the offset commit" if not self.settings.exactly_once
+                            else "offsets lost or reset")
                 tp.offset = applied + 1
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -340,6 +442,26 @@ class Engine:
                 self._restorer.close()
             if hasattr(self, "_producer") and not self.settings.exactly_once:
                 self._producer.flush(10)
+
+
+FENCINGS_FILE = "fencings"
+FENCING_WINDOW_S = 600
+FENCING_LOOP = 3
+"""Fenced this many times within the window (this one included): two live instances share an id."""
+FENCED_METRIC = "runfacts.engine.fenced"
+
+
+def note_fencing(path: Path, now_s: float, window_s: float) -> int:
+    """Record a fencing at `now_s` in `path` (one time a line, older than the window dropped);
+    returns how many the window holds."""
+    try:
+        times = [float(t) for t in path.read_text().split()]
+    except (FileNotFoundError, ValueError):
+        times = []
+    recent = [t for t in times if now_s - t < window_s] + [now_s]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{t:.3f}\n" for t in recent))
+    return len(recent)
 
 
 _partition = Message.partition

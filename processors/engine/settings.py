@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -28,8 +29,38 @@ KafkaOptions = dict[str, str | int | float | bool]
 _EAGER = {"range", "roundrobin"}
 
 
-def _default_instance() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+INSTANCE_ID_FILE = "instance-id"
+"""Where an instance keeps its id, under the state dir (`stable_instance_id`)."""
+
+
+def stable_instance_id(settings: EngineSettings) -> str:
+    """The instance's id: RUNFACTS_INSTANCE_ID when set, else the one persisted in
+    `<state_dir>/instance-id`, created once (hostname + random suffix) by the first process that
+    runs on that state dir. Stable across restarts, so a restarted instance's producer (same
+    transactional.id) fences its predecessor's at init_transactions and its open transaction
+    is aborted at once, not at transaction.timeout.ms (the old default, hostname-pid, changed
+    with every restart and fenced nothing). Two live instances must not share a state dir (its
+    stores are locked anyway) nor an explicit id."""
+    if settings.instance_id:
+        return settings.instance_id
+    path = settings.state_dir / INSTANCE_ID_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with path.open("x") as fresh:  # exclusive: two processes starting at once agree on one id
+            fresh.write(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}\n")
+    except FileExistsError:
+        pass
+    found = path.read_text().strip()
+    if not found:
+        raise ConfigError("RUNFACTS_INSTANCE_ID", "", f"{path} is empty: delete it (a new id is made) or set "
+                          "RUNFACTS_INSTANCE_ID")
+    return found
+
+
+def with_instance_id(settings: EngineSettings) -> EngineSettings:
+    """`settings` with `instance_id` resolved (`stable_instance_id`)."""
+    return settings if settings.instance_id else settings.model_copy(
+        update={"instance_id": stable_instance_id(settings)})
 
 
 class EngineSettings(BaseSettings):
@@ -40,8 +71,8 @@ class EngineSettings(BaseSettings):
     bootstrap_servers: str = "127.0.0.1:9092"
     guarantee: Guarantee = "exactly_once"
     state_dir: Path = Path(".runfacts/state")
-    instance_id: str = Field(default_factory=_default_instance,
-                             description="stable per instance: transactional.id suffix")
+    instance_id: str = Field("", description="stable per instance: transactional.id suffix; empty: the "
+                             "one persisted in the state dir (stable_instance_id)")
     commit_interval_ms: int = Field(100, ge=1)
     commit_every: int = Field(10_000, ge=1, description="commit after this many records")
     consume_batch: int = Field(1_000, ge=1)
@@ -67,6 +98,50 @@ class EngineSettings(BaseSettings):
         return self.guarantee == "exactly_once"
 
 
+SESSION_TIMEOUT_DEFAULT_MS = 45_000
+"""librdkafka's (and the Java consumer's, KIP-735) session.timeout.ms default."""
+
+
+def session_timeout_ms(settings: EngineSettings) -> int:
+    """The group consumer's session.timeout.ms as configured (RUNFACTS_CONSUMER over RUNFACTS_KAFKA_CONFIG)."""
+    value = settings.consumer.get("session.timeout.ms", settings.kafka.get("session.timeout.ms",
+                                                                          SESSION_TIMEOUT_DEFAULT_MS))
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError("RUNFACTS_CONSUMER.session.timeout.ms", value, "not a number of milliseconds") from None
+
+
+def check_timeouts(settings: EngineSettings) -> None:
+    """Exactly-once needs transaction.timeout.ms < session.timeout.ms, else ConfigError naming both.
+
+    Why: an instance paused (GC, SIGSTOP, a frozen VM) longer than session.timeout.ms loses its
+    partitions to another instance, but it may still hold an open transaction. If that
+    transaction outlives the session, the paused instance can wake up and end it after its
+    partitions moved (a zombie write), and its open transaction pins the last stable offset the
+    new owner restores and reads up to. With the transaction timeout below the session timeout,
+    the coordinator has aborted the transaction (bumping the producer epoch, so the zombie's
+    EndTxn is fenced) by the time the group can hand the partitions over. KIP-447 ("Producer
+    scalability for exactly once semantics", section on the transaction timeout) sets Kafka
+    Streams' transaction.timeout.ms default to 10000 for this reason, the session timeout's
+    default at the time: "we suggest to shrink the transaction timeout to be the same default
+    value as session timeout"; Kafka Streams keeps 10000 under exactly_once while the consumer's
+    session.timeout.ms default is now 45000 (KIP-735). We require it strictly below (equal
+    leaves a race at the boundary). Note the broker aborts timed-out transactions on a schedule
+    (transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s by default): keep the gap
+    at least that wide where zombies matter.
+    """
+    if not settings.exactly_once:
+        return
+    session = session_timeout_ms(settings)
+    if settings.transaction_timeout_ms >= session:
+        raise ConfigError("RUNFACTS_TRANSACTION_TIMEOUT_MS", settings.transaction_timeout_ms,
+                          f"must be below the consumer's session.timeout.ms ({session} ms, "
+                          "RUNFACTS_CONSUMER / RUNFACTS_KAFKA_CONFIG) under exactly_once, or an instance "
+                          "paused past its session can still commit after its partitions moved (KIP-447); "
+                          "lower RUNFACTS_TRANSACTION_TIMEOUT_MS or raise session.timeout.ms")
+
+
 def load_settings(**overrides: Any) -> EngineSettings:
     """Settings from the environment (+ overrides); a bad value raises ConfigError naming it.
 
@@ -76,11 +151,13 @@ def load_settings(**overrides: Any) -> EngineSettings:
     """
     refuse_old_broker_variables(os.environ)
     try:
-        return EngineSettings(**{**shared_kafka(), **overrides})
+        settings = EngineSettings(**{**shared_kafka(), **overrides})
     except ValidationError as exc:
         err = exc.errors()[0]
         setting = "RUNFACTS_" + ".".join(str(p) for p in err["loc"]).upper()
         raise ConfigError(setting, err.get("input"), err["msg"]) from None
+    check_timeouts(settings)
+    return settings
 
 
 # The engine's second broker dialect, gone: one set of variables names the broker for every client.
@@ -141,7 +218,7 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         **settings.producer,
     }
     if settings.exactly_once:
-        config["transactional.id"] = f"{app.name}-{settings.instance_id}"
+        config["transactional.id"] = f"{app.name}-{stable_instance_id(settings)}"
         config["transaction.timeout.ms"] = settings.transaction_timeout_ms
     return config
 

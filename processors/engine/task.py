@@ -175,6 +175,12 @@ class Task:
                                          _unless_raw(s.value_deserializer)) for s in app.sources}
         self._changelogs = {s: app.changelog_topic(s) for s in app.all_stores}
 
+
+    def rebind(self, out: Output) -> None:
+        """Send through `out` from now on (the engine's new producer, after a rollback: the
+        handler's batch is empty then)."""
+        self.out = out
+        self.ctx = TaskContext(self, out)
     def process(self, msg: Any) -> None:
         """Deserialize one message and run the handler on it."""
         topic = msg.topic()

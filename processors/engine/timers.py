@@ -3,6 +3,10 @@
 Keys (big-endian due time, so a range scan yields timers in due order):
   b"d" + due_ms(8) + len(key)(2) + key + timer_id  -> payload      (the time index)
   b"r" + len(key)(2) + key + timer_id              -> due_ms(8)    (the reference, for cancel)
+  b"v"                                             -> the layout's version (decimal ASCII)
+The version key is checked before the index is read (`versions.check_layout`): a layout newer
+than `TIMER_FORMAT` is refused, never misread. Version 1 (today's layout, the only one released)
+writes no key: an index without one is version 1; the next layout writes its version there.
 A (key, timer_id) pair has at most one timer: scheduling it again moves it. Writes go
 through the partition's write buffer, so a fired or scheduled timer commits or rolls back
 with the transaction that fired or scheduled it.
@@ -15,11 +19,15 @@ from collections.abc import Iterator
 
 from runfacts.processors.engine.api import TIMER_STORE
 from runfacts.processors.engine.store import PartitionState
+from runfacts.processors.engine.versions import check_layout
 
 _INDEX = b"d"
 _END = b"e"
 _REF = b"r"
+_VERSION = b"v"
 _UNKNOWN = -1
+TIMER_FORMAT = 1
+"""The version of the key layout above."""
 
 
 def _ident(key: bytes, timer_id: str) -> bytes:
@@ -46,6 +54,12 @@ class Timers:
         self._store = state.stores[TIMER_STORE]
         self._buffer = state.buffers[TIMER_STORE]
         self._next_due: int | None = _UNKNOWN
+        self._checked = False  # the layout's version key was read (and is one this code knows)
+
+    def _check(self) -> None:
+        if not self._checked:
+            check_layout("timer index", self._store.get(_VERSION), TIMER_FORMAT)
+            self._checked = True
 
     def schedule(self, key: bytes, due_ms: int, timer_id: str, payload: bytes = b"") -> None:
         """Set (or move) the timer (key, timer_id) to fire at due_ms with payload."""
@@ -62,6 +76,7 @@ class Timers:
 
     def cancel(self, key: bytes, timer_id: str) -> bool:
         """Remove the timer (key, timer_id); False when there was none."""
+        self._check()
         ident = _ident(key, timer_id)
         due = self._store.get(_REF + ident)
         if due is None:
@@ -73,6 +88,7 @@ class Timers:
     def next_due(self) -> int | None:
         """The earliest due time (None: no timers); cached between schedule/fire calls."""
         if self._next_due == _UNKNOWN:
+            self._check()
             first = next(self._entries(_END), None)
             self._next_due = None if first is None else _parse_index(first[0])[0]
         return self._next_due
@@ -80,6 +96,7 @@ class Timers:
     def forget(self) -> None:
         """Forget the cached earliest due time (after a rollback or restore)."""
         self._next_due = _UNKNOWN
+        self._checked = False
 
     def pop_due(self, now_ms: int, limit: int) -> list[tuple[bytes, str, int, bytes]]:
         """Remove and return up to `limit` timers due at or before now_ms, in due order."""

@@ -65,8 +65,8 @@ def run(spec: str, pairs: Sequence[str], settings: EngineSettings | None = None)
         return 3
     except KafkaException as exc:  # a client call the engine does not wrap (e.g. the broker is down)
         servers = (settings or load_settings()).bootstrap_servers
-        log.error("kafka at %s: %s (is the broker running? RUNFACTS_KAFKA_BOOTSTRAP_SERVERS / "
-                  "RUNFACTS_BOOTSTRAP_SERVERS name it)", servers, exc.args[0] if exc.args else exc)
+        log.error("kafka at %s: %s (is the broker running? RUNFACTS_KAFKA_BOOTSTRAP_SERVERS "
+                  "names it)", servers, exc.args[0] if exc.args else exc)
         return 3
     except RunfactsError as exc:
         log.error("%s", exc)

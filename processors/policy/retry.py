@@ -237,3 +237,22 @@ def idempotency_key(run_id: str, action: str, target: str, arguments_hash: str) 
         raise ValueError(f"arguments_hash={arguments_hash!r}: expected 64 hex digits (sha256)")
     digest = hashlib.sha256(canonical_json([run_id, action, target, arguments_hash])).hexdigest()
     return f"{action}:{target}:{digest[:KEY_HASH_CHARS]}"
+
+
+_BUSINESS_KEY = re.compile(r"^[A-Za-z0-9._:#\-]{1,128}$")
+
+
+def business_idempotency_key(tenant: str | None, business_key: str) -> str:
+    """The key sent to the tool for a proposal with a business key: `bk:<tenant>:<key>`, the
+    same in every run of the tenant, so the provider dedupes across runs (docs/tools.md)."""
+    if not _BUSINESS_KEY.match(business_key):
+        raise ValueError(f"businessKey={business_key!r}: use 1-128 of [A-Za-z0-9._:#-]")
+    return f"bk:{tenant or '-'}:{business_key}"
+
+
+def call_idempotency_key(run_id: str, tenant: str | None, action: str, target: str, arguments_hash: str,
+                         business_key: str | None) -> str:
+    """The one key a call is sent with: the business key's when it has one, else the per-run key."""
+    if business_key is not None:
+        return business_idempotency_key(tenant, business_key)
+    return idempotency_key(run_id, action, target, arguments_hash)

@@ -30,7 +30,7 @@ from runfacts.cli.provider import app as provider_app
 from runfacts.cli.schemas import app as schemas_app
 from runfacts.cli.security import app as security_app
 from runfacts.cli.worker import app as worker_app
-from runfacts.schemas.errors import RunfactsError
+from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
 app = typer.Typer(
     name="runfacts",
@@ -72,7 +72,9 @@ def main() -> None:
 
     In non-standalone mode click returns a command's `typer.Exit(code)` as the app's return
     value instead of raising it; that code is the process's exit status (every command
-    returns None, so anything else means 0).
+    returns None, so anything else means 0). An error that escapes a command exits as the
+    workers do: 2 for a bad setting or input (`ConfigError`), 3 when a service cannot be
+    reached (`InfrastructureError`), 1 for anything else.
     """
     try:
         code = app(standalone_mode=False)
@@ -80,7 +82,7 @@ def main() -> None:
         if _debug["on"]:
             raise
         Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
-        sys.exit(1)
+        sys.exit(2 if isinstance(exc, ConfigError) else 3 if isinstance(exc, InfrastructureError) else 1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -1,7 +1,8 @@
 """`runfacts dev crash`: run the crash matrix (and optionally the decider fuzz) and print a table.
 
 Every row starts real worker processes against the broker, kills one at its point, restarts
-it and lets the oracle judge the topics (runfacts.dev.crash.rows). `--quick` runs the CI subset;
+it and lets the oracle judge the topics (runfacts.dev.crash.rows); the cluster rows start one
+three-broker cluster (scripts/kafka-cluster.sh) and stop it at the end. `--quick` runs the CI subset;
 `--rows a,b` picks rows; `--fuzz-scale 10` also runs the hypothesis fuzz of the decider's
 shell with 10^5 cases (a development checkout: it runs the repository's test module).
 """
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from runfacts.dev.crash.kafka import Cluster
 from runfacts.dev.crash.rows import ROWS, RowResult, rows, run_row
 from runfacts.dev.crash.stage import Lab
 from runfacts.dev.services import REPO
@@ -41,11 +43,16 @@ def crash(
         console.print(_listing())
         return
     workdir = Path(tempfile.mkdtemp(prefix="runfacts-crash-"))
-    lab = Lab(KafkaSettings().bootstrap_servers, workdir, runs=runs)
-    results = []
-    for row in rows([k for k in rows_.split(",") if k], quick):
-        console.print(f"[dim]{row.key}: {row.point} x {row.guarantee} …[/]")
-        results.append(run_row(row, lab))
+    # the cluster rows share one three-broker cluster (scripts/kafka-cluster.sh), stopped at the end
+    lab = Lab(KafkaSettings().bootstrap_servers, workdir, runs=runs, cluster_home=workdir / "cluster")
+    results, selected = [], rows([k for k in rows_.split(",") if k], quick)
+    try:
+        for row in selected:
+            console.print(f"[dim]{row.key}: {row.point} x {row.guarantee} …[/]")
+            results.append(run_row(row, lab))
+    finally:
+        if any(r.scenario == "cluster" for r in selected) and (workdir / "cluster").exists():
+            Cluster(workdir / "cluster").stop()
     console.print(render(results))
     ok = all(r.ok for r in results)
     if fuzz_scale:

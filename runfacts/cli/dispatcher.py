@@ -10,7 +10,8 @@ import typer
 app = typer.Typer(help="The tool dispatcher's argument store (the worker: `runfacts worker dispatcher`).",
                   no_args_is_help=True)
 
-Store = Annotated[str, typer.Option(help="SQLite file of the argument store (the harness's database)")]
+Store = Annotated[str, typer.Option(
+    help="Argument store: a SQLite file or a postgresql:// URL (the harness's database)")]
 
 
 @app.command("put-args")

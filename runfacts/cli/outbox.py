@@ -1,6 +1,6 @@
 """`runfacts outbox ...`: run the relay, show an outbox's backlog, unpark a run, install tables.
 
-Also runnable as `python -m runfacts.cli.outbox relay --db ... --bootstrap ...`
+Also runnable as `python -m runfacts.cli outbox relay --db ...` (the whole command tree).
 (the crash tests start it that way and kill -9 it).
 """
 
@@ -73,10 +73,22 @@ def relay_settings(bootstrap: str | None = None, kafka: KafkaSettings | None = N
                          **options)
 
 
+def _installed(db: str, table: str) -> OutboxStore:
+    """The outbox's store, or one line naming `runfacts outbox install --db ...` and exit 2."""
+    store = OutboxStore.open(db, table)
+    try:
+        store.check_installed()
+    except ConfigError as exc:
+        store.close()
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    return store
+
+
 @app.command()
 def status(db: Db, table: Table = "runfacts_outbox") -> None:
     """Print pending rows, oldest pending age, the lease and parked runs as JSON."""
-    store = OutboxStore.open(db, table)
+    store = _installed(db, table)
     try:
         metrics = store.metrics()
         holder, token, left = store.lease_state()
@@ -92,7 +104,7 @@ def status(db: Db, table: Table = "runfacts_outbox") -> None:
 @app.command()
 def unpark(db: Db, run_id: str, table: Table = "runfacts_outbox") -> None:
     """Let a parked run publish again once the cause (missing topic, size) is fixed."""
-    store = OutboxStore.open(db, table)
+    store = _installed(db, table)
     try:
         found = store.unpark(run_id)
     finally:
@@ -111,6 +123,3 @@ def install(db: Db, table: Table = "runfacts_outbox") -> None:
         conn.close()
     typer.echo(f"outbox {table} installed")
 
-
-if __name__ == "__main__":
-    app()

@@ -78,7 +78,8 @@ def decider(
 
 @app.command("dispatcher")
 def dispatcher(
-    args_store: Annotated[str, typer.Option(help="SQLite file of the argument store (the harness's database).")],
+    args_store: Annotated[str, typer.Option(
+        help="Argument store: a SQLite file or a postgresql:// URL (the harness's database).")],
     prefix: Prefix = "runfacts",
     provider_url: Annotated[str, typer.Option(help="Payment provider (default $RUNFACTS_PAYMENT_URL).")] = "",
     capabilities: Capabilities = "",

@@ -7,14 +7,17 @@
     refund = call.result(timeout=600)                      # approval, dispatch, reconciliation behind it
 
 One sender (an idempotent producer, or the service's outbox) and ONE follower consumer of the
-events topic serve every run of the process. `CreateRun.versions` default to the decider's:
-RUNFACTS_RUN_VERSIONS (the JSON `runfacts worker decider` also reads) or else the packaged
-default both sides import (`runfacts.processors.decider.app.DEFAULT_VERSIONS`).
+events topic serve every run of the process. `CreateRun.versions` default to the decider's,
+read at connect from the compacted topic `<prefix>.decider.versions` the decider writes at
+start; only while that topic is empty (or absent), RUNFACTS_RUN_VERSIONS (the JSON
+`runfacts worker decider` also reads) or else the packaged default both sides import
+(`runfacts.processors.decider.app.DEFAULT_VERSIONS`), with a log line saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -33,6 +36,7 @@ from runfacts.client.follower import Detached, Follower, FollowerSettings, Journ
 from runfacts.client.outcomes import Entry, Resolved
 from runfacts.client.run import Run, ToolCall, budget_amounts
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
+from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
@@ -47,6 +51,7 @@ from runfacts.security.approvals import sign_approval
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
+log = logging.getLogger("runfacts.client")
 ENV_VERSIONS = "RUNFACTS_RUN_VERSIONS"
 ENV_ARGS_STORE = "RUNFACTS_ARGS_STORE"
 AGENT_SOURCE = "agent-harness"
@@ -61,8 +66,21 @@ class Answer(NamedTuple):
     version: int | None
 
 
+def connect_versions(kafka: KafkaSettings, names: TopicNames, component: str) -> RunVersions:
+    """The versions the decider published on `<prefix>.decider.versions`, else (topic empty or
+    absent, logged) `current_versions()`."""
+    published = published_versions(kafka.client_config(), names, component)
+    if published is not None:
+        return published
+    fallback = current_versions()
+    log.info("no versions published on %s yet (is the decider started?): new runs use %s %s",
+             names.decider_versions, "$" + ENV_VERSIONS if os.environ.get(ENV_VERSIONS) else "the packaged default",
+             fallback.model_dump_json())
+    return fallback
+
+
 def current_versions(environ: dict[str, str] | None = None) -> RunVersions:
-    """The versions a new run is created on: $RUNFACTS_RUN_VERSIONS, else the packaged default."""
+    """The fallback versions: $RUNFACTS_RUN_VERSIONS, else the packaged default."""
     raw = (os.environ if environ is None else environ).get(ENV_VERSIONS, "")
     if not raw:
         return DEFAULT_VERSIONS
@@ -104,14 +122,17 @@ class Runfacts:
                 versions: RunVersions | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
-        `args_store`: the SQLite file the dispatcher's `--args-store` reads (default
-        $RUNFACTS_ARGS_STORE). `outbox`: a SQLite
-        file or postgresql:// URL; commands become outbox rows published by a relay (this
-        process's unless `relay=False`), and `transaction()` joins them to your own writes.
+        `args_store`: the SQLite file or postgresql:// URL the dispatcher's `--args-store`
+        reads (default $RUNFACTS_ARGS_STORE). `outbox`: a SQLite file or postgresql:// URL;
+        commands become outbox rows published by a relay (this process's unless `relay=False`),
+        `transaction()` joins them to your own writes, and a proposal's arguments are written
+        in the same transaction as its outbox row, in the outbox's database (the dispatcher's
+        `--args-store` then names that database; an `args_store` naming another is refused).
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
-        args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
+        if outbox is None:
+            args_store = args_store or os.environ.get(ENV_ARGS_STORE) or None
         key = (kafka.bootstrap_servers, names.prefix, str(args_store), str(outbox), outbox_table)
         with _clients_lock:
             existing = _clients.get(key)
@@ -120,7 +141,9 @@ class Runfacts:
             sender: Sender = (DirectSender(kafka, names, args_store) if outbox is None
                               else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table))
             try:
-                client = cls(kafka, names, sender, settings or ClientSettings(), versions or current_versions())
+                settings = settings or ClientSettings()
+                client = cls(kafka, names, sender, settings,
+                             versions or connect_versions(kafka, names, settings.component))
             except BaseException:
                 sender.close()
                 raise
@@ -375,4 +398,4 @@ def entries_of(run: Run) -> list[Entry]:
     return list(run.journal.entries)
 
 
-__all__ = ["Answer", "ClientError", "ClientSettings", "Runfacts", "current_versions", "entries_of"]
+__all__ = ["Answer", "ClientError", "ClientSettings", "Runfacts", "connect_versions", "current_versions", "entries_of"]

@@ -147,17 +147,21 @@ class Run:
         return version
 
     def propose(self, capability: str, args: Mapping[str, Any], *, target: str, action: str | None = None,
-                summary: str | None = None, tool_call_id: str | None = None, risk: str = "medium") -> ToolCall:
+                summary: str | None = None, tool_call_id: str | None = None, risk: str = "medium",
+                business_key: str | None = None) -> ToolCall:
         """Propose a side effect: the arguments go to the argument store, their hash on the log.
         The default toolCallId is derived from (capability, target, arguments), so proposing the
-        same call again (after a restart) returns the same call, never a second one."""
+        same call again (after a restart) returns the same call, never a second one.
+        `business_key` (e.g. "ticket:T-9001") is sent to the tool as its idempotency key instead
+        of the per-run key, so the provider dedupes across runs of the tenant; a second live call
+        with that key in this run is refused (CommandRejected "duplicate_business_key")."""
         arguments = _arguments(self.id, capability, args)
         digest = args_hash(arguments)
         call_id = tool_call_id or f"call-{sha256(f'{self.id}|{capability}|{target}|{digest}')[:20]}"
         action = action or capability.rsplit(".", 1)[-1]
         return self.client.propose(self, capability, arguments, call_id, {
             "capabilityId": capability, "reasoningObjectId": self.reasoning_id, "target": target, "action": action,
-            "risk": risk, "summary": summary or f"{action} {target}"})
+            "risk": risk, "summary": summary or f"{action} {target}", "businessKey": business_key})
 
     def complete(self, outcome: str | None = None) -> int | None:
         """End the run successfully (`outcome`: a ref to what it produced). Returns the version."""

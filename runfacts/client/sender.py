@@ -4,10 +4,10 @@ outbox for services that write their own data in the same local transaction.
 - `DirectSender`: one process-wide idempotent producer (acks=all, key runId, murmur2), each
   send flushed before it returns; arguments go to the argument store first, then the proposal.
 - `OutboxSender`: rows in the service's outbox (a SQLite file or a PostgreSQL URL), published
-  by a relay (in this process unless `relay=False`; else `runfacts outbox relay`). On SQLite
-  the arguments and the proposal commit in ONE transaction (`CommandOutbox.propose`); on
-  PostgreSQL the arguments go to the SQLite argument store first (content-addressed, so an
-  abandoned proposal leaves only an unreferenced row).
+  by a relay (in this process unless `relay=False`; else `runfacts outbox relay`). The
+  arguments live in the outbox's own database (table runfacts_args), written in ONE local
+  transaction with the proposal's outbox row (`CommandOutbox.propose`), on SQLite and on
+  PostgreSQL alike; the dispatcher's `--args-store` names that database.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, Producer
 
 from runfacts.connectors.args_store import ArgsStore, StoredArgs
-from runfacts.connectors.outbox import Outbox
-from runfacts.connectors.outbox.commands import CommandEncoder, CommandOutbox
-from runfacts.connectors.outbox.store import connect, is_postgres_dsn
+from runfacts.connectors.outbox.commands import CommandOutbox
+from runfacts.connectors.outbox.store import is_postgres_dsn, shown_db
 from runfacts.connectors.relay import Relay, RelaySettings
 from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.security.acls import client_relay_prefix
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
@@ -109,17 +109,15 @@ class OutboxSender:
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, db: str, args_store: str | Path | None,
                  relay: bool = True, table: str = "runfacts_outbox") -> None:
+        if args_store is not None and not same_database(str(args_store), db):
+            raise ConfigError("args_store", shown_db(str(args_store)),
+                              f"with an outbox the arguments are written in the outbox's transaction, in its "
+                              f"database {shown_db(db)}: leave args_store unset and point the dispatcher's "
+                              f"--args-store at {shown_db(db)}")
         self.db, self.table = db, table
         self._lock = threading.RLock()
-        if is_postgres_dsn(db):
-            self.conn = connect(db)
-            self.outbox = Outbox(CommandEncoder(names.commands), table=table, commands_topic=names.commands)
-            self.outbox.install(self.conn)
-            self.args = _args_store(args_store)
-            self._sqlite: CommandOutbox | None = None
-        else:
-            self._sqlite = CommandOutbox.open(db, names, table)
-            self.conn, self.outbox, self.args = self._sqlite.conn, self._sqlite.outbox, self._sqlite.args
+        self._outbox = CommandOutbox.open(db, names, table)
+        self.conn, self.outbox, self.args = self._outbox.conn, self._outbox.outbox, self._outbox.args
         self._relay: Relay | None = None
         self._thread: threading.Thread | None = None
         if relay:
@@ -127,7 +125,7 @@ class OutboxSender:
 
     def _start_relay(self, kafka: KafkaSettings, names: TopicNames) -> None:
         settings = RelaySettings(db=self.db, bootstrap=kafka.bootstrap_servers, table=self.table, poll_interval_s=0.05,
-                                 lease_ttl_s=5.0, transactional_id=f"{names.prefix}-client-relay-{self.table}",
+                                 lease_ttl_s=5.0, transactional_id=f"{client_relay_prefix(names.prefix)}{self.table}",
                                  producer_config=dict(kafka.client_config()) | {"bootstrap.servers":
                                                                                  kafka.bootstrap_servers})
         self._relay = Relay(settings, holder="runfacts-client")
@@ -140,14 +138,8 @@ class OutboxSender:
                 tx.emit_command(command)
 
     def propose(self, build: Build, arguments: dict[str, Any], ref: str | None = None) -> StoredArgs:
-        if self._sqlite is not None:
-            with self._lock:
-                return self._sqlite.propose(build, arguments, ref)
-        if self.args is None:
-            raise _no_args_store()
-        stored = self.args.put(arguments, ref)
-        self.send(build(stored.ref, stored.hash))
-        return stored
+        with self._lock:
+            return self._outbox.propose(build, arguments, ref)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -162,8 +154,13 @@ class OutboxSender:
             if self._thread is not None:
                 self._thread.join(10)
         self.conn.close()
-        if self.args is not None and self._sqlite is None:
-            self.args.close()
+
+
+def same_database(a: str, b: str) -> bool:
+    """True when two settings name one database (a URL compared as written, a file by its path)."""
+    if is_postgres_dsn(a) or is_postgres_dsn(b):
+        return a == b
+    return Path(a.removeprefix("sqlite:///")).resolve() == Path(b.removeprefix("sqlite:///")).resolve()
 
 
 log = logging.getLogger("runfacts.client")

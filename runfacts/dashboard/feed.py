@@ -29,6 +29,7 @@ from runfacts import telemetry
 from runfacts.logread import partition_count
 from runfacts.ops.views import stuck_for
 from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state_json import load_state
 from runfacts.projections import user_view
 from runfacts.settings import KafkaSettings
 from runfacts.topics import reader_group
@@ -37,8 +38,8 @@ log = logging.getLogger("runfacts.dashboard")
 
 
 def decode_state(value: bytes) -> RunState:
-    """A run-state record (JSON)."""
-    return RunState.model_validate_json(value)
+    """A run-state record (JSON, any known version: `state_json.load_state`)."""
+    return load_state(value)
 
 
 def decode_view(value: bytes) -> dict[str, Any]:

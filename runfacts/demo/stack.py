@@ -217,11 +217,15 @@ class DemoStack:
         """Start (or restart) the dispatcher worker; `crash_at` arms a crash point in it."""
         self.dispatcher_starts += 1
         crash = {"RUNFACTS_CRASH_AT": crash_at, "RUNFACTS_CRASH_MARKER": str(self.dir / "crash.marker")}
-        options = ["--provider-url", self.provider_url, "--args-store", str(self.dir / "harness.db"),
+        options = ["--provider-url", self.provider_url, "--args-store", self.dispatcher_args_store(),
                    "--capabilities", str(self.dir / "capabilities.toml")]
         self._spawn_worker("dispatcher", options, f"dispatcher-{self.dispatcher_starts}.log",
                            RUNFACTS_CONSUME_BATCH="1", RUNFACTS_TRANSACTION_TIMEOUT_MS="30000",
                            RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **(crash if crash_at else {}))
+
+    def dispatcher_args_store(self) -> str:
+        """The argument store the dispatcher reads (the harness's SQLite file)."""
+        return str(self.dir / "harness.db")
 
     def wait_exit(self, name: str, timeout: float) -> int | None:
         """The process's exit code once it exits within `timeout` (None: still running)."""

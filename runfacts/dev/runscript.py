@@ -128,7 +128,7 @@ class RunScript:
         yield self._event(run, "tool.call.proposed", {
             "toolCallId": call, "argsHash": args_hash, "argsRef": f"args/{call}",
             "target": f"order-{run.rng.randint(1, 999):03d}", "action": "refund", "risk": risk,
-            "summary": f"Refund {run.rng.randint(5, 500)} EUR to the customer"}, **env)
+            "summary": f"Refund {run.rng.randint(5, 500)} EUR to the customer", "businessKey": None}, **env)
         approved = True
         if risk == "high":
             approved = yield from self._approval(run, call, args_hash)

@@ -1,6 +1,7 @@
 """`runfacts.integrations`: agent-framework bridges, the framework's approval backed by runfacts.
 
     from runfacts.integrations.pydantic_ai import Gate, RunfactsApprovals, resume_results   # extra: pydantic-ai
+    from runfacts.integrations.langgraph import Gate, RunfactsToolNode                      # extra: langgraph
 
 A bridge proposes a gated tool call to runfacts (`run.propose`) instead of running it, and
 resumes from what runfacts recorded (`facts.verdict`), never from the resume value its client
@@ -9,7 +10,9 @@ sends. This doorway stays light: it imports no framework; each bridge module imp
 
 Pure: `facts` (the verdict runfacts' facts give a gated call, the call's runfacts id),
 `errors` (`BridgeError`, `ForgedResume`, `IncompatibleFramework`, `UngatedTool`).
-Shells: `pydantic_ai` (a Pydantic AI toolset wrapper and capability, `resume_results`).
+Shells: `pydantic_ai` (a Pydantic AI toolset wrapper and capability, `resume_results`),
+`langgraph` (a LangGraph tool node whose gated calls are runfacts proposals, `interrupt()`
+while a person decides, results from the dispatcher).
 """
 
 from runfacts.integrations.errors import BridgeError, ForgedResume, IncompatibleFramework, UngatedTool

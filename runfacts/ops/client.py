@@ -23,6 +23,7 @@ from runfacts.logread import partition_count, watermarks
 from runfacts.ops.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
 from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state_json import load_state
 from runfacts.projections import user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
@@ -62,7 +63,7 @@ class StateReader:
     def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
         """The run's current State (None: no such run)."""
         raw = self._latest(self.names.state, run_id, progress)
-        return None if raw is None else RunState.model_validate_json(raw)
+        return None if raw is None else load_state(raw)
 
     def latest_view(self, run_id: str, progress: Progress | None = None) -> dict[str, Any] | None:
         """The run's current user view as the decider published it to the view topic (None: no
@@ -88,7 +89,7 @@ class StateReader:
             found = self._read(consumer, self.names.state, list(range(count)), progress, None)
         finally:
             consumer.close()
-        return {k.decode(): RunState.model_validate_json(v) for k, v in found.items() if v is not None}
+        return {k.decode(): load_state(v) for k, v in found.items() if v is not None}
 
     def _read(self, consumer: Consumer, topic: str, parts: list[int], progress: Progress | None,
               only: bytes | None) -> dict[bytes, bytes | None]:

@@ -4,13 +4,16 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 
 | component    | reads                      | writes                         | group / txn id / own topics |
 |--------------|----------------------------|--------------------------------|-----------------------------|
-| decider      | commands                   | events, state, view.user, dlq  | `<prefix>-run-decider*`      |
+| decider      | commands                   | events, state, view.user, dlq, | `<prefix>-run-decider*`      |
+|              |                            | decider.versions               |                             |
 | projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events   | commands                       | group `<prefix>-dashboard*`  |
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
+| client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
+|              | decider.versions           |                                | txn `<prefix>-client-relay-*` |
 
 An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
@@ -24,17 +27,24 @@ group) and reports GROUP_AUTHORIZATION_FAILED to the reader when refused. So eve
 takes `reader_group(group_prefix(<prefix>, <component>))`, `<prefix>-<component>-<12 hex>`:
 the dashboard's feeds and command client `<prefix>-dashboard-…`, the CLI's state reader,
 command client and `dlq` `<prefix>-cli-…`, audit verify, trajectory export and replay
-(`logread`) `<prefix>-auditor-…`.
+(`logread`) `<prefix>-auditor-…`, runfacts.client's follower, state reader and versions read
+`<prefix>-client-…` (its `ClientSettings.component`); the client's in-process outbox relay
+is transactional as `<prefix>-client-relay-<table>`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix
+
+
+def client_relay_prefix(prefix: str) -> str:
+    """The transactional-id prefix of runfacts.client's in-process outbox relay."""
+    return f"{prefix}-client-relay-"
 
 
 def outbox_transactional_prefix(prefix: str) -> str:
@@ -69,7 +79,7 @@ class AclEntry:
 
 # Engine application names (`<prefix>-<name>`); processors.decider.app names the decider run-decider.
 ENGINE_APPS = {"decider": "run-decider", "projector": "projector", "dispatcher": "dispatcher"}
-COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor")
+COMPONENTS = ("decider", "projector", "dispatcher", "outbox-relay", "dashboard", "cli", "auditor", "client")
 
 
 def component_access(names: TopicNames, principals: Mapping[str, str] | None = None) -> list[ComponentAccess]:
@@ -91,7 +101,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
     relay = ComponentAccess("outbox-relay", who["outbox-relay"], writes=(n.commands,),
                             transactional_prefix=outbox_transactional_prefix(n.prefix))
     return [
-        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq)),
+        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions)),
         engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),
         engine("dispatcher", (n.events,), (n.commands, n.dlq)),
         relay,
@@ -100,6 +110,10 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         client("dashboard", (n.user_view, n.state, n.events), (n.commands,)),
         client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
         client("auditor", (n.audit, n.trajectory, n.events), ()),
+        # runfacts.client: the follower (events), run states and views, the decider's versions;
+        # its commands direct or through its in-process outbox relay (transactional)
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions), (n.commands,)),
+                transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 
 

@@ -63,6 +63,8 @@ def _read_long_tail(buf: bytes, pos: int, n: int) -> tuple[int, int]:
         pos += 1
         n |= (b & 0x7F) << shift
         if b < 0x80:
+            if n >> 64:  # a tenth byte may carry only bit 63: an Avro long is 64 bits
+                raise AvroDecodeError(f"varint overflows 64 bits at {pos - 1}")
             return (n >> 1) ^ -(n & 1), pos
         shift += 7
         if shift > 63:

@@ -95,7 +95,9 @@ _HARNESS = [
         f("action", STRING),
         f("risk", RISK),
         f("summary", STRING, "Plain words: what the call would do.", pii=True),
-    ]),
+        opt("businessKey", STRING, "Business idempotency key, e.g. ticket:T-9001: sent to the tool as its "
+                                   "idempotency key (tenant-scoped) instead of the per-run key."),
+    ], version=2),  # v2: businessKey
     command("SaveCheckpoint", "checkpoint.save", "Save a recovery checkpoint.", [
         f("node", STRING), f("stateHash", STRING), f("versions", VERSIONS),
     ]),

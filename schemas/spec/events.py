@@ -147,7 +147,8 @@ _TOOL = [
         f("action", STRING, "What the call does, e.g. refund."),
         f("risk", RISK),
         f("summary", STRING, "Plain words: what the call would do.", pii=True),
-    ]),
+        opt("businessKey", STRING, "The proposal's business idempotency key (null: the per-run key)."),
+    ], version=2),  # v2: businessKey
     event("ToolCallAuthorized", "tool.call.authorized", "Policy or an approval allowed the call.", [
         f("toolCallId", STRING),
         f("argsHash", STRING),

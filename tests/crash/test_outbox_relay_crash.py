@@ -37,7 +37,7 @@ EVENTS, RUNS, BATCH, TTL = 240, 6, 40, 3.0
 
 
 def relay_process(dsn: str, bootstrap: str, table: str, log_path, env_extra: dict[str, str]):
-    command = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", dsn,
+    command = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", dsn,
                "--bootstrap", bootstrap, "--table", table, "--batch-size", str(BATCH),
                "--lease-ttl", str(TTL), "--poll-interval", "0.2", "--exit-when-idle"]
     with open(log_path, "a", encoding="utf-8") as log:

@@ -185,9 +185,15 @@ def test_worker_exits_2_with_one_line_when_the_capability_manifest_is_missing() 
     assert "/nonexistent.toml" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_worker_exits_2_naming_the_setting_when_the_versions_are_not_json() -> None:
+    done = runfacts("worker", "decider", "--versions", "{bad")
+    assert done.returncode == 2, done.stderr
+    assert "--versions='{bad'" in done.stderr and "stateSchema" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_worker_exits_3_with_one_line_when_the_broker_is_down(tmp_path: Path) -> None:
     done = runfacts("worker", "projector", "--prefix", f"rcdown{uuid.uuid4().hex[:6]}",
-                    env={"RUNFACTS_BOOTSTRAP_SERVERS": "127.0.0.1:1", "RUNFACTS_STATE_DIR": str(tmp_path)})
+                    env={"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "RUNFACTS_STATE_DIR": str(tmp_path)})
     assert done.returncode == 3, done.stderr[-2000:]
     assert "kafka at 127.0.0.1:1" in done.stderr and "Traceback" not in done.stderr
 
@@ -195,7 +201,7 @@ def test_worker_exits_3_with_one_line_when_the_broker_is_down(tmp_path: Path) ->
 def test_worker_exits_0_when_stopped_by_sigterm(kafka_bootstrap: str, tmp_path: Path) -> None:
     names = TopicNames(f"rcw{uuid.uuid4().hex[:8]}")
     apply_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), runfacts_topics(names, 1))
-    env = {**os.environ, "RUNFACTS_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_STATE_DIR": str(tmp_path),
+    env = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_STATE_DIR": str(tmp_path),
            "RUNFACTS_AUDIT_PII_KEY": AUDIT_KEY}
     log = tmp_path / "projector.log"
     with log.open("wb") as sink:
@@ -218,7 +224,7 @@ def test_engine_run_exits_1_when_the_handler_fails(kafka_bootstrap: str, tmp_pat
     source, output, dlq = f"rcin-{unique}", f"rcout-{unique}", f"rcdlq-{unique}"
     create_topics(kafka_bootstrap, [source, output, dlq], partitions=1)
     produce(kafka_bootstrap, source, [(b"k", b"boom")])
-    env = {"RUNFACTS_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_STATE_DIR": str(tmp_path)}
+    env = {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_STATE_DIR": str(tmp_path)}
 
     done = runfacts("engine", "run", "--app", "runfacts.dev.apps:counter_app",
                     "--param", f"name=rc-{unique}", "--param", f"source={source}", "--param", f"output={output}",

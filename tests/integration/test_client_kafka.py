@@ -220,7 +220,7 @@ def test_outbox_on_postgres_commits_the_services_rows_and_the_runs_commands_toge
 
     table, notes = f"cl_outbox_{unique}", f"cl_notes_{unique}"
     svc = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix, outbox=postgres_dsn,
-                           outbox_table=table, args_store=stack.args_store)
+                           outbox_table=table)
     try:
         run = svc.start_run(goal="ticket:T-3001", summary="Call back", user_id="customer-42", run_id=f"pg-{unique}")
         created = run.version

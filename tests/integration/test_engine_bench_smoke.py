@@ -35,4 +35,6 @@ def test_engine_bench_reports_every_row_when_run_at_toy_size(kafka_bootstrap: st
         assert row["events"] == sent - 1  # measured from the first to the last event
         assert row["cpu_s"] > 0 and row["wall_s"] > 0
     assert report["restore"]["ok"] and report["restore"]["records"] == 4000
+    assert report["restore"]["consume_only"]["records"] == 4000  # the same changelog, read only
+    assert "consume-only loop over the same changelog" in done.stdout
     assert "runfacts reaches" in done.stdout  # the floor comparison is printed

@@ -80,7 +80,7 @@ def test_relays_of_two_databases_never_fence_each_other_and_a_restart_fences_its
 
 
 def _relay_cli(db: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", db,
+    return subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", db,
                            "--exit-when-idle", *extra], capture_output=True, text=True, timeout=60,
                           check=False)
 
@@ -108,3 +108,28 @@ def test_relay_names_the_install_command_and_exits_2_when_postgres_outbox_is_mis
         drop_outbox(postgres_dsn, table)
     _assert_names_install(result, f"--table {table}")
     assert "runfacts outbox install --db postgresql://" in result.stderr
+
+
+def _outbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_status_and_unpark_name_the_install_command_and_exit_2_when_sqlite_outbox_is_missing(tmp_path):
+    db = str(tmp_path / "empty.db")
+    _assert_names_install(_outbox_cli("status", "--db", db), f"runfacts outbox install --db {db}")
+    _assert_names_install(_outbox_cli("unpark", "--db", db, "run-1", "--table", "jobs_outbox"),
+                          f"runfacts outbox install --db {db} --table jobs_outbox")
+
+
+@pytest.mark.postgres
+def test_status_and_unpark_name_the_install_command_and_exit_2_when_postgres_outbox_is_missing(postgres_dsn):
+    table = f"ob_missing_{uuid.uuid4().hex[:8]}"
+    try:
+        status = _outbox_cli("status", "--db", postgres_dsn, "--table", table)
+        unpark = _outbox_cli("unpark", "--db", postgres_dsn, "run-1", "--table", table)
+    finally:
+        drop_outbox(postgres_dsn, table)
+    for result in (status, unpark):
+        _assert_names_install(result, f"--table {table}")
+        assert "runfacts outbox install --db postgresql://" in result.stderr

@@ -296,7 +296,7 @@ def test_outbox_relay_cli_publishes_when_run_as_scram_principal_from_the_environ
             tx.emit(DemoEvent(f"e{n}", "run-relay", n))
     conn.close()
     deployment.principal_settings(monkeypatch, "outbox-relay")
-    relay = subprocess.run([sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", db,
+    relay = subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", db,
                             "--exit-when-idle"], capture_output=True, text=True, timeout=120, check=False)
     assert relay.returncode == 0, relay.stderr
     assert "parked run=" not in relay.stderr and '"published_total": 5' in relay.stderr, relay.stderr

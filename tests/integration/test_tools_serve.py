@@ -56,7 +56,7 @@ def _worker(tmp_path: Path, bootstrap: str, *params: str) -> subprocess.Complete
     """The worker entry point itself (`runfacts worker` passes its exit code on once issue 15
     item 1 lands; this entry point already does)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNFACTS_PAYMENT")}
-    env.update(RUNFACTS_BOOTSTRAP_SERVERS=bootstrap, RUNFACTS_STATE_DIR=str(tmp_path / "state"),
+    env.update(RUNFACTS_KAFKA_BOOTSTRAP_SERVERS=bootstrap, RUNFACTS_STATE_DIR=str(tmp_path / "state"),
                PYTHONPATH=str(REPO))
     args = [sys.executable, "-m", "runfacts.processors.engine.worker", "--app", "runfacts.workers:dispatcher",
             "--param", "prefix=ts-none", "--param", f"args_store={tmp_path / 'args.db'}"]

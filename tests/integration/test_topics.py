@@ -36,7 +36,10 @@ def test_apply_topics_creates_then_is_a_no_op_when_applied_twice(kafka_bootstrap
     assert sorted(second.unchanged) == sorted(s.name for s in specs)
     admin = AdminClient(settings.client_config())
     meta = admin.list_topics(timeout=10).topics
-    assert {len(meta[s.name].partitions) for s in specs} == {6}
+    assert {len(meta[s.name].partitions) for s in specs if s.name != names.decider_versions} == {6}
+    assert len(meta[names.decider_versions].partitions) == 1  # one key, not runId-keyed
+    res = ConfigResource(ConfigResource.Type.TOPIC, names.decider_versions)
+    assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact"
     res = ConfigResource(ConfigResource.Type.TOPIC, names.user_view)
     conf = admin.describe_configs([res])[res].result()
     assert conf["cleanup.policy"].value == "compact"

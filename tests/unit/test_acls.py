@@ -33,7 +33,7 @@ def test_component_access_lets_only_decider_write_facts_when_derived():
 
 
 def test_component_access_denies_commands_write_when_component_only_projects():
-    assert writers(NAMES.commands) == {"dispatcher", "outbox-relay", "dashboard", "cli"}
+    assert writers(NAMES.commands) == {"dispatcher", "outbox-relay", "dashboard", "cli", "client"}
 
 
 def test_component_access_gives_every_spec_topic_a_reader_and_writer_when_derived():
@@ -122,3 +122,42 @@ def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():
     result = CliRunner().invoke(app, ["security", "keygen", "k2026-12"])
     entry = json.loads(result.output)
     assert len(parse_keyring(json.dumps({"keys": entry, "current": "k2026-12"})).keys["k2026-12"].secret) == 32
+
+
+def test_client_component_reads_its_feeds_writes_commands_and_only_the_decider_writes_versions():
+    client = ACCESS["client"]
+    assert client.principal == "User:acme-client"
+    assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions}
+    assert client.writes == (NAMES.commands,)
+    assert writers(NAMES.decider_versions) == {"decider"}
+    entries = acl_entries(client)
+    p = "User:acme-client"
+    assert AclEntry(p, "GROUP", "PREFIXED", "acme-client", "READ") in entries
+    assert AclEntry(p, "GROUP", "PREFIXED", "acme-client", "DESCRIBE") in entries
+    assert AclEntry(p, "TOPIC", "LITERAL", NAMES.decider_versions, "READ") in entries
+    assert AclEntry(p, "TOPIC", "LITERAL", NAMES.commands, "WRITE") in entries
+    assert AclEntry(p, "TOPIC", "LITERAL", NAMES.events, "WRITE") not in entries
+    assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", "acme-client-relay-", "WRITE") in entries
+    decider = acl_entries(ACCESS["decider"])
+    assert AclEntry("User:acme-decider", "TOPIC", "LITERAL", NAMES.decider_versions, "WRITE") in decider
+
+
+def test_the_client_groups_and_relay_id_fall_under_the_granted_prefixes():
+    from runfacts.client.client import ClientSettings
+    from runfacts.topics import group_prefix, reader_group
+
+    group = reader_group(group_prefix("acme", ClientSettings().component))
+    granted = {e.resource_name for e in acl_entries(ACCESS["client"]) if e.resource_type == "GROUP"}
+    assert [g for g in granted if group.startswith(g)] == ["acme-client"]
+    relay = {e.resource_name for e in acl_entries(ACCESS["client"]) if e.resource_type == "TRANSACTIONAL_ID"}
+    assert relay == {"acme-client-relay-"}
+
+
+def test_security_acls_cli_prints_the_client_component():
+    result = CliRunner().invoke(app, ["security", "acls", "--component", "client", "--format", "json"],
+                                env={"RUNFACTS_KAFKA_TOPIC_PREFIX": "acme"})
+    assert result.exit_code == 0, result.output
+    [printed] = json.loads(result.output)
+    assert printed["component"] == "client"
+    assert {"principal": "User:acme-client", "resource_type": "TOPIC", "pattern_type": "LITERAL",
+            "resource_name": "acme.decider.versions", "operation": "READ", "host": "*"} in printed["acls"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from decider_support import (  # noqa: I001
     CTX,
@@ -157,3 +158,22 @@ def test_new_work_is_dead_lettered_and_results_still_decided_when_the_state_limi
     assert _event_types(driver)[-1] in ("tool.call.completed", "verification.updated")
     assert json.loads(driver.outputs(NAMES.state)[-1].value)["toolCalls"]["tool-call-031"]["execution"] == \
         "completed"
+
+
+def test_shell_decides_on_a_stored_state_of_the_joined_settled_calls_shape_when_upgraded() -> None:
+    """Issue 18.3: a run stored by the code before settledCalls became pairs (e384e4b) is migrated
+    on read; the decider goes on deciding it (before: a validation error stopped the partition)."""
+    old = (Path(__file__).parents[1] / "contract" / "golden-state" / "run-state"
+           / "v1-e384e4b-settledCalls-joined.json").read_bytes().strip()
+    driver = _driver()
+    for backend in driver.backends.values():
+        backend.data["runs"][RUN.encode()] = old
+    driver.restart()
+
+    _send(driver, resume().model_copy(update={"commandId": "after-upgrade-1"}))  # not one the run has seen
+
+    assert _event_types(driver) == ["approval.granted", "tool.call.authorized", "run.resumed"]
+    stored = json.loads(driver.read_store("runs")[RUN.encode()])
+    assert stored["stateFormat"] == 2 and stored["status"] == "running"
+    assert stored["settledCalls"]["call-00000"] == ["completed/confirmed_success", json.loads(old)[
+        "settledCalls"]["call-00000"].rpartition(":")[2]]

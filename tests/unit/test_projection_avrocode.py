@@ -94,3 +94,12 @@ def test_checked_reader_raises_avro_decode_error_when_bytes_are_truncated_or_lef
         read(body[:-5], 0)
     with pytest.raises(AvroDecodeError, match="1 bytes left"):
         read(body + b"\x00", 0)
+
+
+def test_read_long_refuses_a_ten_byte_varint_that_overflows_64_bits() -> None:
+    from runfacts.schemas.binary.varint import AvroDecodeError, read_long, write_long
+
+    assert read_long(write_long(-(2**63)), 0)[0] == -(2**63)  # the longest legal varint: 10 bytes
+    assert read_long(write_long(2**63 - 1), 0)[0] == 2**63 - 1
+    with pytest.raises(AvroDecodeError, match="overflows 64 bits"):
+        read_long(b"\xff" * 9 + b"\x7f", 0)  # hypothesis found it: the partial reader read 4.6e20

@@ -53,7 +53,7 @@ def _approval_run():
         _event(4, "budget.debited", {"amounts": BUDGET, "actionHash": "a"}, turn="t1"),
         _event(5, "tool.call.proposed", {**call, "argsHash": "args1", "argsRef": "ref",
                                          "target": "order-1", "action": "refund", "risk": "high",
-                                         "summary": "Refund 40 EUR to Bob"},
+                                         "summary": "Refund 40 EUR to Bob", "businessKey": None},
                turn="t1", reasoning="ro1", capability="payments.refund"),
         _event(6, "approval.required", {"approvalId": "a1", **call, "argsHash": "args1",
                                         "risk": "high", "requiredRole": "approver",

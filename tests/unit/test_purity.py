@@ -20,6 +20,8 @@ PURE = [
     "runfacts.schemas.models", "runfacts.schemas.construct", "runfacts.schemas.upcasters",
     "runfacts.schemas.spec.fields", "runfacts.schemas.spec.events", "runfacts.schemas.spec.commands",
     "runfacts.schemas.binary.readers", "runfacts.schemas.binary.varint", "runfacts.schemas.binary.writers",
+    # the stored records' versions
+    "runfacts.processors.engine.versions",
     # the decider
     "runfacts.processors.decider.core", "runfacts.processors.decider.context",
     "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",

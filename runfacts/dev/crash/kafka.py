@@ -1,8 +1,9 @@
-"""Kafka plumbing of the crash matrix: topics, producing inputs, a broker of its own.
+"""Kafka plumbing of the crash matrix: topics, producing inputs, a broker of its own, a cluster.
 
 Snapshots of topics come from `runfacts.logread`. `OwnBroker` runs a second single-node
 broker through scripts/kafka.sh on other ports and its own data directory, so a row can stop
-and restart a broker without touching the shared one.
+and restart a broker without touching the shared one. `Cluster` drives the three-broker
+cluster of scripts/kafka-cluster.sh (its own ports and RUNFACTS_HOME) node by node.
 """
 
 from __future__ import annotations
@@ -22,22 +23,24 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
 
-def provision(bootstrap: str, names: TopicNames, partitions: int) -> None:
+def provision(bootstrap: str, names: TopicNames, partitions: int, replication: int = 1) -> None:
     """Create the runfacts topics under `names` (changelogs: the engine creates its own)."""
-    apply_topics(KafkaSettings(bootstrap_servers=bootstrap), runfacts_topics(names, partitions))
+    apply_topics(KafkaSettings(bootstrap_servers=bootstrap, replication_factor=replication),
+                 runfacts_topics(names, partitions))
 
 
-def produce(bootstrap: str, topic: str, inputs: Iterable[Input]) -> int:
-    """Produce inputs in order (idempotent producer: no duplicates from retries); returns the count."""
+def produce(bootstrap: str, topic: str, inputs: Iterable[Input], timeout_s: float = 30.0) -> int:
+    """Produce inputs in order (idempotent producer, so acks=all: no duplicates from retries, and a
+    record counts as sent once the in-sync replicas have it); returns the count."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                          **PRODUCER_PARTITIONING})  # murmur2, as every runfacts producer
     count = 0
     for item in inputs:
         producer.produce(topic, item.value, item.key, headers=list(item.headers) or None)
         count += 1
-    left = producer.flush(30)
+    left = producer.flush(timeout_s)
     if left:
-        raise InfrastructureError(f"{left} inputs to {topic} not delivered in 30 s", retryable=True)
+        raise InfrastructureError(f"{left} inputs to {topic} not delivered in {timeout_s:.0f} s", retryable=True)
     return count
 
 
@@ -73,3 +76,82 @@ class OwnBroker:
 
     def stop(self) -> None:
         self._run("stop")
+
+
+class Cluster:
+    """The three-broker cluster of scripts/kafka-cluster.sh under its own RUNFACTS_HOME: start,
+    stop, kill -9, pause (SIGSTOP) and resume a node; which node leads a partition or the quorum."""
+
+    NODES = (1, 2, 3)
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, *args: str, timeout_s: float = 400.0) -> str:
+        """`scripts/kafka-cluster.sh ARGS`; its stdout (status exits 3 with a node down: not an error)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "RUNFACTS_HOME": str(self.home)}
+        done = subprocess.run([str(REPO / "scripts/kafka-cluster.sh"), *args], env=env, capture_output=True,
+                              text=True, timeout=timeout_s, check=False)
+        with (self.home / "kafka-cluster-sh.log").open("a") as log:
+            log.write(f"$ kafka-cluster.sh {' '.join(args)} -> {done.returncode}\n{done.stdout}{done.stderr}")
+        if done.returncode not in (0, 3) or (done.returncode == 3 and args[0] != "status"):
+            raise InfrastructureError(f"kafka-cluster.sh {' '.join(args)} exited {done.returncode}: "
+                                      f"{done.stderr.strip()[-500:]}; see {self.home / 'kafka-cluster-sh.log'}",
+                                      retryable=False)
+        return done.stdout
+
+    @property
+    def bootstrap(self) -> str:
+        return self.run("bootstrap").strip()
+
+    def start(self, node: int | None = None) -> str:
+        """Start every node not running (or `node`); the bootstrap servers."""
+        self.run("start", *([str(node)] if node else []))
+        return self.bootstrap
+
+    def stop(self, node: int | None = None) -> None:
+        self.run("stop", *([str(node)] if node else []))
+
+    def kill(self, node: int) -> None:
+        self.run("kill", str(node))
+
+    def pause(self, node: int) -> None:
+        self.run("pause", str(node))
+
+    def resume(self, node: int) -> None:
+        self.run("resume", str(node))
+
+    def rss_mb(self) -> dict[int, int]:
+        """Resident memory of each running node, in MB (from `status`)."""
+        out = {}
+        for line in self.run("status").splitlines():
+            parts = dict(p.split("=", 1) for p in line.split() if "=" in p)
+            if line.startswith("node ") and "rss" in parts:
+                out[int(line.split()[1])] = int(parts["rss"].removesuffix("MB") or 0)
+        return out
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        """The broker (node id) leading `topic`[`partition`] now."""
+        from confluent_kafka.admin import AdminClient
+
+        meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30)
+        return int(meta.topics[topic].partitions[partition].leader)
+
+    def controller(self) -> int:
+        """The node leading the KRaft quorum (the active controller): the newest epoch's leader
+        in the nodes' quorum-state files."""
+        import json
+
+        best = (-1, 0)
+        for node in self.NODES:
+            path = self.home / f"kafka-cluster/node-{node}/data/__cluster_metadata-0/quorum-state"
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if state.get("leaderId", -1) > 0:
+                best = max(best, (int(state["leaderEpoch"]), int(state["leaderId"])))
+        if best[1] == 0:
+            raise InfrastructureError(f"no quorum leader recorded under {self.home}", retryable=True)
+        return best[1]

@@ -9,16 +9,22 @@ authorized call in the provider's own ledger. Rows that cannot exist say why (`r
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from runfacts.dev.crash.procs import wait_until
-from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, Lab, Stage
+from runfacts.dev.crash.procs import Worker, wait_until
+from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, PROJECTOR_APP, Lab, Stage
 from runfacts.dev.crash.workload import Commands, Input, refund_args, valid, workload
 from runfacts.schemas.errors import RunfactsError
+
+if TYPE_CHECKING:
+    from runfacts.dev.crash.kafka import Cluster
 
 EOS, ALO = "exactly_once", "at_least_once"
 
@@ -35,6 +41,7 @@ class Row:
     ci: bool = False
     recovery: str = ""  # a line the restarted worker's log must contain
     reason: str = ""  # why the row cannot exist (scenario "n/a")
+    fault: str = ""  # cluster rows: what happens to the brokers (CLUSTER_FAULTS)
 
 
 @dataclass
@@ -80,6 +87,19 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+    Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
+    Row("storm", "3 deciders: a random one killed -9 / stopped / started every 3 s under a steady producer",
+        EOS, "storm"),
+    Row("cluster-leader-kill", "3-broker cluster: the events leader SIGKILLed, restarted", EOS, "cluster",
+        after=1, ci=True, fault="leader-kill"),
+    Row("cluster-leader-kill-x3", "3-broker cluster: the events leader SIGKILLed, restarted, 3 times", EOS,
+        "cluster", after=3, fault="leader-kill"),
+    Row("cluster-controller-bounce", "3-broker cluster: the active controller stopped, restarted", EOS,
+        "cluster", after=1, fault="controller-bounce"),
+    Row("cluster-two-down", "3-broker cluster: two of three brokers SIGKILLed, restarted", EOS, "cluster",
+        after=1, fault="two-down"),
+    Row("cluster-pause", "3-broker cluster: the events leader SIGSTOPped past the transaction timeout", EOS,
+        "cluster", after=1, fault="pause"),
 )
 
 
@@ -109,14 +129,14 @@ def run_row(row: Row, lab: Lab) -> RowResult:
     return RowResult(row, not done.problems, done.text, time.monotonic() - started, done.problems, done.numbers)
 
 
-def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None) -> Finished:
+def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None, live_audit: bool = False) -> Finished:
     """Final oracle check after every worker stopped; the outcome line and the problems."""
     for worker in stage.workers:
         code = worker.stop()
         if code not in (0, None, -9):
             extra = [*(extra or []), f"{worker.name} exited {code} on SIGTERM; see {worker.log()}"]
     final = stage.check(allow_duplicates=row.guarantee == ALO)
-    problems = final.problems + (extra or []) + stage.audit()
+    problems = final.problems + (extra or []) + stage.audit(live=live_audit)
     dups = final.numbers.get("duplicate_events", 0)
     tail = (f"{dups} duplicated event(s), same eventId + bytes, none lost" if row.guarantee == ALO
             else "no duplicate, no gap, state + view = oracle")
@@ -312,7 +332,7 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
 def _short_ttl_manifest(stage: Stage) -> object:
     from importlib import resources
 
-    text = resources.files("runfacts.processors").joinpath("capabilities.toml").read_text()
+    text = resources.files("runfacts.processors.policy").joinpath("capabilities.toml").read_text()
     path = stage.dir / "capabilities.toml"
     path.write_text(text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}"))
     return path
@@ -352,22 +372,306 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
     group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
-    a = stage.worker("a", static=False, env={"RUNFACTS_CONSUMER": group})
-    b = stage.worker("b", static=False, env={"RUNFACTS_CONSUMER": group})
+    # the transaction timeout stays below the short session (EngineSettings' check_timeouts)
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
     a.start(row.point, row.after)
     stage.settle(timeout_s=60)
     b.start()
     marker = a.wait_killed(60)
     stage.send(inputs[half:])
     a.start()
+    # "A restarted and rejoined": wait for it (on a loaded machine B alone may settle the oracle
+    # before A's new incarnation even runs its loop, and a SIGTERM then kills it at start-up)
+    wait_until(lambda: a.log().exists() and a.recovered("assigned partitions"), 90, "A rejoined")
     stage.settle()
     extra = [] if b.recovered("restored") else ["B did not restore A's partitions from the changelogs"]
     return _finish(row, stage, f"A {_killed(row, marker)} when B joined; B took over (restored A's "
                                "stores); A restarted and rejoined", extra)
 
 
+def pause_scenario(row: Row, stage: Stage) -> Finished:
+    """Two deciders; A is paused (SIGSTOP) with work in flight past the session timeout, B takes
+    its partitions over, A resumes (SIGCONT): whatever A still holds (an open transaction, a
+    batch) must not land after the handover (issue 18.2). The transaction timeout is below the
+    session timeout (the engine refuses otherwise), so the coordinator has aborted A's
+    transaction and bumped its epoch by the time B owns the partitions."""
+    inputs = workload(stage.prefix, stage.lab.runs)
+    half = len(inputs) // 2
+    stage.provision().send(inputs[:half])
+    session_ms = 6000
+    group = f'{{"session.timeout.ms": {session_ms}, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}}'
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
+    a = stage.worker("a", static=False, env=env)
+    b = stage.worker("b", static=False, env=env)
+    a.start()
+    stage.settle(timeout_s=60)
+    b.start()
+    wait_until(lambda: b.log().exists() and b.recovered("assigned partitions"), 60, "B assigned partitions")
+    stage.send(inputs[half:])
+    time.sleep(0.3)  # A is inside a batch
+    assert a.proc is not None
+    a.proc.send_signal(signal.SIGSTOP)
+    time.sleep(session_ms / 1000 + 4)  # past the session (and the transaction) timeout
+    a.proc.send_signal(signal.SIGCONT)
+    code = a.wait(15)  # A finds its transaction aborted (epoch bumped): fenced, it stops
+    if code is not None:
+        a.start()
+    stage.settle(supervise=(a,))
+    woke = "rejoined" if code is None else f"exited {code} ({_last_error(a, 1)}), restarted and rejoined"
+    return _finish(row, stage, f"A paused {session_ms // 1000 + 4} s with a batch in flight (session "
+                               f"{session_ms // 1000} s, transaction 5 s); B took over; A resumed, {woke}")
+
+
+def _last_error(worker: Worker, start: int) -> str:
+    """The last ERROR line of an incarnation's log, shortened."""
+    lines = [line for line in worker.log(start).read_text(errors="replace").splitlines() if " ERROR " in line]
+    return lines[-1].split(" ERROR ", 1)[1][:160] if lines else "no error logged"
+
+
+# the cluster rows' engine settings: transactions time out after 10 s (decider, projector) and
+# 15 s (dispatcher: a refund call runs inside one); a paused broker stays paused past both
+CLUSTER_TXN_MS = {"decider": 10_000, "dispatcher": 15_000, "projector": 10_000}
+PAUSE_S = max(CLUSTER_TXN_MS.values()) / 1000 + 5
+
+
+def cluster_scenario(row: Row, stage: Stage) -> Finished:
+    """Decider, dispatcher and projector on the three-broker cluster (topics RF 3, min.insync.replicas
+    2, producers acks=all); half the refund runs go in, the row's fault hits the brokers while the
+    other half goes in, the brokers come back; the oracle judges the topics, the provider's ledger
+    has one refund per authorized call, the projector's live audit chain verifies, and every
+    input the producer had acknowledged is in the commands log."""
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.dev.crash.kafka import Cluster
+
+    owned = stage.lab.cluster_home is None
+    cluster = Cluster(stage.lab.cluster_home or stage.dir / "cluster")
+    on = Stage(stage.lab, row.key, cluster.start(), replication=3)
+    try:
+        on.provision()
+        url = on.start_provider()
+        args = ArgsStore.open(on.dir / "args.db")
+        inputs = _refund_inputs(on, args)
+        args.close()
+        workers = _cluster_workers(on, url)
+        for worker in workers:
+            worker.start()
+        half = 3 * (on.lab.runs // 2)  # three commands per run
+        on.send(inputs[:half], timeout_s=60)
+        wait_until(lambda: on.check().numbers["events"] > 0, 120, "the first committed events", 0.5)
+        what, extra = CLUSTER_FAULTS[row.fault](row, cluster, on, inputs[half:], workers)
+        on.settle(ready=_all_verified(on.lab.runs), timeout_s=240, supervise=workers)
+        extra += _audit_caught_up(on, workers) + _acknowledged_kept(on, inputs)
+        extra += _ledger(on)
+        how = ", ".join(f"{name} exited {code}" for name, code in on.restarts) or "no worker exited"
+        outcome = _finish(row, on, f"{what}; {how} (restarted)", extra, live_audit=True)
+    finally:
+        on.close()
+        if owned:
+            cluster.stop()
+        else:
+            cluster.start()  # every node up again for the next row
+    return outcome
+
+
+def _cluster_workers(on: Stage, url: str) -> tuple:
+    txn = {k: {"RUNFACTS_TRANSACTION_TIMEOUT_MS": str(v)} for k, v in CLUSTER_TXN_MS.items()}
+    return (on.worker("decider", env={**FAST_COMMITS, **txn["decider"]}),
+            on.worker("dispatcher", DISPATCHER_APP, EOS, {"provider_url": url, "args_store": str(on.dir / "args.db")},
+                      env={"RUNFACTS_CONSUME_BATCH": "1", "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000",
+                           **FAST_COMMITS, **txn["dispatcher"]}),
+            on.worker("projector", PROJECTOR_APP, env={**FAST_COMMITS, **txn["projector"]}))
+
+
+def _audit_caught_up(on: Stage, workers: tuple, timeout_s: float = 90.0) -> list[str]:
+    """Wait until the live projector's audit chain verifies against the events log."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for worker in workers:
+            if not worker.alive():
+                on.restarts.append((worker.name, worker.wait(0)))
+                worker.start()
+        found = on.audit(live=True)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(1.0)
+
+
+def _acknowledged_kept(on: Stage, inputs: list[Input]) -> list[str]:
+    """Every input the producer had acknowledged (acks=all) is in the committed commands log."""
+    from runfacts.logread import read_to_end
+
+    held = {r.value for r in read_to_end(on.bootstrap, [on.names.commands])[on.names.commands]}
+    lost = [i for i in inputs if i.value not in held]
+    return [f"{len(lost)} acknowledged input(s) missing from the commands log"] if lost else []
+
+
+def _ledger(on: Stage) -> list[str]:
+    from runfacts.dev.crash.oracle import ledger_problems
+    from runfacts.dev.provider.book import read_ledger
+
+    refunds = read_ledger(on.provider.ledger)  # type: ignore[union-attr]
+    verified = [] if _all_verified(on.lab.runs)(on.expected) else ["not every refund reached confirmed_success"]
+    return ledger_problems(on.expected, refunds) + verified
+
+
+def _chunks(items: list[Input], n: int) -> list[list[Input]]:
+    size = -(-len(items) // n) if items else 0
+    return [items[i * size:(i + 1) * size] for i in range(n)]
+
+
+Fault = Callable[[Row, "Cluster", Stage, list[Input], tuple], tuple[str, list[str]]]
+
+
+def _leader_kill(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers: tuple) -> tuple[str, list[str]]:
+    """`row.after` times: kill -9 the events leader, send inputs, progress with two brokers, restart it."""
+    killed, extra = [], []
+    for chunk in _chunks(rest, row.after):
+        node = cluster.leader(on.names.events)
+        cluster.kill(node)
+        killed.append(node)
+        on.send(chunk, timeout_s=90)
+        if not on.settle(timeout_s=150, supervise=workers).ok:
+            extra.append(f"no progress to the oracle with node {node} down")
+        cluster.start(node)
+    return f"events leader killed -9 {len(killed)}x (nodes {killed}), progress with 2 of 3, restarted", extra
+
+
+def _controller_bounce(row: Row, cluster: Cluster, on: Stage, rest: list[Input],
+                       workers: tuple) -> tuple[str, list[str]]:
+    """Stop the active controller, send inputs; a new controller takes over; restart it."""
+    node = cluster.controller()
+    cluster.stop(node)
+    on.send(rest, timeout_s=90)
+    extra = [] if on.settle(timeout_s=150, supervise=workers).ok else [f"no progress with controller {node} down"]
+    new = cluster.controller()
+    extra += [] if new != node else [f"node {node} still leads the quorum after it stopped"]
+    cluster.start(node)
+    return f"active controller (node {node}) stopped, node {new} took over, restarted", extra
+
+
+def _two_down(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers: tuple) -> tuple[str, list[str]]:
+    """Kill -9 two of three brokers: a write cannot be acknowledged (min.insync.replicas 2), so
+    the producer's inputs stay pending; the brokers come back, the pending inputs are
+    acknowledged, the workers resume."""
+    from confluent_kafka import Producer
+
+    from runfacts.partitioning import PRODUCER_PARTITIONING
+
+    leader = cluster.leader(on.names.events)
+    down = [leader, next(n for n in cluster.NODES if n != leader)]
+    for node in down:
+        cluster.kill(node)
+    producer = Producer({"bootstrap.servers": on.bootstrap, "enable.idempotence": True, **PRODUCER_PARTITIONING})
+    acked: list[bool] = []
+    for item in rest:
+        producer.produce(on.names.commands, item.value, item.key, headers=list(item.headers) or None,
+                         on_delivery=lambda err, _msg: acked.append(err is None))
+    pending = producer.flush(10)
+    extra = [] if pending == len(rest) and not any(acked) else [
+        f"{len(rest) - pending} write(s) acknowledged with two of three brokers down"]
+    cluster.start()  # both at once: the script starts every stopped node in parallel
+    left = producer.flush(120)
+    extra += [f"{left} input(s) not delivered after the brokers came back"] if left else []
+    return (f"nodes {down} killed -9: {pending} of {len(rest)} writes blocked (none acknowledged), "
+            f"brokers restarted, all delivered", extra)
+
+
+def _pause(row: Row, cluster: Cluster, on: Stage, rest: list[Input], workers: tuple) -> tuple[str, list[str]]:
+    """SIGSTOP the events leader past every worker's transaction timeout while inputs go in; SIGCONT."""
+    node = cluster.leader(on.names.events)
+    cluster.pause(node)
+    paused = time.monotonic()
+    on.send(rest, timeout_s=120)
+    time.sleep(max(0.0, paused + PAUSE_S - time.monotonic()))
+    cluster.resume(node)
+    txn_s = max(CLUSTER_TXN_MS.values()) / 1000
+    return (f"events leader (node {node}) paused {time.monotonic() - paused:.0f}s (transaction timeouts "
+            f"<= {txn_s:.0f}s), resumed", [])
+
+
+STORM_S = float(os.environ.get("RUNFACTS_CRASH_STORM_S", "180"))  # how long the storm blows
+STORM_EVERY_S = 3.0
+
+
+def storm_scenario(row: Row, stage: Stage) -> Finished:
+    """Three deciders (dynamic members, short sessions) while a producer feeds the workload at a
+    steady rate; every few seconds a random decider is killed -9, stopped or started. Then all
+    come back and the oracle judges; and no run's committed state ever goes back a version
+    (a restore that stopped short would re-decide from an older state)."""
+    import random
+    import threading
+
+    inputs = workload(stage.prefix, stage.lab.runs * 3)
+    stage.provision()
+    group = '{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 20000}'
+    env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}  # below the session (18.2)
+    deciders = [stage.worker(n, static=False, env=env) for n in ("a", "b", "c")]
+    for worker in deciders:
+        worker.start()
+    gap = STORM_S * 0.8 / len(inputs)
+    sent = threading.Event()
+
+    def feed() -> None:
+        for item in inputs:
+            stage.send([item])
+            time.sleep(gap)
+        sent.set()
+
+    feeder = threading.Thread(target=feed, name="storm-feed", daemon=True)
+    feeder.start()
+    seed = int(time.time())
+    rng, actions = random.Random(seed), Counter[str]()
+    end = time.monotonic() + STORM_S
+    while time.monotonic() < end:
+        time.sleep(STORM_EVERY_S)
+        worker = rng.choice(deciders)
+        action = rng.choice(("kill", "stop")) if worker.alive() else "start"
+        if action == "kill":
+            worker.kill()
+        elif action == "stop":
+            worker.stop(15)
+        else:
+            worker.start()
+        actions[action] += 1
+    feeder.join(120)
+    for worker in deciders:
+        if not worker.alive():
+            worker.start()
+    stage.settle(timeout_s=180)
+    extra = [] if sent.is_set() else ["the producer did not send every input"]
+    extra += _state_went_back(stage)
+    what = (f"{STORM_S:.0f}s storm (seed {seed}): {dict(actions)} across 3 deciders, "
+            f"{len(inputs)} inputs fed steadily; no committed state went back a version")
+    return _finish(row, stage, what, extra)
+
+
+def _state_went_back(stage: Stage) -> list[str]:
+    """Per run, the committed run.state versions only rise."""
+    import json
+
+    from runfacts.logread import read_to_end
+
+    last: dict[bytes, int] = {}
+    problems = []
+    for record in read_to_end(stage.bootstrap, [stage.names.state])[stage.names.state]:
+        if record.key is None or record.value is None:
+            continue
+        version = int(json.loads(record.value)["version"])
+        if version < last.get(record.key, -1):
+            problems.append(f"{record.key.decode()}: run.state version {version} after {last[record.key]}")
+        last[record.key] = version
+    return problems
+
+
+CLUSTER_FAULTS: dict[str, Fault] = {
+    "leader-kill": _leader_kill, "controller-bounce": _controller_bounce, "two-down": _two_down, "pause": _pause,
+}
+
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
-    "between": between_scenario, "expiry": expiry_scenario,
+    "between": between_scenario, "expiry": expiry_scenario, "pause": pause_scenario, "cluster": cluster_scenario,
+    "storm": storm_scenario,
 }

@@ -30,6 +30,7 @@ from runfacts.workers import decide_context
 
 DECIDER_APP = "runfacts.workers:decider"
 DISPATCHER_APP = "runfacts.workers:dispatcher"
+PROJECTOR_APP = "runfacts.workers:projector"
 # a commit every ~3 batches: a crash between commits leaves produced, uncommitted outputs behind
 ENGINE_ENV = {"RUNFACTS_COMMIT_EVERY": "25", "RUNFACTS_CONSUME_BATCH": "10", "RUNFACTS_COMMIT_INTERVAL_MS": "1000",
               "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "10000"}
@@ -39,22 +40,26 @@ Ready = Callable[[Expected], bool]
 
 @dataclass(frozen=True)
 class Lab:
-    """Where and how big: the broker, the work directory, runs per scenario, partitions."""
+    """Where and how big: the broker, the work directory, runs per scenario, partitions; the
+    three-broker cluster's RUNFACTS_HOME for the cluster rows (None: each such row starts a
+    cluster of its own under its work directory and stops it when it ends)."""
 
     bootstrap: str
     workdir: Path
     runs: int = 6
     partitions: int = 3
     settle_s: float = 90.0
+    cluster_home: Path | None = None
 
 
 class Stage:
     """Topics, processes and oracle of one scenario (see the module docstring)."""
 
-    def __init__(self, lab: Lab, key: str, bootstrap: str = "") -> None:
+    def __init__(self, lab: Lab, key: str, bootstrap: str = "", replication: int = 1) -> None:
         uid = uuid.uuid4().hex[:6]
         self.lab = lab
         self.bootstrap = bootstrap or lab.bootstrap
+        self.replication = replication
         self.prefix = f"cx{uid}"
         self.names = TopicNames(self.prefix)
         self.dir = lab.workdir / f"{key}-{uid}"
@@ -68,11 +73,11 @@ class Stage:
         self.expected = Expected()
 
     def provision(self) -> Stage:
-        provision(self.bootstrap, self.names, self.lab.partitions)
+        provision(self.bootstrap, self.names, self.lab.partitions, self.replication)
         return self
 
-    def send(self, inputs: Iterable[Input]) -> int:
-        return produce(self.bootstrap, self.names.commands, inputs)
+    def send(self, inputs: Iterable[Input], timeout_s: float = 30.0) -> int:
+        return produce(self.bootstrap, self.names.commands, inputs, timeout_s)
 
     def worker(self, name: str, app: str = DECIDER_APP, guarantee: str = "exactly_once",
                params: Mapping[str, str] | None = None, static: bool = True,
@@ -89,7 +94,7 @@ class Stage:
 
     def relay(self, db: Path, table: str, crash_at: str = "", after: int = 1) -> Popen[bytes]:
         """The outbox relay as a process (`runfacts.cli.outbox`), optionally armed."""
-        args = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", str(db),
+        args = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", str(db),
                 "--bootstrap", self.bootstrap, "--table", table, "--batch-size", "10", "--lease-ttl", "2",
                 "--poll-interval", "0.1", "--exit-when-idle"]
         env = child_env(**(arm(crash_at, after) if crash_at else {}))
@@ -108,14 +113,16 @@ class Stage:
                             publish=publisher(n.user_view))
         return self.last
 
-    def audit(self) -> list[str]:
+    def audit(self, live: bool = False) -> list[str]:
         """Build the audit chain from the events log (the audit replay into `<prefix>.audit`),
-        then verify it with `runfacts audit verify`'s check; its findings, if any."""
+        then verify it with `runfacts audit verify`'s check; its findings, if any. `live`: the
+        stage ran the projector, whose audit topic is verified as it stands (no replay)."""
         from runfacts.projections.audit.verify import VerifySettings, verify
         from runfacts.projections.projector.replay import ReplaySettings, replay
 
         kafka = KafkaSettings(bootstrap_servers=self.bootstrap, topic_prefix=self.prefix)
-        replay(kafka, ReplaySettings("audit", self.names.audit, self.names.events))
+        if not live:
+            replay(kafka, ReplaySettings("audit", self.names.audit, self.names.events))
         report = verify(kafka, VerifySettings(events_topic=self.names.events, audit_topic=self.names.audit))
         found = [f"audit: {f}" for f in report.findings]
         if report.runs_verified != len(self.expected.events):

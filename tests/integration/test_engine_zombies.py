@@ -1,0 +1,106 @@
+"""Issue 18.2 / 18.4 on the real broker: a restart fences its predecessor through the persisted
+instance id, two live instances sharing an id are named as such, and a timed-out commit replaces
+the producer and keeps exactly-once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from engine_support import EngineThread, check_exactly_once, create_topics, outputs, produce, read_all, settings
+
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine import commit
+from runfacts.processors.engine.commit import ProducerFenced
+from runfacts.processors.engine.settings import EngineSettings, producer_config
+
+pytestmark = pytest.mark.integration
+KEYS = 40
+
+
+def keyed(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i % KEYS}".encode(), b"x") for i in range(start, start + n)]
+
+
+def expected(total: int) -> dict[str, int]:
+    return {f"k{k}": len(range(k, total, KEYS)) for k in range(KEYS)}
+
+
+@pytest.fixture
+def topics(kafka_bootstrap: str, unique: str) -> tuple[str, str, str]:
+    names = (f"zmb-in-{unique}", f"zmb-out-{unique}", f"zmb-dlq-{unique}")
+    create_topics(kafka_bootstrap, names)
+    return names
+
+
+def app_for(unique: str, topics: tuple[str, str, str]):
+    return counter_app(name=f"zmb-{unique}", source=topics[0], output=topics[1], dead_letter_topic=topics[2])
+
+
+def test_restart_fences_the_predecessors_open_transaction_when_the_id_comes_from_the_state_dir(
+        kafka_bootstrap: str, unique: str, topics, tmp_path: Path) -> None:
+    app = app_for(unique, topics)
+    before = Producer(producer_config(app, EngineSettings(bootstrap_servers=kafka_bootstrap, state_dir=tmp_path)))
+    before.init_transactions(30)
+    before.begin_transaction()
+    before.produce(topics[1], b"zombie", b"k")
+    before.flush(30)
+    # the restarted process: new settings, no RUNFACTS_INSTANCE_ID, the same state dir
+    after = Producer(producer_config(app, EngineSettings(bootstrap_servers=kafka_bootstrap, state_dir=tmp_path)))
+    after.init_transactions(30)  # fences `before` and aborts its transaction at once
+
+    with pytest.raises(KafkaException) as raised:
+        before.commit_transaction(30)
+    assert raised.value.args[0].code() in commit.FENCED
+    assert read_all(kafka_bootstrap, topics[1]) == []
+
+
+def test_a_second_live_instance_with_the_same_id_is_named_when_it_fences_the_first(
+        kafka_bootstrap: str, unique: str, topics, tmp_path: Path) -> None:
+    app = app_for(unique, topics)
+    first = EngineThread(app, settings(kafka_bootstrap, tmp_path / "a", "twin", commit_every=50)).start()
+    produce(kafka_bootstrap, topics[0], keyed(200))
+    first.wait_until(lambda: first.engine.stats.commits >= 1, 60)
+    second = EngineThread(app, settings(kafka_bootstrap, tmp_path / "b", "twin", commit_every=50)).start()
+    deadline = time.monotonic() + 60
+    while first.error is None and time.monotonic() < deadline:
+        produce(kafka_bootstrap, topics[0], keyed(40))
+        time.sleep(0.5)
+    second.stop()
+
+    assert isinstance(first.error, ProducerFenced), first.error
+    assert "another process started with this instance id 'twin'" in str(first.error)
+    assert (tmp_path / "a" / "fencings").read_text().count("\n") == 1
+
+
+def test_producer_is_replaced_and_exactly_once_holds_when_a_commit_times_out(
+        kafka_bootstrap: str, unique: str, topics, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = commit.crash_point
+    calls = {"n": 0}
+
+    def commit_transaction(*_: object) -> None:  # as librdkafka answers an EndTxn that timed out
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "EndTxn timed out", retriable=True))
+
+    def time_out_second_commit(name: str) -> None:
+        if name == "engine.during_commit":
+            calls["n"] += 1
+            if calls["n"] == 2:
+                commit.call(commit_transaction)
+        real(name)
+
+    monkeypatch.setattr(commit, "crash_point", time_out_second_commit)
+    total = produce(kafka_bootstrap, topics[0], keyed(1000))
+    runner = EngineThread(app_for(unique, topics), settings(kafka_bootstrap, tmp_path, "r", commit_every=200,
+                                                            consume_batch=100)).start()
+    runner.wait_until(lambda: runner.engine.stats.producers_renewed == 1 and runner.engine.stats.commits >= 2, 60)
+    total += produce(kafka_bootstrap, topics[0], keyed(1000, start=1000))
+    runner.wait_until(lambda: runner.engine.stats.processed >= total and not runner.engine._txn.open, 90)
+    deadline = time.monotonic() + 60
+    while len(committed := outputs(kafka_bootstrap, topics[1])) < total and time.monotonic() < deadline:
+        time.sleep(0.5)
+    runner.stop()
+
+    assert runner.engine.stats.aborts == 1
+    check_exactly_once(committed, expected(total))

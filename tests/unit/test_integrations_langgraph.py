@@ -1,0 +1,73 @@
+"""The LangGraph bridge without a broker: the version check at import (with a faked version
+string), what a resume value claims, the graph step reference, and a doorway that imports no
+framework."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from runfacts.integrations.langgraph import IncompatibleLangGraph, check_version, claimed, step_ref
+
+FAKE_VERSION = """
+import importlib.metadata as md
+real = md.version
+md.version = lambda name: {found!r} if name == "langgraph" else real(name)
+import runfacts.integrations.langgraph
+"""
+
+
+def test_import_fails_clearly_when_the_installed_langgraph_is_incompatible() -> None:
+    done = subprocess.run([sys.executable, "-c", FAKE_VERSION.format(found="0.6.11")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    assert ("IncompatibleLangGraph: runfacts.integrations.langgraph needs langgraph >=1.2,<1.3; found 0.6.11. "
+            "Install the tested range: pip install 'runfacts[langgraph]'") in done.stderr
+
+
+def test_import_succeeds_with_a_supported_langgraph_version() -> None:
+    done = subprocess.run([sys.executable, "-c", FAKE_VERSION.format(found="1.2.0")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("found", ["0.6.11", "1.1.9", "1.3.0", "2.0.0", "", "dev"])
+def test_check_version_raises_an_import_error_naming_the_version_when_outside_the_range(found: str) -> None:
+    with pytest.raises(ImportError) as raised:
+        check_version(found)
+    assert isinstance(raised.value, IncompatibleLangGraph) and raised.value.found == found
+    assert f"found {found or 'none'}" in str(raised.value)
+
+
+@pytest.mark.parametrize("found", ["1.2.0", "1.2.24", "1.2.99rc1"])
+def test_check_version_accepts_the_tested_range(found: str) -> None:
+    check_version(found)
+
+
+@pytest.mark.parametrize(("resume", "expected"), [
+    ("approve", (None, "approve")),
+    ({"decisions": [{"type": "reject", "message": "no"}]}, (None, "reject")),
+    ({"decisions": [{"type": "approve", "approvalId": "approval-1"}]}, ("approval-1", "approve")),
+    ({"approvalId": "approval-1", "decision": "approve"}, ("approval-1", "approve")),
+    ({"decisions": []}, (None, None)),
+    (None, (None, None)),
+    (42, (None, None)),
+])
+def test_claimed_reads_what_a_resume_value_claims_without_trusting_it(resume: object, expected: tuple) -> None:
+    assert claimed(resume) == expected
+
+
+def test_step_ref_names_the_thread_and_the_root_checkpoint_of_the_step() -> None:
+    config = {"configurable": {"thread_id": "lg-1", "checkpoint_map": {"": "1f1e-abc"}, "checkpoint_id": None,
+                               "checkpoint_ns": "tools:task-9"}}
+    assert step_ref(config) == "langgraph:lg-1:1f1e-abc"  # type: ignore[arg-type]
+    assert step_ref({"configurable": {"thread_id": "lg-2"}}) == "langgraph:lg-2:none"
+
+
+def test_the_integrations_doorway_imports_no_framework() -> None:
+    code = ("import sys, runfacts.integrations; "
+            "print([m for m in ('langgraph', 'langchain_core', 'pydantic_ai') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
