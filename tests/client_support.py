@@ -4,12 +4,16 @@ its in-process relay and without arming a crash unless asked)."""
 
 from __future__ import annotations
 
+import importlib.util
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-from runfacts.client import ClientSettings, Runfacts, UiSettings
+from runfacts.client import Approval, ClientSettings, Runfacts, UiSettings
 from runfacts.demo.stack import DemoOptions, DemoStack, demo_manifest
 from runfacts.settings import KafkaSettings
 
@@ -61,3 +65,28 @@ def agent_stack(bootstrap: str, workdir: Path, approval_ttl_ms: int = 5_000,
         yield stack
     finally:
         stack.stop()
+
+
+def approval_of(rf: Runfacts, run_id: str, timeout: float = 90) -> Approval:
+    """The run's pending approval as a UI lists it, once the decider asked for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
+
+
+def refunds_of(stack: AgentStack, order: str) -> list[dict[str, Any]]:
+    """The provider's ledger entries of one order."""
+    return [r for r in stack.ledger() if r["orderId"] == order]
+
+
+def load_example(path: Path) -> ModuleType:
+    """An examples/ script imported as a module (its `if __name__ == "__main__"` part not run)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

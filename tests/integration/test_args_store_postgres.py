@@ -4,17 +4,16 @@ broker reading the arguments from PostgreSQL (no shared file with the harness)."
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of
 from decider_support import command
 
-from runfacts.client import Approval, Runfacts
+from runfacts.client import Runfacts
 from runfacts.connectors.args_store import ArgsStore
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.processors.dispatcher.adapters import ArgsMissing, ArgsTampered
@@ -108,14 +107,6 @@ def pg_stack(kafka_bootstrap: str, postgres_dsn: str,
         yield running
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 90) -> Approval:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
 def test_a_dispatcher_reads_the_arguments_from_postgres_written_with_the_outbox_row(

@@ -3,13 +3,12 @@ key, both are approved, the provider executes it once and both agents get the on
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of
 
-from runfacts.client import Approval, CommandRejected, Runfacts
+from runfacts.client import CommandRejected
 
 pytestmark = pytest.mark.integration
 
@@ -20,14 +19,6 @@ def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield running
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 90) -> Approval:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
 def test_two_runs_with_one_business_key_refund_once_and_a_second_call_in_a_run_is_refused(

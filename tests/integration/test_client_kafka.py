@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of, refunds_of
 
 from runfacts.client import (
-    Approval,
     ApprovalExpired,
     ApprovalRejected,
     BadArgument,
@@ -51,15 +50,6 @@ def rf(stack: AgentStack) -> Iterator[Runfacts]:
     client.close()
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 60) -> Approval:
-    """The run's pending approval as a UI lists it, once the decider asked for it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
 def agent(stack: AgentStack, *args: str) -> subprocess.Popen[str]:
@@ -68,8 +58,6 @@ def agent(stack: AgentStack, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-def refunds_of(stack: AgentStack, order: str) -> list[dict[str, Any]]:
-    return [r for r in stack.ledger() if r["orderId"] == order]
 
 
 def test_refund_agent_example_runs_end_to_end_with_a_person_approving(stack: AgentStack, rf: Runfacts) -> None:

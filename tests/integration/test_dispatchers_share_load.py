@@ -10,10 +10,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of
 from confluent_kafka.admin import AdminClient
 
-from runfacts.client import Approval, Runfacts
 from runfacts.logread import read_to_end
 from runfacts.partitioning import partition_for
 from runfacts.processors.dispatcher.app import app_name
@@ -59,14 +58,6 @@ def wait_members(stack: AgentStack, count: int, timeout: float = 120) -> None:
     raise AssertionError(f"group {group} did not reach {count} assigned members within {timeout}s")
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 90) -> Approval:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
 def test_two_dispatchers_in_one_group_share_the_calls_each_executed_once(stack: AgentStack, unique: str) -> None:

@@ -6,7 +6,6 @@ authenticated approver through runfacts."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -17,27 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from runfacts.client import Approval, Runfacts
+from runfacts.client import Runfacts
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "langgraph_refund.py"
 
 
-def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("langgraph_refund", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-example = load_example()
+example = load_example(EXAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +46,8 @@ def rf(stack: AgentStack) -> Iterator[Runfacts]:
     client.close()
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 60) -> Approval:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
-def refunds_of(stack: AgentStack, order: str) -> list[dict[str, Any]]:
-    return [r for r in stack.ledger() if r["orderId"] == order]
 
 
 def agent(stack: AgentStack, db: Path, *args: str) -> subprocess.Popen[str]:

@@ -6,7 +6,6 @@ while it waits for the approval; a forged resume refused."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import signal
 import subprocess
@@ -14,13 +13,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack
+from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
 
-from runfacts.client import Approval, Runfacts
+from runfacts.client import Runfacts
 
 pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pydantic-ai-slim")
 from pydantic_ai import Agent, ApprovalRequired, CallDeferred  # noqa: E402
@@ -37,15 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "pydantic_ai_refund.py"
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pydantic_ai_refund", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-example = load_example()
+example = load_example(EXAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +53,8 @@ def rf(stack: AgentStack) -> Iterator[Runfacts]:
     client.close()
 
 
-def approval_of(rf: Runfacts, run_id: str, timeout: float = 60) -> Approval:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [a for a in rf.approvals(role="support_agent") if a.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no pending approval for {run_id} within {timeout}s")
 
 
-def refunds_of(stack: AgentStack, order: str) -> list[dict[str, Any]]:
-    return [r for r in stack.ledger() if r["orderId"] == order]
 
 
 def first_turn(rf: Runfacts, ticket: str, order: str, amount: int, capability: str = "payments.refund") -> Any:
