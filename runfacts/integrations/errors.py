@@ -9,8 +9,9 @@ class BridgeError(RunfactsError):
     """Base of every error a framework bridge raises."""
 
 
-class IncompatibleFramework(BridgeError):
-    """The installed framework version is outside the range the bridge supports (or missing)."""
+class IncompatibleFramework(BridgeError, ImportError):
+    """The installed framework version is outside the range the bridge supports (or missing);
+    raised when the bridge module is imported, hence also an ImportError."""
 
     def __init__(self, package: str, found: str | None, supported: str, extra: str) -> None:
         self.package, self.found, self.supported = package, found, supported

@@ -31,27 +31,18 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from runfacts.schemas.errors import RunfactsError
+from runfacts.integrations.errors import IncompatibleFramework
 
 SUPPORTED = ((1, 2), (1, 3))
 """The langgraph versions this bridge is tested with: >= 1.2, < 1.3 (the extra pins the same)."""
 
 
-class IncompatibleLangGraph(RunfactsError, ImportError):
-    """The installed langgraph is outside the range this bridge supports."""
-
-    def __init__(self, found: str) -> None:
-        self.found = found
-        low, high = (".".join(map(str, v)) for v in SUPPORTED)
-        super().__init__(f"runfacts.integrations.langgraph needs langgraph >={low},<{high}; found {found or 'none'}. "
-                         f"Install the tested range: pip install 'runfacts[langgraph]'")
-
-
 def check_version(found: str) -> None:
-    """Raise IncompatibleLangGraph unless `found` (a version string) is in SUPPORTED."""
+    """Raise IncompatibleFramework (the bridges' one error for it) unless `found` is in SUPPORTED."""
     numbers = tuple(int(n) for n in re.findall(r"\d+", found)[:2])
     if len(numbers) < 2 or not SUPPORTED[0] <= numbers < SUPPORTED[1]:
-        raise IncompatibleLangGraph(found)
+        low, high = (".".join(map(str, v)) for v in SUPPORTED)
+        raise IncompatibleFramework("langgraph", found or None, f">={low},<{high}", "langgraph")
 
 
 def _installed() -> str:
@@ -258,5 +249,5 @@ def _approval(run: Run, call: ToolCall) -> Approval:
                     p.argsHash, created.payload.tenant, created.payload.actor.subjectId)
 
 
-__all__ = ["SUPPORTED", "Gate", "IncompatibleLangGraph", "RunfactsToolNode", "check_version", "claimed", "run_versions",
+__all__ = ["SUPPORTED", "Gate", "RunfactsToolNode", "check_version", "claimed", "run_versions",
            "step_ref"]

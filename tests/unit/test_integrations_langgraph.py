@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from runfacts.integrations.langgraph import IncompatibleLangGraph, check_version, claimed, step_ref
+from runfacts.integrations import IncompatibleFramework
+from runfacts.integrations.langgraph import check_version, claimed, step_ref
 
 FAKE_VERSION = """
 import importlib.metadata as md
@@ -23,8 +24,8 @@ def test_import_fails_clearly_when_the_installed_langgraph_is_incompatible() -> 
     done = subprocess.run([sys.executable, "-c", FAKE_VERSION.format(found="0.6.11")], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1
-    assert ("IncompatibleLangGraph: runfacts.integrations.langgraph needs langgraph >=1.2,<1.3; found 0.6.11. "
-            "Install the tested range: pip install 'runfacts[langgraph]'") in done.stderr
+    assert ("IncompatibleFramework: langgraph 0.6.11 is installed; runfacts.integrations supports "
+            "langgraph>=1.2,<1.3: pip install 'runfacts[langgraph]' (or 'langgraph>=1.2,<1.3')") in done.stderr
 
 
 def test_import_succeeds_with_a_supported_langgraph_version() -> None:
@@ -37,8 +38,8 @@ def test_import_succeeds_with_a_supported_langgraph_version() -> None:
 def test_check_version_raises_an_import_error_naming_the_version_when_outside_the_range(found: str) -> None:
     with pytest.raises(ImportError) as raised:
         check_version(found)
-    assert isinstance(raised.value, IncompatibleLangGraph) and raised.value.found == found
-    assert f"found {found or 'none'}" in str(raised.value)
+    assert isinstance(raised.value, IncompatibleFramework) and raised.value.found == (found or None)
+    assert (f"langgraph {found} is installed" if found else "langgraph is not installed") in str(raised.value)
 
 
 @pytest.mark.parametrize("found", ["1.2.0", "1.2.24", "1.2.99rc1"])
