@@ -2,7 +2,7 @@
 decided event to the waiting future.
 
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/client_wait_bench.py \
-        [--runs 10000] [--rounds 3] [--partitions 6]
+        [--runs 10000] [--rounds 3] [--partitions 6] [--light 200]
 
 1. starts the run decider (`runfacts worker decider`) on fresh topics, with the demo's refund
    capability (approval required, 10 min TTL);
@@ -18,6 +18,12 @@ Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/client_w
    event), and the RSS with N waiting; then the median and range of the rounds.
 decided -> future includes the decider working through the burst of N rejections and its
 transaction commit, the follower's fetch (fetch.wait.max.ms 20) and the asyncio hand-off.
+6. first, at light load (--light proposals, one at a time, 50 ms apart, nothing else running):
+   propose -> `approval.required` seen by the client: from the `run.propose(...)` call until the
+   client's journal holds the call's approval.required (`call.approval_id` set), split into
+   propose -> the event's Kafka timestamp (the send and the decider's decision) and the
+   event's timestamp -> the follower handling it (the decider's commit, the read_committed
+   fetch and the hand-off).
 Topics are deleted and the decider stopped at the end.
 """
 
@@ -121,6 +127,24 @@ async def wait_all(rf: Runfacts, calls: list[ToolCall],
     return latencies, fanout, rss
 
 
+def light_load(rf: Runfacts, n: int, arrived: dict[tuple[bytes, int], float]) -> list[tuple[float, float, float]]:
+    """n proposals one at a time: (propose -> approval.required in the journal, propose -> the
+    event's Kafka timestamp, timestamp -> the follower handling it), in ms."""
+    rows = []
+    for i in range(n):
+        run = rf.start_run(goal=f"ticket:light-{i}", summary="bench", user_id="u", run_id=f"light-{i}")
+        time.sleep(0.05)
+        t0 = time.time() * 1000
+        call = run.propose("payments.refund", {"orderId": f"o-light-{i}", "amountMinor": 100, "currency": "EUR"},
+                           target=f"o-light-{i}")
+        while call.approval_id is None:  # propose returns once decided; the event is in the journal by then
+            time.sleep(0.0005)
+        seen = time.time() * 1000
+        required = next(e for e in run.journal.entries if isinstance(e.event, ev.ApprovalRequired))
+        rows.append((seen - t0, required.at_ms - t0, arrived[(run.id.encode(), required.offset)] - required.at_ms))
+    return rows
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -131,6 +155,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--light", type=int, default=200, help="proposals at light load (0: skip)")
     args = parser.parse_args()
     kafka = KafkaSettings()
     names = TopicNames(f"cwb-{uuid.uuid4().hex[:8]}")
@@ -146,6 +171,13 @@ def main() -> None:
         rf = Runfacts.connect(kafka=kafka, prefix=names.prefix, args_store=workdir / "args.db",
                               settings=ClientSettings(ui=UiSettings(signing_env={})))
         arrived = clock_arrivals(rf)
+        light = light_load(rf, args.light, arrived) if args.light else []
+        for name, i in (("propose -> approval.required seen", 0), ("  propose -> event timestamp", 1),
+                        ("  event timestamp -> follower", 2)):
+            if light:
+                values = [r[i] for r in light]
+                print(f"light load, {name}: p50 {pct(values, 0.5):.1f} ms, p99 {pct(values, 0.99):.1f} ms, "
+                      f"max {max(values):.1f} ms over {len(light)} proposals", flush=True)
         for round_ in range(1, args.rounds + 1):
             t0 = time.monotonic()
             calls = setup(rf, args.runs, f"r{round_}")

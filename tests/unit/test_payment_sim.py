@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -225,3 +226,16 @@ def test_control_plane_answers_422_when_body_is_empty_and_400_when_json_is_broke
     with pytest.raises(urllib.error.HTTPError) as bad_json:
         urllib.request.urlopen(broken, timeout=3)
     assert json.loads(bad_json.value.read())["error"] == "invalid_json"
+
+
+def test_expired_idempotency_key_refunds_again_while_lookup_by_request_still_finds_first(sim):
+    call(sim.url, "POST", "/_faults", {"keyTtlMs": 300})
+    first = call(sim.url, "POST", "/refunds", BODY)
+    again = call(sim.url, "POST", "/refunds", BODY | {"externalRequestId": "xr-2"})
+    assert again[1]["replayed"] and again[1]["refundId"] == first[1]["refundId"]  # inside the TTL: deduped
+    time.sleep(0.4)
+    late = call(sim.url, "POST", "/refunds", BODY | {"externalRequestId": "xr-3"})
+    assert late[0] == 201 and late[1]["refundId"] != first[1]["refundId"]  # the key was forgotten
+    assert len(sim.ledger()) == 2
+    found = call(sim.url, "GET", "/refunds/by-request/xr-1")
+    assert found[0] == 200 and found[1]["refundId"] == first[1]["refundId"]

@@ -41,7 +41,7 @@ class Row:
     ci: bool = False
     recovery: str = ""  # a line the restarted worker's log must contain
     reason: str = ""  # why the row cannot exist (scenario "n/a")
-    fault: str = ""  # cluster rows: what happens to the brokers (CLUSTER_FAULTS)
+    fault: str = ""  # what else goes wrong: cluster rows, the brokers (CLUSTER_FAULTS); key-ttl, the provider
 
 
 @dataclass
@@ -84,6 +84,7 @@ ROWS = (
     Row("eos-dispatch-call", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, ci=True),
     Row("eos-dispatch-record", "dispatcher.after_record_before_commit", EOS, "dispatcher", after=1),
     Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
+    Row("eos-key-ttl", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, fault="key-ttl"),
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
@@ -232,14 +233,22 @@ def _relay_commands(stage: Stage) -> list:
     return out
 
 
+KEY_TTL_MS = 2000
+
+
 def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
-    """Approved refunds; the dispatcher dies after the provider executed (or after reporting)."""
+    """Approved refunds; the dispatcher dies after the provider executed (or after reporting).
+    With fault "key-ttl" the provider forgets idempotency keys after KEY_TTL_MS and the
+    dispatcher stays down longer than that: resending with the same key would refund twice, so
+    only the reconciliation's lookup by request id keeps it at one refund."""
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.dev.crash.oracle import ledger_problems
     from runfacts.dev.provider.book import read_ledger
 
     stage.provision()
     url = stage.start_provider()
+    if row.fault == "key-ttl":
+        _set_faults(url, keyTtlMs=KEY_TTL_MS)
     args = ArgsStore.open(stage.dir / "args.db")
     stage.send(_refund_inputs(stage, args))
     args.close()
@@ -250,6 +259,8 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
         "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000", **FAST_COMMITS})
     marker = dispatcher.start(row.point, row.after).wait_killed()
     executed_at_crash = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
+    if row.fault == "key-ttl":
+        time.sleep(KEY_TTL_MS / 1000 + 1)  # the executed call's key has expired at the provider
     dispatcher.start()
     stage.settle(allow_duplicates=row.guarantee == ALO, ready=_all_verified(stage.lab.runs))
     dispatcher.stop()
@@ -257,9 +268,19 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
     extra = ledger_problems(stage.expected, refunds) + ([] if _all_verified(stage.lab.runs)(stage.expected) else [
         "not every refund reached confirmed_success"])
-    what = (f"{_killed(row, marker)} with {executed_at_crash} refund(s) executed; restarted; "
+    down = f"down past the {KEY_TTL_MS} ms key TTL; " if row.fault == "key-ttl" else ""
+    what = (f"{_killed(row, marker)} with {executed_at_crash} refund(s) executed; {down}restarted; "
             f"{len(refunds)} refunds in the ledger for {stage.lab.runs} authorized calls")
     return _finish(row, stage, what, extra)
+
+
+def _set_faults(url: str, **switches: object) -> None:
+    """Merge fault switches into the payment simulator's (POST /_faults)."""
+    import json
+    import urllib.request
+
+    body = json.dumps(switches).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", body, method="POST"), timeout=10).close()
 
 
 def _refund_inputs(stage: Stage, args: object) -> list[Input]:
@@ -288,9 +309,6 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
     dies, the grant expires while it is down; the restart reconciles not_found and the decider
     pauses the run for re-authorization: attempt 2 never runs on the old grant (one run, so no
     unclaimed call meets the decider's expiry timer, which the oracle cannot replay)."""
-    import json
-    import urllib.request
-
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.dev.provider.book import read_ledger
     from runfacts.processors.decider.app import DeciderShell
@@ -300,8 +318,7 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
     stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
     stage.provision()
     url = stage.start_provider()
-    faults = json.dumps({"errorNext": 1, "errorStatus": 503}).encode()
-    urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", faults, method="POST"), timeout=10).close()
+    _set_faults(url, errorNext=1, errorStatus=503)
     decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
     dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
         "provider_url": url, "args_store": str(stage.dir / "args.db"), "capabilities": str(manifest)},

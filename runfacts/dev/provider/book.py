@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -91,13 +92,20 @@ class RefundBook:
         self._refunds: dict[str, Refund] = {}
         self._by_key: dict[str, str] = {}
         self._by_request: dict[str, str] = {}
+        self._key_at: dict[str, float] = {}  # when a key was first used (monotonic s), for key_ttl_ms
         if ledger_path is not None and ledger_path.exists():
             for refund in fold_ledger_file(ledger_path).values():
                 self._index(refund)
 
-    def refund(self, req: RefundRequest, *, pending: bool) -> Reply:
-        """Execute `req` once per idempotency key (rules 1-4)."""
+    def refund(self, req: RefundRequest, *, pending: bool, key_ttl_ms: int = 0) -> Reply:
+        """Execute `req` once per idempotency key (rules 1-4). With `key_ttl_ms` > 0 a key is
+        forgotten that long after its first use, as real providers' keys expire (Stripe's after
+        24 h): the same key then executes again. Lookups by request id never expire."""
         with self._lock:
+            first = self._key_at.setdefault(req.idempotency_key, time.monotonic())
+            if key_ttl_ms and (time.monotonic() - first) * 1000 > key_ttl_ms:
+                self._by_key.pop(req.idempotency_key, None)
+                self._key_at[req.idempotency_key] = time.monotonic()
             existing = self._refunds.get(self._by_key.get(req.idempotency_key, ""))
             if existing is None:
                 return self._create(req, pending)

@@ -121,7 +121,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
             error = {"error": "provider_error", "detail": "injected"}
             self._send(Reply(faults.error_status, error))
             return
-        reply = self.sim.book.refund(request, pending=faults.pending)
+        reply = self.sim.book.refund(request, pending=faults.pending, key_ttl_ms=faults.key_ttl_ms)
         self.sim.notify(reply)
         if fault == "drop" and reply.status < 400:
             self.sim.consume_drop()

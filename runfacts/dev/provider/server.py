@@ -17,7 +17,9 @@ refund is NOT executed), then the book executes, then `acceptThenDropNext` close
 connection without a response (executed, response lost). `latencyMs` delays every
 /refunds* response after the work is done, so a client timeout leaves an executed refund.
 Callbacks (`callbackUrl`) are POSTed on every status change, twice with
-`duplicateCallbacks`, with a stable `eventId` per (refund, status).
+`duplicateCallbacks`, with a stable `eventId` per (refund, status). `keyTtlMs` makes
+idempotency keys expire that long after their first use (the same key then refunds again,
+as with real providers); the by-request lookup never expires.
 
 Run as a process: `python -m runfacts.dev.provider.server --port N --ledger FILE`
 (api key from $RUNFACTS_PAYMENT_API_KEY or --api-key-file); it prints its URL.
@@ -65,6 +67,7 @@ class Faults(BaseModel):
     duplicate_callbacks: bool = False
     callback_url: str | None = None
     pending: bool = False
+    key_ttl_ms: int = Field(default=0, ge=0)  # idempotency keys forgotten after this long (0: never)
 
 
 @dataclass(frozen=True)
