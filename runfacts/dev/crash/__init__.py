@@ -2,7 +2,7 @@
 the outcome against an oracle.
 
 Pure: oracle (what must hold), workload (the fuzz tests' input), rows (the crash matrix).
-Shells: kafka (its own broker), procs (worker processes), stage (Lab).
+Shells: kafka (its own broker), postgres (its own database), procs (worker processes), stage (Lab).
 """
 
 from __future__ import annotations

@@ -81,6 +81,8 @@ ROWS = (
         recovery="beyond the group offset"),
     Row("eos-mid-restore", "engine.mid_restore", EOS, "restore", after=2, recovery="restored"),
     Row("eos-relay", "relay.after_publish_before_mark", EOS, "relay", after=3),
+    Row("eos-relay-pg-restart", "relay.after_publish_before_mark: PostgreSQL restarted there", EOS, "relay-pg",
+        after=2, ci=True),
     Row("eos-dispatch-call", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, ci=True),
     Row("eos-dispatch-record", "dispatcher.after_record_before_commit", EOS, "dispatcher", after=1),
     Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
@@ -222,6 +224,47 @@ def relay_scenario(row: Row, stage: Stage) -> Finished:
         f"relay exits {code}/{code2}, {dedup} redeliveries deduplicated"]
     return _finish(row, stage, f"relay killed -9 at {row.point} (batch {row.after}), restarted after its "
                                f"lease; {dedup} republished commands deduplicated by commandId", extra)
+
+
+RELAY_HOLD = "relay.after_publish_before_mark"
+
+
+def relay_pg_scenario(row: Row, stage: Stage) -> Finished:
+    """Commands via a PostgreSQL outbox (a server of the row's own); the relay holds between
+    publishing a batch and marking it while the server is restarted (every connection cut),
+    then goes on: the mark fails, the relay reconnects and republishes the unmarked batch;
+    the decider dedupes by commandId."""
+    from runfacts.connectors.outbox.commands import CommandOutbox
+    from runfacts.dev.crash.postgres import OwnPostgres
+
+    stage.provision()
+    pg = OwnPostgres(stage.dir / "pg")
+    try:
+        dsn = pg.start()
+        table = f"ob_{stage.prefix}".replace("-", "_")
+        harness = CommandOutbox.open(dsn, stage.names, table)
+        try:
+            harness.send(*_relay_commands(stage))
+        finally:
+            harness.close()
+        stage.worker("decider", env=FAST_COMMITS).start()
+        release = stage.dir / "release"
+        relay = stage.relay(dsn, table, RELAY_HOLD, row.after, hold_until=str(release))
+        marker = stage.dir / "relay.marker"
+        wait_until(lambda: marker.exists() or relay.poll() is not None, 90, "the relay at its hold point", 0.1)
+        pg.restart()
+        release.touch()
+        code = relay.wait(120)
+        result = stage.settle()
+    finally:
+        pg.stop()
+    dedup = result.numbers.get("deduplicated", 0)
+    log = (stage.dir / "relay-1.log").read_text(errors="replace")
+    reconnected = "retrying in" in log and "database:" in log  # it saw the cut connection and went on
+    extra = [] if code == 0 and dedup > 0 and reconnected else [
+        f"relay exited {code}, {dedup} redeliveries deduplicated, database retry logged: {reconnected}"]
+    return _finish(row, stage, f"relay held after publishing batch {row.after}, PostgreSQL restarted, relay "
+                               f"reconnected and exited {code}; {dedup} republished commands deduplicated", extra)
 
 
 def _relay_commands(stage: Stage) -> list:
@@ -688,7 +731,8 @@ CLUSTER_FAULTS: dict[str, Fault] = {
 
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
-    "dispatcher": dispatcher_scenario, "bounce": bounce_scenario, "rebalance": rebalance_scenario,
+    "dispatcher": dispatcher_scenario, "relay-pg": relay_pg_scenario, "bounce": bounce_scenario,
+    "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "pause": pause_scenario, "cluster": cluster_scenario,
     "storm": storm_scenario,
 }

@@ -92,12 +92,16 @@ class Stage:
         self.provider = Provider(self.dir)
         return self.provider.start()
 
-    def relay(self, db: Path, table: str, crash_at: str = "", after: int = 1) -> Popen[bytes]:
-        """The outbox relay as a process (`runfacts.cli.outbox`), optionally armed."""
+    def relay(self, db: Path | str, table: str, crash_at: str = "", after: int = 1,
+              hold_until: str = "") -> Popen[bytes]:
+        """The outbox relay as a process (`runfacts outbox relay`), optionally armed: it dies at
+        `crash_at`, or with `hold_until` waits there until that file exists. It writes
+        `relay.marker` when it gets there."""
         args = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", str(db),
                 "--bootstrap", self.bootstrap, "--table", table, "--batch-size", "10", "--lease-ttl", "2",
                 "--poll-interval", "0.1", "--exit-when-idle"]
-        env = child_env(**(arm(crash_at, after) if crash_at else {}))
+        armed = {**arm(crash_at, after, hold_until), "RUNFACTS_CRASH_MARKER": str(self.dir / "relay.marker")}
+        env = child_env(**(armed if crash_at else {}))
         with (self.dir / f"relay-{len(self.others) + 1}.log").open("wb") as sink:
             proc = Popen(args, env=env, stdout=DEVNULL, stderr=sink)
         self.others.append(proc)
