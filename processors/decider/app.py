@@ -63,6 +63,19 @@ GROWTH_FIXED = 16 * 1024
 """What a command adds regardless of its size, at most (new entries' field names, timestamps,
 derived ids and hashes)."""
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
+
+
+def timer_command(run_id: str, timer_id: str, due_ms: int, kind: str, target: str) -> cmd.FireTimer:
+    """The `timer.fire` command a due timer becomes (its commandId `timer:<id>:<due ms>` is the
+    causationId of what it decides; the crash oracle rebuilds fires from it)."""
+    at = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
+    return cmd.FireTimer(
+        commandId=f"timer:{timer_id}:{due_ms}", runId=run_id, actor=TIMER_ACTOR, issuedAt=at,
+        correlationId=f"timer:{timer_id}",
+        payload=cmd.FireTimerPayload(timerId=timer_id, kind=cast(TimerKind, kind),  # pydantic checks it
+                                     targetId=target, dueAt=at))
+
+
 ViewFn = Callable[[RunState], Iterable[tuple[str, bytes, bytes | None]]]
 CACHE_SIZE = 10_000  # parsed run states kept; the stored bytes decide whether one is current
 
@@ -226,13 +239,7 @@ class DeciderShell:
 
     def on_timer(self, timer: Timer, ctx: Context) -> None:
         kind, _, target = timer.payload.decode().partition("|")
-        at = datetime.fromtimestamp(timer.due_ms / 1000, tz=UTC)
-        fire = cmd.FireTimer(
-            commandId=f"timer:{timer.timer_id}:{timer.due_ms}", runId=timer.key.decode(),
-            actor=TIMER_ACTOR, issuedAt=at, correlationId=f"timer:{timer.timer_id}",
-            payload=cmd.FireTimerPayload(timerId=timer.timer_id, kind=cast(TimerKind, kind),  # pydantic checks it
-                                         targetId=target, dueAt=at))
-        self.handle(fire, ctx)
+        self.handle(timer_command(timer.key.decode(), timer.timer_id, timer.due_ms, kind, target), ctx)
 
     def handle(self, command: CommandBase, ctx: Context, trace: list[tuple[str, bytes]] | None = None) -> None:
         """Steps 2-7 of the module docstring for one command (`trace`: headers for its outputs)."""

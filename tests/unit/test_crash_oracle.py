@@ -12,12 +12,15 @@ from types import SimpleNamespace
 from fuzz_support import NAMES, SHELL, T0, T0_MS
 
 from runfacts.dev.crash.oracle import Expected, expect, ledger_problems, verdict
-from runfacts.dev.crash.workload import ticking, workload
+from runfacts.dev.crash.workload import Commands, ticking, valid, workload
 from runfacts.logread import LogRecord
 from runfacts.processors.decider.app import DeciderShell
 from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.projections.user_view import publisher
+from runfacts.schemas import codec
 from runfacts.schemas import events as ev
+from runfacts.schemas.common import EventBase
+from runfacts.schemas.models import decode_event
 
 VIEWS = DeciderShell(NAMES, SHELL.ctx, views=(publisher(NAMES.user_view),)).application()
 
@@ -113,3 +116,44 @@ def test_ledger_problems_name_the_call_when_it_was_refunded_twice_or_not_at_all(
     stray = SimpleNamespace(idempotency_key="refund:other")
     assert ledger_problems(_refund_state("refund:k1"), [refund, stray]) == [
         "refunds without an authorized call: ['refund:other']"]
+
+
+def _approval_expired_by_timer() -> tuple[list[LogRecord], dict[str, list[LogRecord]]]:
+    """One run waits for an approval; the driver's clock passes its expiry, so the decider's
+    timer fires (a `timer.fire` that never reaches the commands log)."""
+    c = Commands("tm", ticking(T0))
+    driver = TestDriver(VIEWS, start_ms=T0_MS)
+    log = []
+    for offset, command in enumerate((c.create("tm-run"), c.propose("tm-run", "call-tm"))):
+        item = valid(command)
+        driver.pipe(NAMES.commands, item.value, item.key, headers=list(item.headers) or None)
+        log.append(LogRecord(NAMES.commands, 0, offset, item.key, item.value, item.headers, T0_MS))
+    driver.advance(16 * 60_000)  # past the refund approval's 15-minute TTL
+    out = {t: [LogRecord(t, 0, r.offset, r.key, r.value, tuple(r.headers or ()), T0_MS)
+               for r in driver.outputs(t)] for t in (NAMES.events, NAMES.state, NAMES.dlq, NAMES.user_view)}
+    return log, out
+
+
+def test_oracle_folds_a_timer_fire_where_the_events_log_shows_it() -> None:
+    log, out = _approval_expired_by_timer()
+    assert any(e.eventType == "approval.expired" for e in _decoded(out[NAMES.events]))
+    without = _judge(log, out)  # the plain fold knows no timers: the expiry is unexplained
+    assert not without.ok
+    result = verdict(expect(log, SHELL, out[NAMES.events]), out[NAMES.events], out[NAMES.state], out[NAMES.dlq],
+                     NAMES.commands, views=out[NAMES.user_view], publish=publisher(NAMES.user_view))
+    assert result.ok, result.problems
+    assert result.numbers["timers_fired"] == 1 and result.numbers["in"] == 2
+
+
+def test_oracle_names_a_timer_fire_the_state_never_wanted() -> None:
+    log, out = _approval_expired_by_timer()
+    # the proposal and what it decided are gone, yet an expiry of its approval fired
+    decoded = zip(out[NAMES.events], _decoded(out[NAMES.events]), strict=True)
+    events = [r for r, e in decoded if e.causationId != "tm-c2"]
+    problems = verdict(expect(log[:1], SHELL, events), events, out[NAMES.state], out[NAMES.dlq],
+                       NAMES.commands).problems
+    assert any("timer timer:expiry:" in p and "fired, but the state wants None" in p for p in problems), problems
+
+
+def _decoded(records: list[LogRecord]) -> list[EventBase]:
+    return [decode_event(codec.default_codec(), r.value) for r in records]

@@ -14,6 +14,12 @@ decide nothing. `verdict` compares that with what the topics hold:
 - counts balance: records in = processed + rejected + dead-lettered + deduplicated, where
   processed and rejected are counted from the events topic.
 `ledger_problems` checks the provider's ground truth: one refund per authorized call.
+
+Timers: a due timer is decided as a `timer.fire` command that never reaches the commands
+topic. Given the events log, `expect` folds a fire where the log shows one (an event caused by
+`timer:<id>:<due ms>` is next for that run), rebuilt from what the oracle's own state wants
+(`wanted_timers`): a fire the state did not want, or one repeated, is a problem; a fire that
+never came shows as a missing event or state.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfacts.logread import LogRecord
-from runfacts.processors.decider.app import DeciderShell, effective_command
+from runfacts.processors.decider.app import DeciderShell, effective_command, timer_command
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.timers import wanted_timers
 from runfacts.schemas import codec
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
@@ -44,19 +51,61 @@ class Expected:
     events: dict[str, list[EventBase]] = field(default_factory=dict)
     states: dict[str, RunState] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
+    fired: int = 0  # timer fires folded (not input records)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def records_in(self) -> int:
         return sum(self.counts.values())
 
 
-def expect(commands: Iterable[LogRecord], shell: DeciderShell) -> Expected:
-    """Fold the committed commands log through the pure decider (see the module docstring)."""
+def expect(commands: Iterable[LogRecord], shell: DeciderShell,
+           events: Iterable[LogRecord] | None = None) -> Expected:
+    """Fold the committed commands log through the pure decider (see the module docstring);
+    with `events`, the timer fires they show too."""
     out = Expected()
     orphans: set[tuple[str, str]] = set()
+    causes = None if events is None else _causes(events)
     for record in commands:
+        if causes is not None and record.key is not None:
+            _fire_timers(record.key.decode(errors="replace"), causes, shell, out)
         out.counts[_fold_one(record, shell, out, orphans)] += 1
+    for run in list(causes or {}):
+        _fire_timers(run, causes or {}, shell, out)
     return out
+
+
+def _causes(events: Iterable[LogRecord]) -> dict[str, list[str]]:
+    """Per run, the causationId of each first-copy event, in log order."""
+    seen: set[str] = set()
+    out: dict[str, list[str]] = {}
+    for record in events:
+        event = decode_event(codec.default_codec(), record.value)
+        if event.eventId not in seen:
+            seen.add(event.eventId)
+            out.setdefault(event.runId, []).append(event.causationId or "")
+    return out
+
+
+def _fire_timers(run: str, causes: dict[str, list[str]], shell: DeciderShell, out: Expected) -> None:
+    """Fold the timer fires the log shows next for `run` (see the module docstring)."""
+    actual = causes.get(run, [])
+    while len(out.events.get(run, [])) < len(actual) and actual[len(out.events.get(run, []))].startswith("timer:"):
+        cause = actual[len(out.events.get(run, []))]
+        timer_id, _, due = cause.removeprefix("timer:").rpartition(":")
+        state = out.states.get(run)
+        spec = wanted_timers(state, shell.ctx.capabilities).get(timer_id)
+        if spec is None or int(spec.due.timestamp() * 1000) != int(due):
+            out.problems.append(f"{run}: timer {cause} fired, but the state wants {spec}")
+            return
+        events, new = decide_evolve(timer_command(run, timer_id, int(due), spec.kind, spec.target_id),
+                                    state, shell.ctx)
+        if not events or new is None:
+            out.problems.append(f"{run}: timer {cause} decides nothing (a repeated fire?)")
+            return
+        out.events.setdefault(run, []).extend(events)
+        out.states[run] = new
+        out.fired += 1
 
 
 def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: set[tuple[str, str]]) -> str:
@@ -106,7 +155,7 @@ def verdict(expected: Expected, events: list[LogRecord], states: list[LogRecord]
             commands_topic: str, *, allow_duplicates: bool = False, views: list[LogRecord] | None = None,
             publish: Publish | None = None) -> Verdict:
     """Compare the topics' contents with the oracle (see the module docstring)."""
-    problems: list[str] = []
+    problems: list[str] = list(expected.problems)
     firsts, duplicates = _first_copies(events, problems)
     if duplicates and not allow_duplicates:
         problems.append(f"{duplicates} duplicate event(s) under exactly-once")
@@ -120,14 +169,16 @@ def verdict(expected: Expected, events: list[LogRecord], states: list[LogRecord]
         problems.append(f"{len(dead)} dead letters ({len(letters)} distinct), "
                         f"oracle {expected.counts['dead_lettered']}")
     seen = Counter("rejected" if e.eventType == "command.rejected" else "processed"
-                   for e in {(e.runId, e.causationId): e for evs in firsts.values() for e in evs}.values())
+                   for e in {(e.runId, e.causationId): e for evs in firsts.values() for e in evs}.values()
+                   if not (e.causationId or "").startswith("timer:"))
     balance = seen["processed"] + seen["rejected"] + len(letters) + expected.counts["deduplicated"]
     if balance != expected.records_in or seen["rejected"] != expected.counts["rejected"]:
         problems.append(f"counts do not balance: in {expected.records_in}, seen {dict(seen)} + "
                         f"{len(letters)} dead + {expected.counts['deduplicated']} dedup")
     kinds = {k: expected.counts[k] for k in ("processed", "rejected", "dead_lettered", "deduplicated")}
     numbers = {"in": expected.records_in, **kinds, "events": sum(len(v) for v in firsts.values()),
-               "duplicate_events": duplicates, "duplicate_dead_letters": len(dead) - len(letters)}
+               "duplicate_events": duplicates, "duplicate_dead_letters": len(dead) - len(letters),
+               "timers_fired": expected.fired}
     return Verdict(problems, numbers)
 
 

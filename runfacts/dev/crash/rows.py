@@ -88,6 +88,7 @@ ROWS = (
     Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
     Row("eos-key-ttl", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, fault="key-ttl"),
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
+    Row("eos-timer-fire", "engine.after_produce_before_commit", EOS, "timers", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
     Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
@@ -387,6 +388,42 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
     return _finish(row, stage, f"{_killed(row, marker)} after a 503; the grant expired while it was down; "
                                f"restarted: (status, call closed, attempts) = {got}, {len(refunds)} refunds",
                    extra)
+
+
+def timers_scenario(row: Row, stage: Stage) -> Finished:
+    """Timers due while the decider is down, and a crash while it fires them: refund runs wait for
+    approvals (TTL 8 s); the decider is killed -9, stays down past the expiry, and its restart
+    dies at the row's point inside the batch that fires the restored timers (outputs produced,
+    not committed); the next start fires them again. Every approval expires exactly once (the
+    oracle folds each fire where the events log shows it; a repeat or a stray is a problem)."""
+    from runfacts.processors.decider.app import DeciderShell
+    from runfacts.workers import decide_context
+
+    manifest = _short_ttl_manifest(stage)
+    stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
+    stage.provision()
+    c, runs = Commands(stage.prefix), stage.lab.runs
+    inputs = [valid(cmd) for i in range(runs)
+              for cmd in (c.create(f"{stage.prefix}-run-{i:03d}"),
+                          c.propose(f"{stage.prefix}-run-{i:03d}", f"call-{stage.prefix}-{i:03d}"))]
+    decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
+    sent = time.monotonic()
+    stage.send(inputs)
+    stage.settle(ready=lambda e: len(e.states) == runs)
+    decider.kill()
+    time.sleep(max(0.0, sent + EXPIRY_TTL_S + 1 - time.monotonic()))  # every approval is overdue now
+    marker = decider.start(row.point, row.after).wait_killed()
+    decider.start()
+    expired = lambda e: len(e.states) == runs and all(  # noqa: E731
+        [a.status for a in s.approvals.values()] == ["expired"] for s in e.states.values())
+    result = stage.settle(ready=expired)
+    fired = result.numbers.get("timers_fired", 0)
+    extra = [] if expired(stage.expected) and fired == runs else [
+        f"{fired} timer fires for {runs} approvals; approvals: "
+        f"{[[a.status for a in s.approvals.values()] for s in stage.expected.states.values()]}"]
+    return _finish(row, stage, f"{runs} approvals overdue while the decider was down; restart "
+                               f"{_killed(row, marker)} while firing them; restarted: {fired} fires, each "
+                               "approval expired once", extra)
 
 
 def _short_ttl_manifest(stage: Stage) -> object:
@@ -733,6 +770,7 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "relay-pg": relay_pg_scenario, "bounce": bounce_scenario,
     "rebalance": rebalance_scenario,
-    "between": between_scenario, "expiry": expiry_scenario, "pause": pause_scenario, "cluster": cluster_scenario,
+    "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
+    "cluster": cluster_scenario,
     "storm": storm_scenario,
 }

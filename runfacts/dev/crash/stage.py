@@ -111,7 +111,7 @@ class Stage:
         """Snapshot commands, events, state and dead letters; the oracle's verdict on them."""
         n = self.names
         logs = read_to_end(self.bootstrap, [n.commands, n.events, n.state, n.dlq, n.user_view])
-        self.expected = expect(logs[n.commands], self.shell)
+        self.expected = expect(logs[n.commands], self.shell, logs[n.events])
         self.last = verdict(self.expected, logs[n.events], logs[n.state], logs[n.dlq], n.commands,
                             allow_duplicates=allow_duplicates, views=logs[n.user_view],
                             publish=publisher(n.user_view))
