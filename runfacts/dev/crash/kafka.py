@@ -44,6 +44,37 @@ def produce(bootstrap: str, topic: str, inputs: Iterable[Input], timeout_s: floa
     return count
 
 
+def group_lag(bootstrap: str, prefix: str, timeout_s: float = 10.0) -> dict[str, int]:
+    """Per consumer group whose name starts with `prefix`: records not yet consumed (high
+    watermark - committed offset, summed over the partitions it has committed)."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s)
+    groups = sorted(g.group_id for g in listed.valid if g.group_id.startswith(prefix) and
+                    not g.group_id.endswith("-restore"))
+    lag: dict[str, int] = {}
+    if not groups:
+        return lag
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-lag-probe",
+                       "enable.auto.commit": False})
+    try:
+        for group in groups:
+            offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+            committed: list[TopicPartition] = offsets[group].result(timeout_s).topic_partitions or []
+            total = 0
+            for tp in committed:
+                if tp.offset < 0:
+                    continue
+                _, high = reader.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout_s)
+                total += max(0, high - tp.offset)
+            lag[group] = total
+    finally:
+        reader.close()
+    return lag
+
+
 class OwnBroker:
     """A second broker (scripts/kafka.sh with its own home and ports) that a row may stop and start."""
 

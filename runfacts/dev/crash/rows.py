@@ -92,6 +92,8 @@ ROWS = (
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
     Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
+    Row("soak", "no crash: decider, dispatcher, projector under a steady stream of refund runs for "
+        "RUNFACTS_CRASH_SOAK_S (600) s", EOS, "soak"),
     Row("storm", "3 deciders: a random one killed -9 / stopped / started every 3 s under a steady producer",
         EOS, "storm"),
     Row("cluster-leader-kill", "3-broker cluster: the events leader SIGKILLed, restarted", EOS, "cluster",
@@ -327,10 +329,10 @@ def _set_faults(url: str, **switches: object) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", body, method="POST"), timeout=10).close()
 
 
-def _refund_inputs(stage: Stage, args: object) -> list[Input]:
+def _refund_inputs(stage: Stage, args: object, runs: int | None = None) -> list[Input]:
     c = Commands(stage.prefix)
     out = []
-    for i in range(stage.lab.runs):
+    for i in range(stage.lab.runs if runs is None else runs):
         run, call = f"{stage.prefix}-run-{i:03d}", f"call-{stage.prefix}-{i:03d}"
         args.put(refund_args("order-001"), ref=f"args/{call}")  # type: ignore[attr-defined]
         out += [valid(c.create(run)), valid(c.propose(run, call)), valid(c.resume(run, call))]
@@ -744,6 +746,175 @@ def storm_scenario(row: Row, stage: Stage) -> Finished:
     return _finish(row, stage, what, extra)
 
 
+SOAK_S = float(os.environ.get("RUNFACTS_CRASH_SOAK_S", "600"))  # how long the soak runs
+SOAK_RUNS_PER_S = float(os.environ.get("RUNFACTS_CRASH_SOAK_RATE", "1"))  # refund runs started per second
+SOAK_SAMPLE_S = 15.0
+
+
+def soak_scenario(row: Row, stage: Stage) -> Finished:
+    """A steady stream of refund runs (create, propose, approve: the dispatcher refunds, the
+    provider settles, the projector chains the audit) for SOAK_S seconds; every SOAK_SAMPLE_S
+    the consumer lag of each group, each worker's RSS and its state directory's size are
+    sampled (soak.csv in the row's directory). Flat means: after the first fifth (warm-up), the
+    last third's RSS is within 25 % (+16 MB) of the middle third's, the lag's maximum in the last
+    third within 3x (+20) of the middle third's, and state bytes per run started within 30 %.
+    Then the oracle and one refund per authorized call."""
+    import threading
+
+    from runfacts.connectors.args_store import ArgsStore
+
+    stage.provision()
+    url = stage.start_provider()
+    runs = max(1, int(SOAK_S * SOAK_RUNS_PER_S))
+    args = ArgsStore.open(stage.dir / "args.db")
+    inputs = _refund_inputs(stage, args, runs)
+    args.close()
+    workers = (stage.worker("decider", env=FAST_COMMITS),
+               stage.worker("dispatcher", DISPATCHER_APP, EOS, {"provider_url": url,
+                                                                "args_store": str(stage.dir / "args.db")},
+                            env={"RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000", **FAST_COMMITS}),
+               stage.worker("projector", PROJECTOR_APP, env=FAST_COMMITS))
+    for worker in workers:
+        worker.start()
+    started = [0]
+    done = threading.Event()
+
+    def feed() -> None:
+        begin = time.monotonic()
+        for i in range(runs):
+            time.sleep(max(0.0, begin + i / SOAK_RUNS_PER_S - time.monotonic()))
+            stage.send(inputs[3 * i:3 * i + 3])
+            started[0] = i + 1
+        done.set()
+
+    feeder = threading.Thread(target=feed, name="soak-feed", daemon=True)
+    feeder.start()
+    samples: list[dict[str, float]] = []
+    begin = time.monotonic()
+    while not done.wait(SOAK_SAMPLE_S):
+        samples.append(_soak_sample(stage, workers, time.monotonic() - begin, started[0]))
+    samples.append(_soak_sample(stage, workers, time.monotonic() - begin, started[0]))
+    _write_samples(stage.dir / "soak.csv", samples)
+    stage.settle(ready=_all_verified(runs), timeout_s=300, supervise=workers)
+    extra = _soak_problems(samples) + _ledger_of(stage, runs)
+    extra += [] if _all_verified(runs)(stage.expected) else ["not every refund reached confirmed_success"]
+    return _finish(row, stage, f"{runs} refund runs over {SOAK_S:.0f} s; {_soak_summary(samples)}", extra,
+                   live_audit=True)
+
+
+def _soak_sample(stage: Stage, workers: tuple, at_s: float, started: int) -> dict[str, float]:
+    from runfacts.dev.crash.kafka import group_lag
+
+    sample: dict[str, float] = {"t_s": round(at_s, 1), "runs": started}
+    for worker in workers:
+        sample[f"{worker.name}_rss_mb"] = _rss_mb(worker)
+        sample[f"{worker.name}_state_mb"] = _dir_mb(worker.state_dir)
+    for group, lag in group_lag(stage.bootstrap, stage.prefix).items():
+        sample[f"lag:{group}"] = lag
+    return sample
+
+
+def _rss_mb(worker: Worker) -> float:
+    if not worker.alive():
+        return float("nan")
+    assert worker.proc is not None
+    try:
+        for line in open(f"/proc/{worker.proc.pid}/status", encoding="ascii"):  # noqa: PTH123, SIM115
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _dir_mb(path: object) -> float:
+    from pathlib import Path
+
+    root = Path(str(path))
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20 if root.exists() else 0.0
+
+
+def _write_samples(path: object, samples: list[dict[str, float]]) -> None:
+    import csv
+    from pathlib import Path
+
+    fields = sorted({k for sample in samples for k in sample}, key=lambda k: (k not in ("t_s", "runs"), k))
+    with Path(str(path)).open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fields)
+        writer.writeheader()
+        writer.writerows(samples)
+
+
+def _thirds(samples: list[dict[str, float]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """The middle and the last third of the samples after the first fifth (warm-up)."""
+    steady = samples[len(samples) // 5:]
+    third = max(1, len(steady) // 3)
+    return steady[third:2 * third] or steady, steady[-third:]
+
+
+def _growth(rows: list[dict[str, float]], value: Callable[[dict[str, float]], float]) -> float:
+    """How much `value` grows across `rows` by its least-squares line (slope x time span)."""
+    xs, ys = [r["t_s"] for r in rows], [value(r) for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+    return slope * (xs[-1] - xs[0])
+
+
+def _soak_problems(samples: list[dict[str, float]]) -> list[str]:
+    """Flat after the first fifth (warm-up), by the least-squares growth across the rest: RSS
+    grows at most 16 MB + 10 %; the lag at most 20 + its maximum in the first steady third;
+    state bytes per run started at most 30 % + 0.5 KB."""
+    import math
+
+    if len(samples) < 6:
+        return [f"only {len(samples)} samples: the soak was too short to judge flatness"]
+    steady = samples[len(samples) // 5:]
+    first = steady[:max(1, len(steady) // 3)]
+    problems = []
+    for key in sorted(k for k in samples[-1] if k.endswith("_rss_mb")):
+        values = [r.get(key, float("nan")) for r in steady]
+        if any(math.isnan(v) for v in values):
+            problems.append(f"{key}: the worker was not running at every sample")
+            continue
+        grew, mean = _growth(steady, lambda r, k=key: r[k]), sum(values) / len(values)
+        if grew > 16 + 0.1 * mean:
+            problems.append(f"{key} grew {grew:.0f} MB across the steady part (mean {mean:.0f} MB)")
+    for key in sorted(k for k in samples[-1] if k.startswith("lag:")):
+        grew, base = _growth(steady, lambda r, k=key: r.get(k, 0.0)), max(r.get(key, 0.0) for r in first)
+        if grew > 20 + base:
+            problems.append(f"{key} grew {grew:.0f} across the steady part (first third's maximum {base:.0f})")
+    for key in sorted(k for k in samples[-1] if k.endswith("_state_mb")):
+        per_run = lambda r, k=key: r.get(k, 0.0) * 1024 / max(1.0, r["runs"])  # noqa: E731
+        grew, mean = _growth(steady, per_run), sum(per_run(r) for r in steady) / len(steady)
+        if grew > 0.3 * mean + 0.5:
+            problems.append(f"{key} per run grew {grew:.1f} KB across the steady part (mean {mean:.1f} KB)")
+    return problems
+
+
+def _soak_summary(samples: list[dict[str, float]]) -> str:
+    if len(samples) < 6:
+        return f"{len(samples)} samples"
+    middle, last = _thirds(samples)
+    parts = []
+    for key in sorted(k for k in samples[-1] if k.endswith("_rss_mb")):
+        name = key.removesuffix("_rss_mb")
+        a = sum(r[key] for r in middle) / len(middle)
+        b = sum(r[key] for r in last) / len(last)
+        per_run = last[-1].get(f"{name}_state_mb", 0.0) * 1024 / max(1.0, last[-1]["runs"])
+        parts.append(f"{name} RSS {a:.0f} -> {b:.0f} MB, state {per_run:.1f} KB/run")
+    lags = [v for r in last for k, v in r.items() if k.startswith("lag:")]
+    parts.append(f"max lag in the last third {max(lags, default=0):.0f}")
+    return "; ".join(parts) + f" ({len(samples)} samples)"
+
+
+def _ledger_of(stage: Stage, runs: int) -> list[str]:
+    from runfacts.dev.crash.oracle import ledger_problems
+    from runfacts.dev.provider.book import read_ledger
+
+    return ledger_problems(stage.expected, read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
+
+
 def _state_went_back(stage: Stage) -> list[str]:
     """Per run, the committed run.state versions only rise."""
     import json
@@ -772,5 +943,5 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
     "cluster": cluster_scenario,
-    "storm": storm_scenario,
+    "storm": storm_scenario, "soak": soak_scenario,
 }
