@@ -244,10 +244,47 @@ class Engine:
         except InfrastructureError as exc:  # a timed-out commit: roll back on a new producer
             if not self._renewing() or self._txn.wedged:  # type: ignore[union-attr]
                 raise
+            if getattr(exc, "step", "") == "commit_transaction" and self._landed(tasks, exc):
+                self._finish_landed(tasks)
+                return
             self._rollback(exc, revoked)
             return
         if self._tel.enabled:
             self._tel.record(telemetry.COMMIT_LATENCY, (time.monotonic() - started) * 1000, self._labels)
+        self._uncommitted = 0
+        self._aborts_in_row = 0
+        self.stats.commits += 1
+
+    def _landed(self, tasks: list[Task], exc: InfrastructureError) -> bool:
+        """Whether a commit_transaction that timed out committed after all: its EndTxn may have
+        reached the coordinator while every answer was lost. The producer is replaced first (its
+        init_transactions waits until the coordinator has finished the old transaction, either
+        way, and fences the old producer); then the group's committed offsets tell: the batch's
+        end offsets, it committed; its first offsets, it aborted. A batch without input offsets
+        (timers only) cannot tell: the engine stops (retryable) and the restart restores the
+        stores from their changelogs, which hold the batch only if it committed."""
+        wanted = {(topic, t.partition): offset for t in tasks for topic, offset in t.offsets_to_commit().items()}
+        self._txn.open = False  # the old producer's transaction is not ours to end any more
+        self._renew_producer()
+        if not wanted:
+            raise InfrastructureError(f"a commit timed out ({exc}) in a batch without input offsets, so whether "
+                                      "it landed cannot be told; restart to restore the stores from their "
+                                      "changelogs", retryable=True) from exc
+        asked = [TopicPartition(topic, partition) for topic, partition in wanted]
+        got = {(tp.topic, tp.partition): tp.offset for tp in self._consumer.committed(asked, 30.0)}
+        landed = [key for key, offset in wanted.items() if got.get(key) == offset]
+        if landed and len(landed) != len(wanted):
+            raise InfrastructureError(f"a timed-out commit landed for {sorted(landed)} but not for the rest of "
+                                      f"its batch ({got}); restart to restore from the changelogs",
+                                      retryable=True) from exc
+        log.warning("a commit timed out (%s); after replacing the producer the group's offsets say it %s",
+                    exc, "committed: finishing the batch" if landed else "did not commit: rolling back")
+        return bool(landed)
+
+    def _finish_landed(self, tasks: list[Task]) -> None:
+        """The rest of a commit that landed although the client timed out: the store writes."""
+        for task in tasks:
+            task.write()
         self._uncommitted = 0
         self._aborts_in_row = 0
         self.stats.commits += 1

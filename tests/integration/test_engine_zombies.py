@@ -104,3 +104,38 @@ def test_producer_is_replaced_and_exactly_once_holds_when_a_commit_times_out(
 
     assert runner.engine.stats.aborts == 1
     check_exactly_once(committed, expected(total))
+
+
+def test_a_commit_that_landed_although_the_client_timed_out_is_finished_not_processed_again(
+        kafka_bootstrap: str, unique: str, topics, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The EndTxn reaches the coordinator and commits, but every answer is lost (a one-way network
+    fault longer than the call's retries): the client sees commit_transaction time out. After
+    replacing the producer the engine must learn that the batch committed (the group's offsets
+    are its end) and finish it, not seek back and produce it a second time."""
+    real_call = commit.call
+    commits = {"n": 0}
+
+    def landed_but_timed_out(fn, *args):  # type: ignore[no-untyped-def]
+        if getattr(fn, "__name__", "") == "commit_transaction":
+            commits["n"] += 1
+            if commits["n"] == 2:
+                real_call(fn, *args)  # the commit lands at the broker ...
+                failed = commit.InfrastructureError("commit_transaction failed: EndTxn timed out", retryable=False)
+                failed.step, failed.code = "commit_transaction", KafkaError._TIMED_OUT  # type: ignore[attr-defined]
+                raise failed  # ... and the client never hears of it
+        return real_call(fn, *args)
+
+    monkeypatch.setattr(commit, "call", landed_but_timed_out)
+    total = produce(kafka_bootstrap, topics[0], keyed(1000))
+    runner = EngineThread(app_for(unique, topics), settings(kafka_bootstrap, tmp_path, "r", commit_every=200,
+                                                            consume_batch=100)).start()
+    runner.wait_until(lambda: runner.engine.stats.producers_renewed == 1 and runner.engine.stats.commits >= 3, 60)
+    total += produce(kafka_bootstrap, topics[0], keyed(1000, start=1000))
+    runner.wait_until(lambda: runner.engine.stats.processed >= total and not runner.engine._txn.open, 90)
+    deadline = time.monotonic() + 60
+    while len(committed := outputs(kafka_bootstrap, topics[1])) < total and time.monotonic() < deadline:
+        time.sleep(0.5)
+    runner.stop()
+
+    check_exactly_once(committed, expected(total))
+    assert runner.engine.stats.aborts == 0  # nothing was rolled back: the batch had committed

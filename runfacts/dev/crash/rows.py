@@ -559,10 +559,14 @@ def cluster_scenario(row: Row, stage: Stage) -> Finished:
         half = 3 * (on.lab.runs // 2)  # three commands per run
         on.send(inputs[:half], timeout_s=60)
         wait_until(lambda: on.check().numbers["events"] > 0, 120, "the first committed events", 0.5)
+        relay = ClusterRelay(on, url)
         what, extra = CLUSTER_FAULTS[row.fault](row, cluster, on, inputs[half:], workers)
-        on.settle(ready=_all_verified(on.lab.runs), timeout_s=240, supervise=workers)
+        extra += relay.finish(workers)
+        total = on.lab.runs + relay.runs
+        on.settle(ready=_all_verified(total), timeout_s=240, supervise=workers)
         extra += _audit_caught_up(on, workers) + _acknowledged_kept(on, inputs)
-        extra += _ledger(on)
+        extra += _ledger(on, total)
+        what += f"; relay published {relay.runs} more runs through the fault ({relay.summary()})"
         how = ", ".join(f"{name} exited {code}" for name, code in on.restarts) or "no worker exited"
         outcome = _finish(row, on, f"{what}; {how} (restarted)", extra, live_audit=True)
     finally:
@@ -606,13 +610,94 @@ def _acknowledged_kept(on: Stage, inputs: list[Input]) -> list[str]:
     return [f"{len(lost)} acknowledged input(s) missing from the commands log"] if lost else []
 
 
-def _ledger(on: Stage) -> list[str]:
+def _ledger(on: Stage, runs: int) -> list[str]:
     from runfacts.dev.crash.oracle import ledger_problems
     from runfacts.dev.provider.book import read_ledger
 
     refunds = read_ledger(on.provider.ledger)  # type: ignore[union-attr]
-    verified = [] if _all_verified(on.lab.runs)(on.expected) else ["not every refund reached confirmed_success"]
+    verified = [] if _all_verified(runs)(on.expected) else ["not every refund reached confirmed_success"]
     return ledger_problems(on.expected, refunds) + verified
+
+
+class ClusterRelay:
+    """Refund runs written to a SQLite outbox by a feeder thread, one run a second, while a
+    cluster fault plays; the relay (not exiting when idle) publishes them through the fault and
+    is restarted whenever it exits. `finish` stops the feeder, waits until every row is
+    published, stops the relay and names what went wrong."""
+
+    RUNS = 6
+
+    def __init__(self, on: Stage, url: str) -> None:
+        import threading
+
+        from runfacts.connectors.args_store import ArgsStore
+        from runfacts.connectors.outbox.commands import CommandOutbox
+
+        self.on, self.db, self.table = on, on.dir / "relay-outbox.db", f"ob_{on.prefix}".replace("-", "_")
+        args = ArgsStore.open(on.dir / "args.db")
+        c, self.commands = Commands(on.prefix), []
+        for i in range(self.RUNS):
+            run, call = f"{on.prefix}-relayed-{i:03d}", f"call-{on.prefix}-relayed-{i:03d}"
+            args.put(refund_args("order-001"), ref=f"args/{call}")
+            self.commands.append((c.create(run), c.propose(run, call), c.resume(run, call)))
+        args.close()
+        CommandOutbox.open(self.db, on.names, self.table).close()  # the table exists before the relay starts
+        self.exits: list[int | None] = []
+        self.proc = on.relay(self.db, self.table, exit_when_idle=False)
+        self.written = 0
+        self._stop = threading.Event()
+        self._feeder = threading.Thread(target=self._feed, name="cluster-relay-feed", daemon=True)
+        self._feeder.start()
+
+    @property
+    def runs(self) -> int:
+        return self.RUNS
+
+    def _feed(self) -> None:
+        from runfacts.connectors.outbox.commands import CommandOutbox
+
+        outbox = CommandOutbox.open(self.db, self.on.names, self.table)
+        try:
+            for run in self.commands:
+                outbox.send(*run)
+                self.written += 1
+                if self._stop.wait(1.0):
+                    break
+        finally:
+            outbox.close()
+
+    def _supervise(self) -> None:
+        if self.proc.poll() is not None:
+            self.exits.append(self.proc.returncode)
+            self.proc = self.on.relay(self.db, self.table, exit_when_idle=False)
+
+    def finish(self, workers: tuple, timeout_s: float = 240.0) -> list[str]:
+        from runfacts.connectors.outbox.store import OutboxStore
+
+        self._feeder.join(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        pending = -1
+        while time.monotonic() < deadline:
+            self._supervise()
+            store = OutboxStore.open(str(self.db), self.table)
+            try:
+                metrics = store.metrics()
+            finally:
+                store.close()
+            pending = metrics.pending
+            if self.written == self.RUNS and pending == 0 and metrics.parked_runs == 0:
+                break
+            time.sleep(1.0)
+        self.proc.terminate()
+        code = self.proc.wait(30)
+        problems = [] if self.written == self.RUNS else [f"the feeder wrote {self.written} of {self.RUNS} runs"]
+        problems += [] if pending == 0 else [f"{pending} outbox rows never published"]
+        problems += [] if code == 0 else [f"the relay exited {code} on SIGTERM"]
+        return problems
+
+    def summary(self) -> str:
+        codes = ", ".join(str(c) for c in self.exits)
+        return f"relay exited {codes} and was restarted" if self.exits else "relay never exited"
 
 
 def _chunks(items: list[Input], n: int) -> list[list[Input]]:
@@ -852,9 +937,10 @@ def _thirds(samples: list[dict[str, float]]) -> tuple[list[dict[str, float]], li
     return steady[third:2 * third] or steady, steady[-third:]
 
 
-def _growth(rows: list[dict[str, float]], value: Callable[[dict[str, float]], float]) -> float:
-    """How much `value` grows across `rows` by its least-squares line (slope x time span)."""
-    xs, ys = [r["t_s"] for r in rows], [value(r) for r in rows]
+def _growth(rows: list[dict[str, float]], ys: list[float]) -> float:
+    """How much `ys` (one value per row) grows across `rows` by its least-squares line (slope x
+    time span)."""
+    xs = [r["t_s"] for r in rows]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mx) ** 2 for x in xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
@@ -877,16 +963,16 @@ def _soak_problems(samples: list[dict[str, float]]) -> list[str]:
         if any(math.isnan(v) for v in values):
             problems.append(f"{key}: the worker was not running at every sample")
             continue
-        grew, mean = _growth(steady, lambda r, k=key: r[k]), sum(values) / len(values)
+        grew, mean = _growth(steady, values), sum(values) / len(values)
         if grew > 16 + 0.1 * mean:
             problems.append(f"{key} grew {grew:.0f} MB across the steady part (mean {mean:.0f} MB)")
     for key in sorted(k for k in samples[-1] if k.startswith("lag:")):
-        grew, base = _growth(steady, lambda r, k=key: r.get(k, 0.0)), max(r.get(key, 0.0) for r in first)
+        grew, base = _growth(steady, [r.get(key, 0.0) for r in steady]), max(r.get(key, 0.0) for r in first)
         if grew > 20 + base:
             problems.append(f"{key} grew {grew:.0f} across the steady part (first third's maximum {base:.0f})")
     for key in sorted(k for k in samples[-1] if k.endswith("_state_mb")):
-        per_run = lambda r, k=key: r.get(k, 0.0) * 1024 / max(1.0, r["runs"])  # noqa: E731
-        grew, mean = _growth(steady, per_run), sum(per_run(r) for r in steady) / len(steady)
+        per_run = [r.get(key, 0.0) * 1024 / max(1.0, r["runs"]) for r in steady]
+        grew, mean = _growth(steady, per_run), sum(per_run) / len(per_run)
         if grew > 0.3 * mean + 0.5:
             problems.append(f"{key} per run grew {grew:.1f} KB across the steady part (mean {mean:.1f} KB)")
     return problems

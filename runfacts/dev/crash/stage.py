@@ -93,13 +93,13 @@ class Stage:
         return self.provider.start()
 
     def relay(self, db: Path | str, table: str, crash_at: str = "", after: int = 1,
-              hold_until: str = "") -> Popen[bytes]:
+              hold_until: str = "", exit_when_idle: bool = True) -> Popen[bytes]:
         """The outbox relay as a process (`runfacts outbox relay`), optionally armed: it dies at
         `crash_at`, or with `hold_until` waits there until that file exists. It writes
-        `relay.marker` when it gets there."""
+        `relay.marker` when it gets there. Without `exit_when_idle` it runs until stopped."""
         args = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", str(db),
                 "--bootstrap", self.bootstrap, "--table", table, "--batch-size", "10", "--lease-ttl", "2",
-                "--poll-interval", "0.1", "--exit-when-idle"]
+                "--poll-interval", "0.1", *(["--exit-when-idle"] if exit_when_idle else [])]
         armed = {**arm(crash_at, after, hold_until), "RUNFACTS_CRASH_MARKER": str(self.dir / "relay.marker")}
         env = child_env(**(armed if crash_at else {}))
         with (self.dir / f"relay-{len(self.others) + 1}.log").open("wb") as sink:
