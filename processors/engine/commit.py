@@ -60,7 +60,6 @@ log = logging.getLogger("runfacts.engine")
 T = TypeVar("T")
 _TIMEOUT_S = 30.0
 _RETRIES = 5
-_OFFSETS_DEADLINE_S = _TIMEOUT_S + 5.0  # see ExactlyOnce._send_offsets
 
 
 class TransactionAborted(InfrastructureError):
@@ -138,9 +137,13 @@ def flush_changelogs(producer: Producer, tasks: Sequence[Task]) -> None:
 class ExactlyOnce:
     """Transactions: outputs, changelogs and input offsets commit atomically."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer, timeout_s: float = _TIMEOUT_S) -> None:
         self.producer: Producer
         self._consumer = consumer
+        self.timeout_s = timeout_s
+        """How long one transactional call may take before `call` tries it again."""
+        self.offsets_deadline_s = timeout_s + 5.0
+        """How long send_offsets_to_transaction may block at all (see `_send_offsets`)."""
         self.open = False
         self.wedged = False
         self.renew = False
@@ -148,7 +151,7 @@ class ExactlyOnce:
         (`must_renew_producer`) before the next transaction."""
 
     def init(self) -> None:
-        call(self.producer.init_transactions, _TIMEOUT_S)
+        call(self.producer.init_transactions, self.timeout_s)
         self.wedged = self.renew = False
 
     def begin(self) -> None:
@@ -173,9 +176,9 @@ class ExactlyOnce:
             metadata = self._consumer.consumer_group_metadata()
             self._send_offsets(offsets, metadata)
         crash_point("engine.during_commit")
-        call(self.producer.commit_transaction, _TIMEOUT_S)
+        call(self.producer.commit_transaction, self.timeout_s)
         self.open = False
-        self.producer.flush(_TIMEOUT_S)  # serves the delivery reports: changelog offsets
+        self.producer.flush(self.timeout_s)  # serves the delivery reports: changelog offsets
         for problem in (p for t in tasks for p in t.missing_deliveries()):
             log.warning("committed, but %s (restore will replay from the older offset)", problem)
         crash_point("engine.after_commit_before_store_write")
@@ -191,15 +194,15 @@ class ExactlyOnce:
 
         def send() -> None:
             try:
-                call(self.producer.send_offsets_to_transaction, offsets, metadata, _TIMEOUT_S)
+                call(self.producer.send_offsets_to_transaction, offsets, metadata, self.timeout_s)
             except BaseException as exc:  # handed to the engine thread below
                 outcome["error"] = exc
         worker = threading.Thread(target=send, name="send-offsets", daemon=True)
         worker.start()
-        worker.join(_OFFSETS_DEADLINE_S)
+        worker.join(self.offsets_deadline_s)
         if worker.is_alive():
             self.wedged = True
-            raise InfrastructureError(f"send_offsets_to_transaction did not return in {_OFFSETS_DEADLINE_S:.0f}s "
+            raise InfrastructureError(f"send_offsets_to_transaction did not return in {self.offsets_deadline_s:.0f}s "
                                       "(librdkafka #5456: coordinator lost); restart the process",
                                       retryable=False)
         if "error" in outcome:
@@ -213,9 +216,9 @@ class ExactlyOnce:
             self.open = False
         if self.open:
             self.open = False
-            self.producer.flush(_TIMEOUT_S)
+            self.producer.flush(self.timeout_s)
             try:
-                call(self.producer.abort_transaction, _TIMEOUT_S)
+                call(self.producer.abort_transaction, self.timeout_s)
             except BaseException as exc:
                 self.renew = self.renew or renewal_needed(exc)
                 raise

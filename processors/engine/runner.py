@@ -147,7 +147,8 @@ class Engine:
         self._consumer = Consumer(cconf)
         pconf = producer_config(self.app, settings)
         if settings.exactly_once:
-            self._txn: ExactlyOnce | AtLeastOnce = ExactlyOnce(self._consumer)
+            self._txn: ExactlyOnce | AtLeastOnce = ExactlyOnce(self._consumer,
+                                                                    settings.transaction_call_timeout_ms / 1000)
         else:
             self._txn = AtLeastOnce(self._consumer)
             pconf["on_delivery"] = self._txn.on_delivery

@@ -80,6 +80,9 @@ class EngineSettings(BaseSettings):
     commit_on_idle: bool = Field(True, description="a consume that brings nothing (the input is "
                                  "drained) commits the open transaction at once, not after the interval")
     transaction_timeout_ms: int = Field(10_000, ge=1_000)
+    transaction_call_timeout_ms: int = Field(30_000, ge=100, description="how long one transactional call "
+                                             "(init, send offsets, commit, abort) may take before it is tried "
+                                             "again (5 tries)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")

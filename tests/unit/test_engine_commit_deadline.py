@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from runfacts.processors.engine import commit
 from runfacts.processors.engine.commit import ExactlyOnce
 from runfacts.schemas.errors import InfrastructureError
 
@@ -61,9 +60,9 @@ class Consumer:
         return object()
 
 
-def test_commit_fails_instead_of_hanging_when_send_offsets_ignores_its_timeout(monkeypatch) -> None:
-    monkeypatch.setattr(commit, "_OFFSETS_DEADLINE_S", 0.2)
+def test_commit_fails_instead_of_hanging_when_send_offsets_ignores_its_timeout() -> None:
     txn = ExactlyOnce(Consumer())  # type: ignore[arg-type]
+    txn.offsets_deadline_s = 0.2
     producer = StuckProducer()
     txn.producer = producer  # type: ignore[assignment]
     txn.open = True
