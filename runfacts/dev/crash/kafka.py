@@ -78,14 +78,17 @@ def group_lag(bootstrap: str, prefix: str, timeout_s: float = 10.0) -> dict[str,
 class OwnBroker:
     """A second broker (scripts/kafka.sh with its own home and ports) that a row may stop and start."""
 
-    def __init__(self, home: Path, port: int = 39092, controller_port: int = 39093) -> None:
+    def __init__(self, home: Path, port: int = 39092, controller_port: int = 39093,
+                 advertised_port: int | None = None) -> None:
         self.home = home
         self.port = port
         self.controller_port = controller_port
+        self.advertised_port = advertised_port
+        """Clients are told to connect here instead (a proxy in front of the broker)."""
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.advertised_port or self.port}"
 
     def _run(self, action: str, timeout_s: float = 180.0) -> None:
         libs = Path(os.environ.get("KAFKA_LIBS", REPO / ".runfacts/kafka/libs"))
@@ -93,6 +96,10 @@ class OwnBroker:
                "KAFKA_CONTROLLER_PORT": str(self.controller_port), "KAFKA_HEAP": "384m"}
         if (libs / ".complete").exists():
             env["KAFKA_LIBS"] = str(libs)
+        if self.advertised_port is not None:
+            extra = self.home / "advertised.properties"
+            extra.write_text(f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}\n")
+            env["KAFKA_EXTRA_PROPERTIES"] = str(extra)
         with (self.home / "kafka-sh.log").open("a") as log:
             done = subprocess.run([str(REPO / "scripts/kafka.sh"), action], env=env, stdout=log,
                                   stderr=subprocess.STDOUT, timeout=timeout_s, check=False)

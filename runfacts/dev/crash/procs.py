@@ -58,8 +58,9 @@ class Worker:
     def log(self, start: int | None = None) -> Path:
         return self.workdir / f"{self.name}-{start or self.starts}.log"
 
-    def start(self, crash_at: str = "", after: int = 1, **env: str) -> Worker:
-        """Start an incarnation; `crash_at` arms a crash point (it dies there by SIGKILL)."""
+    def start(self, crash_at: str = "", after: int = 1, hold_until: str = "", **env: str) -> Worker:
+        """Start an incarnation; `crash_at` arms a crash point (it dies there by SIGKILL, or with
+        `hold_until` waits there until that file exists; the marker says when it got there)."""
         self.starts += 1
         args = [sys.executable, "-m", "runfacts.processors.engine.worker", "--app", self.app]
         for key, value in self.params.items():
@@ -70,7 +71,7 @@ class Worker:
             conf["RUNFACTS_CONSUMER"] = json.dumps({"group.instance.id": f"{self.app_prefix}-{self.name}",
                                                     **consumer})
         if crash_at:
-            conf.update(arm(crash_at, after), RUNFACTS_CRASH_MARKER=str(self.marker))
+            conf.update(arm(crash_at, after, hold_until), RUNFACTS_CRASH_MARKER=str(self.marker))
         full = child_env(RUNFACTS_KAFKA_BOOTSTRAP_SERVERS=self.bootstrap, RUNFACTS_STATE_DIR=str(self.state_dir),
                          RUNFACTS_INSTANCE_ID=self.name, RUNFACTS_GUARANTEE=self.guarantee, **conf)
         with self.log().open("wb") as sink:

@@ -90,6 +90,7 @@ ROWS = (
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-timer-fire", "engine.after_produce_before_commit", EOS, "timers", after=1, ci=True),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
+    Row("eos-lost-commit-answer", "engine.during_commit", EOS, "lost-answer", after=3),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
     Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
     Row("soak", "no crash: decider, dispatcher, projector under a steady stream of refund runs for "
@@ -462,6 +463,56 @@ def bounce_scenario(row: Row, stage: Stage) -> Finished:
     finally:
         bounced.close()
         broker.stop()
+    return outcome
+
+
+LOST_CALL_TIMEOUT_MS = 2000  # the decider's transactional call timeout in the row (5 tries)
+LOST_HOLD_S = 5 * LOST_CALL_TIMEOUT_MS / 1000 + 6  # past every try of the commit, then some
+
+
+def lost_answer_scenario(row: Row, stage: Stage) -> Finished:
+    """A broker of the row's own behind a TCP proxy (it advertises the proxy's port). The
+    decider holds at `engine.during_commit` of its `after`-th commit; the proxy starts holding
+    the broker's answers; the decider goes on: its EndTxn reaches the broker and commits, the
+    answer does not come back, commit_transaction times out on every try; LOST_HOLD_S later the
+    proxy delivers again. The engine must learn that the batch committed (issue 18.4: replace
+    the producer, read the group's offsets) and not produce it a second time."""
+    from runfacts.dev.crash.kafka import OwnBroker
+    from runfacts.dev.crash.proxy import HoldingProxy
+
+    proxy = HoldingProxy(39491, 39492).start()
+    broker = OwnBroker(stage.dir / "broker", port=39492, controller_port=39493, advertised_port=39491)
+    held = Stage(stage.lab, row.key, broker.start())
+    try:
+        inputs = workload(held.prefix, stage.lab.runs)
+        half = len(inputs) // 2
+        held.provision().send(inputs[:half])
+        decider = held.worker("decider", env={**FAST_COMMITS,
+                                              "RUNFACTS_TRANSACTION_CALL_TIMEOUT_MS": str(LOST_CALL_TIMEOUT_MS)})
+        release = held.dir / "release"
+        decider.start(row.point, row.after, hold_until=str(release))
+        wait_until(lambda: decider.marker.exists() or not decider.alive(), 90, "the decider at its commit", 0.1)
+        time.sleep(2.0)  # the batch's produce acks arrive (librdkafka's threads): EndTxn goes out at once
+        proxy.hold()
+        release.touch()
+        time.sleep(LOST_HOLD_S)
+        proxy.release()
+        held.send(inputs[half:], timeout_s=90)
+        held.settle(timeout_s=150, supervise=(decider,))
+        log = "\n".join(decider.log(i).read_text(errors="replace") for i in range(1, decider.starts + 1))
+        path = ("the engine found it committed and finished it" if "say it committed" in log else
+                "the engine found it aborted and rolled back" if "say it did not commit" in log else
+                "the commit did not time out as planned")
+        extra = [] if "say it" in log else [f"{path}: see {decider.log(1)}"]
+        how = ("never exited" if not held.restarts else
+               "exited " + ", ".join(str(code) for _, code in held.restarts) + " and was restarted")
+        outcome = _finish(row, held, f"the broker's answers held {LOST_HOLD_S:.0f} s from commit {row.after} on "
+                                     f"(call timeout {LOST_CALL_TIMEOUT_MS} ms x 5 tries): {path}; decider {how}",
+                          extra)
+    finally:
+        held.close()
+        broker.stop()
+        proxy.close()
     return outcome
 
 
@@ -1026,6 +1077,7 @@ CLUSTER_FAULTS: dict[str, Fault] = {
 SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "decider": decider_scenario, "restore": restore_scenario, "relay": relay_scenario,
     "dispatcher": dispatcher_scenario, "relay-pg": relay_pg_scenario, "bounce": bounce_scenario,
+    "lost-answer": lost_answer_scenario,
     "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
     "cluster": cluster_scenario,
