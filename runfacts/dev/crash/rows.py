@@ -394,47 +394,64 @@ def expiry_scenario(row: Row, stage: Stage) -> Finished:
 
 
 def timers_scenario(row: Row, stage: Stage) -> Finished:
-    """Timers due while the decider is down, and a crash while it fires them: refund runs wait for
-    approvals (TTL 8 s); the decider is killed -9, stays down past the expiry, and its restart
-    dies at the row's point inside the batch that fires the restored timers (outputs produced,
-    not committed); the next start fires them again. Every approval expires exactly once (the
-    oracle folds each fire where the events log shows it; a repeat or a stray is a problem)."""
+    """Timers due while the decider is down, and a crash while it fires them. Half the runs wait
+    for an approval (TTL 8 s); the other half have an approved refund claimed and reported
+    result_unknown with nobody reconciling it (reconciliation deadline 8 s). The decider is killed
+    -9 and stays down past both deadlines; its restart dies at the row's point inside the batch
+    that fires the restored timers (outputs produced, not committed); the next start fires them
+    again. Every approval expires exactly once and every unknown outcome moves its run to
+    needs_review exactly once (the oracle folds each fire where the events log shows it; a
+    repeat or a stray is a problem)."""
     from runfacts.processors.decider.app import DeciderShell
     from runfacts.workers import decide_context
 
-    manifest = _short_ttl_manifest(stage)
+    manifest = _short_ttl_manifest(stage, reconcile=True)
     stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
     stage.provision()
-    c, runs = Commands(stage.prefix), stage.lab.runs
-    inputs = [valid(cmd) for i in range(runs)
-              for cmd in (c.create(f"{stage.prefix}-run-{i:03d}"),
-                          c.propose(f"{stage.prefix}-run-{i:03d}", f"call-{stage.prefix}-{i:03d}"))]
+    c, runs = Commands(stage.prefix), max(2, stage.lab.runs)
+    waiting = [f"{stage.prefix}-run-{i:03d}" for i in range(runs // 2)]
+    unknown = [f"{stage.prefix}-run-{i:03d}" for i in range(runs // 2, runs)]
+    inputs = [valid(command) for run in waiting for command in (c.create(run), c.propose(run, f"call-{run}"))]
+    inputs += [valid(command) for run in unknown for command in (
+        c.create(run), c.propose(run, f"call-{run}"), c.resume(run, f"call-{run}"), c.claim(run, f"call-{run}"),
+        c.unknown(run, f"call-{run}"))]
     decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
     sent = time.monotonic()
     stage.send(inputs)
     stage.settle(ready=lambda e: len(e.states) == runs)
     decider.kill()
-    time.sleep(max(0.0, sent + EXPIRY_TTL_S + 1 - time.monotonic()))  # every approval is overdue now
+    time.sleep(max(0.0, sent + EXPIRY_TTL_S + 1 - time.monotonic()))  # every deadline has passed now
     marker = decider.start(row.point, row.after).wait_killed()
     decider.start()
-    expired = lambda e: len(e.states) == runs and all(  # noqa: E731
-        [a.status for a in s.approvals.values()] == ["expired"] for s in e.states.values())
-    result = stage.settle(ready=expired)
+
+    def fired_all(e: object) -> bool:
+        states = e.states  # type: ignore[attr-defined]
+        return (len(states) == runs
+                and all([a.status for a in states[r].approvals.values()] == ["expired"] for r in waiting)
+                and all(states[r].status == "needs_review" for r in unknown))
+
+    result = stage.settle(ready=fired_all)
     fired = result.numbers.get("timers_fired", 0)
-    extra = [] if expired(stage.expected) and fired == runs else [
-        f"{fired} timer fires for {runs} approvals; approvals: "
-        f"{[[a.status for a in s.approvals.values()] for s in stage.expected.states.values()]}"]
-    return _finish(row, stage, f"{runs} approvals overdue while the decider was down; restart "
-                               f"{_killed(row, marker)} while firing them; restarted: {fired} fires, each "
-                               "approval expired once", extra)
+    extra = [] if fired_all(stage.expected) and fired == runs else [
+        f"{fired} timer fires for {runs} runs; (status, approvals): "
+        f"{[(s.status, [a.status for a in s.approvals.values()]) for s in stage.expected.states.values()]}"]
+    return _finish(row, stage, f"{len(waiting)} approvals and {len(unknown)} reconciliation deadlines overdue "
+                               f"while the decider was down; restart {_killed(row, marker)} while firing them; "
+                               f"restarted: {fired} fires, each approval expired once, each unknown outcome "
+                               "needs review once", extra)
 
 
-def _short_ttl_manifest(stage: Stage) -> object:
+def _short_ttl_manifest(stage: Stage, reconcile: bool = False) -> object:
+    """The packaged capabilities with an EXPIRY_TTL_S approval TTL (and reconciliation deadline)."""
     from importlib import resources
 
     text = resources.files("runfacts.processors.policy").joinpath("capabilities.toml").read_text()
+    text = text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}")
+    if reconcile:
+        deadline = int(EXPIRY_TTL_S * 1000)
+        text = text.replace("reconciliationDeadlineMs = 600000", f"reconciliationDeadlineMs = {deadline}")
     path = stage.dir / "capabilities.toml"
-    path.write_text(text.replace("approvalTtlMs = 900000", f"approvalTtlMs = {int(EXPIRY_TTL_S * 1000)}"))
+    path.write_text(text)
     return path
 
 
