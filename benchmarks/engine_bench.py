@@ -1,5 +1,6 @@
-"""One command: the runfacts engine vs Quix Streams 3.28.1 vs faust-streaming 0.15.3, and
-against two hand-written confluent-kafka loops in the project venv (peers/plain_app.py):
+"""One command: the runfacts engine vs Quix Streams 3.28.1 vs faust-streaming 0.15.3 vs Kafka
+Streams 4.4.0 (the JVM peer), and against two hand-written confluent-kafka loops in the project
+venv (peers/plain_app.py):
 "floor" keeps its state in a dict written nowhere (what any engine on this stack pays before
 it keeps state), "plain" reads and writes a rocksdict per record.
 
@@ -19,6 +20,14 @@ harness are never counted. Each framework x guarantee runs --repeat rounds (defa
 2-core machine moves by +-15%. The restore benchmark fills a transactional changelog with
 --restore-records records and times `Restorer.restore` (wall) into empty RocksDB stores
 (--repeat times, the median).
+
+The JVM peer (peers/kstreams/, built with mvn on first use: Kafka Streams 4.4.0, RocksDB store,
+exactly_once_v2 / at_least_once, the envelope decoded with org.apache.avro's GenericDatumReader,
+the same reduction and output): `kstreams` is measured in steady state, from event
+--jvm-warmup + 1 (default a quarter of the input) after the JIT compiled the hot path;
+`kstreams-cold` from the first event, as the Python processors are. Its CPU time is the whole
+JVM's (every thread: stream thread, client I/O, RocksDB, GC, JIT compiler). Add them with
+--frameworks ...,kstreams,kstreams-cold.
 """
 
 from __future__ import annotations
@@ -44,13 +53,16 @@ PEERS = {
     "quix": ("peers/quix_app.py", ["quixstreams==3.28.1", "fastavro==1.13.1"]),
     "faust": ("peers/faust_app.py", ["faust-streaming[rocksdict]==0.15.3", "fastavro==1.13.1"]),
 }
+JVM = {"kstreams": "steady", "kstreams-cold": "cold"}
+"""The Kafka Streams peer, measured after its JIT warm-up or from its first event."""
+KSTREAMS = HERE / "peers" / "kstreams"
 OWN_VENV = {"runfacts": ("runfacts_app.py", []),
             "plain": ("peers/plain_app.py", ["--state", "rocksdb"]),
             "floor": ("peers/plain_app.py", ["--state", "memory"])}
 """Processors in the project's own virtualenv: the engine and two hand-written loops (plain:
 per-record rocksdict, the issue's starting point; floor: a dict, no store at all)."""
 sys.path.insert(0, str(HERE))
-from bench_common import generate  # noqa: E402
+from bench_common import SCHEMA, generate  # noqa: E402
 
 
 @dataclass
@@ -85,6 +97,20 @@ def python_for(framework: str) -> str:
         subprocess.run([str(venv / "bin/pip"), "install", "-q", *pins], check=True)
         marker.write_text("\n".join(pins))
     return str(venv / "bin/python")
+
+
+def kstreams_command() -> list[str]:
+    """`java -cp ... runfacts.bench.KStreamsPeer`, building the peer with mvn when its jar is
+    missing or older than its source."""
+    jar = KSTREAMS / "target" / "kstreams-peer-1.jar"
+    sources = [KSTREAMS / "pom.xml", *(KSTREAMS / "src").rglob("*.java")]
+    if not jar.exists() or jar.stat().st_mtime < max(f.stat().st_mtime for f in sources):
+        print("building the Kafka Streams peer with mvn ...", flush=True)
+        subprocess.run(["mvn", "-q", "-B", "-f", str(KSTREAMS / "pom.xml"), "package",
+                        "dependency:copy-dependencies", "-DskipTests"], check=True)
+    classpath = ":".join([str(jar), *sorted(str(p) for p in (KSTREAMS / "target" / "lib").glob("*.jar"))])
+    return ["java", "-Xms256m", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp", classpath, "runfacts.bench.KStreamsPeer"]
 
 
 def admin(bootstrap: str):
@@ -124,10 +150,16 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace, round
     group = f"bench-{ctx.tag}-{framework}-{guarantee.replace('_', '')}-r{round_no}"
     output = f"{group}-out"
     create_topics(ctx.bootstrap, [output])
+    args = ["--input", ctx.input, "--output", output, "--group", group]
+    if framework in JVM:
+        work = Path(tempfile.mkdtemp(prefix=f"bench-{ctx.tag}-schema-"))
+        (work / "envelope.avsc").write_text(json.dumps(SCHEMA))
+        warmup = ctx.jvm_warmup if JVM[framework] == "steady" else 0
+        args += ["--schema", str(work / "envelope.avsc"), "--warmup", str(warmup)]
+        return launch(framework, guarantee, ctx, kstreams_command(), args, ctx.events)
     script, extra = OWN_VENV[framework] if framework in OWN_VENV else (PEERS[framework][0], [])
-    args = ["--input", ctx.input, "--output", output, "--group", group, *extra]
-    script = HERE / script
-    return launch(framework, guarantee, ctx, script, args, ctx.events)
+    return launch(framework, guarantee, ctx, [python_for(framework), str(HERE / script)], [*args, *extra],
+                  ctx.events)
 
 
 def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
@@ -139,17 +171,16 @@ def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
     apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
     produce_input(ctx.bootstrap, names.commands, pairs)
     view = ["--view"] if ctx.decider_view else []
-    return launch("decider", guarantee, ctx, HERE / "decider_bench_app.py",
+    return launch("decider", guarantee, ctx, [python_for("runfacts"), str(HERE / "decider_bench_app.py")],
                   ["--prefix", names.prefix, *view], len(pairs))
 
 
-def launch(framework: str, guarantee: str, ctx: argparse.Namespace, script: Path,
+def launch(framework: str, guarantee: str, ctx: argparse.Namespace, program: list[str],
            args: list[str], expect: int) -> Result:
-    """Start a processor subprocess and measure it between its first and last event."""
+    """Start a processor subprocess and measure it between its two progress lines."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-{ctx.tag}-{framework}-"))
     progress = work / "progress"
-    python = python_for(framework if framework in PEERS else "runfacts")
-    cmd = [python, str(script), "--bootstrap", ctx.bootstrap, *args, "--guarantee", guarantee,
+    cmd = [*program, "--bootstrap", ctx.bootstrap, *args, "--guarantee", guarantee,
            "--state-dir", str(work / "state"), "--progress", str(progress),
            "--expect", str(expect)]
     env = {**os.environ, "PYTHONPATH": str(HERE), "BENCH_DECODER": ctx.decoder}
@@ -170,7 +201,7 @@ def _measure(proc: subprocess.Popen, progress: Path, framework: str, guarantee: 
             first, last = (line.split() for line in lines[:2])
             if int(first[2]) != proc.pid or int(last[2]) != proc.pid:
                 raise RuntimeError(f"{framework}: events processed outside process {proc.pid}")
-            return Result(framework, guarantee, expect - 1, float(last[1]) - float(first[1]),
+            return Result(framework, guarantee, int(last[0]) - int(first[0]), float(last[1]) - float(first[1]),
                           float(last[3]) - float(first[3]))
         time.sleep(0.02)
     why = "exited" if proc.poll() is not None else f"timed out after {timeout}s"
@@ -362,6 +393,11 @@ def context_lines(results: list[Result], restore: dict | None,
                 lines.append(f"{peer}/runfacts framework overhead per event ({g}): "
                              f"{other:.1f} / {mine:.1f} µs = {other / mine:.1f}x")
         lines += floor_lines(by, g)
+        for peer in JVM:
+            theirs = by.get((peer, g))
+            if ours and theirs and ours.per_cpu and theirs.per_cpu:
+                lines.append(f"runfacts/{peer} events per CPU-s ({g}): {ours.per_cpu:,.0f} / {theirs.per_cpu:,.0f}"
+                             f" = {ours.per_cpu / theirs.per_cpu:.2f}x")
     if restore and restore.get("ok"):
         lines.append(f"restore: {restore['records']:,} records in {restore['seconds']:.2f} s wall "
                      f"(median of rounds {', '.join(f'{s:.2f}' for s in restore.get('rounds_s', []))}), "
@@ -382,7 +418,7 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
     print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
           f"{'overhead µs':>12} {'wall s':>8} {'CPU s':>8}  note")
     for r in results:
-        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and r.framework != "decider" else 0
+        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and r.framework not in ("decider", *JVM) else 0
         print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
               f"{overhead:>12.1f} {r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
     checks = bar_checks(results, restore, ctx)
@@ -453,6 +489,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     """Input, every framework x guarantee, the decider, the restore; topics cleaned up after."""
     args.guarantees = args.guarantees.split(",")
     args.timeout = args.timeout or 60 + args.events / 500
+    args.jvm_warmup = args.jvm_warmup or args.events // 4
     args.tag = uuid.uuid4().hex[:8]
     args.input = f"bench-{args.tag}-input"
     print(f"generating {args.events} events over {args.runs} runs ...", flush=True)
@@ -498,6 +535,8 @@ def main() -> int:
     parser.add_argument("--decoder", choices=("avrocode", "fastavro"), default="avrocode",
                         help="the shared Avro decoder, the same in every framework")
     parser.add_argument("--timeout", type=float, default=0, help="per run (default: by size)")
+    parser.add_argument("--jvm-warmup", type=int, default=0,
+                        help="kstreams: events before its measurement starts (default: a quarter of --events)")
     parser.add_argument("--keep-topics", action="store_true")
     args = parser.parse_args()
     if args.command in ("restore-child", "consume-child"):
