@@ -1,7 +1,8 @@
 """The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
 
 Pure: html (the pages and fragments). Shells: app (the Starlette app), feed (live views from
-the topics), session (signed sessions, CSRF).
+the topics), session (signed sessions, CSRF), guard (server-side sessions, the live users file,
+login throttling).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 
 Routes:
 - GET/POST /login, POST /logout: users file + scrypt; a signed HttpOnly SameSite=Strict
-  session cookie; login itself is CSRF-protected with a double-submit cookie.
+  session cookie; login itself is CSRF-protected with a double-submit cookie and throttled
+  per user and per client address (429 + Retry-After). Sessions live server-side
+  (`guard.Sessions`): sign-out (`everywhere=1`: all the user's sessions) and a change of the
+  user's roles or tenant in the users file end them; a request with an ended session gets
+  401, its SSE stream an `ended` event and its end.
 - GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
   `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
 - POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
@@ -24,7 +28,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +43,7 @@ from starlette.routing import Route
 from runfacts import telemetry
 from runfacts.dashboard import html
 from runfacts.dashboard.feed import ViewFeed
+from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -76,12 +81,15 @@ class Dashboard:
 
     views: ViewFeed  # the user-view topic (decode_view): what the user role sees
     states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
-    users: UserDirectory
+    users: UserDirectory | UsersFile  # a UsersFile: role/tenant changes on disk take effect at once
     signer: SessionSigner
     commands: CommandClient
     cookie_secure: bool = False
     keepalive_s: float = 15.0
     policy: Policy | None = None  # buttons follow the policy's command rules when given
+    sessions: Sessions = field(default_factory=Sessions)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    session_check_s: float = 1.0  # how often an SSE stream checks that its session is still live
 
 
 def _now_s() -> int:
@@ -104,28 +112,55 @@ class _Pages:
         self.d = d
 
     def session_of(self, request: Request) -> Session | None:
-        return self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+        """The request's session while it is live (signed, unexpired, not revoked, user unchanged)."""
+        session = self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+        return session if session is not None and self.alive(session) else None
+
+    def alive(self, session: Session) -> bool:
+        return self.d.sessions.alive(session, directory_of(self.d.users), _now_s())
+
+    def ended(self, request: Request) -> Response:
+        """No live session: 401 for a signed cookie whose session ended, else off to /login."""
+        if self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s()) is None:
+            return RedirectResponse("/login", 303)
+        return self.login_page(request, "Your session has ended (signed out, or your roles changed): "
+                                        "sign in again.", 401)
 
     def cookie(self, response: Response, name: str, value: str, max_age: int | None = None) -> None:
         response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict",
                             secure=self.d.cookie_secure, path="/")
 
-    async def login_form(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+    async def login_form(self, request: Request) -> Response:
+        return self.login_page(request)
+
+    def login_page(self, request: Request, error: str | None = None, status: int = 200,
+                   headers: dict[str, str] | None = None) -> Response:
         token = new_token()
-        response = HTMLResponse(html.login_page(token, error), status)
+        response = HTMLResponse(html.login_page(token, error), status, headers)
         self.cookie(response, LOGIN_CSRF_COOKIE, token, 600)
+        if status == 401:
+            response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
     async def login(self, request: Request) -> Response:
         form = await request.form()
         if not csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), str(form.get(CSRF_FIELD, ""))):
             return HTMLResponse("login form expired or forged (CSRF check failed): reload /login", 403)
+        user, address = str(form.get("username", "")), request.client.host if request.client else "-"
+        wait = self.d.throttle.retry_after(user, address, _now_s())
+        if wait is not None:  # refused before the password is even checked
+            return self.login_page(request, f"Too many failed sign-ins for this user or from this address: "
+                                            f"try again in {wait} s.", 429, {"Retry-After": str(wait)})
         try:
-            identity = await run_in_threadpool(self.d.users.authenticate, str(form.get("username", "")),
+            identity = await run_in_threadpool(directory_of(self.d.users).authenticate, user,
                                                str(form.get("password", "")))
         except AuthenticationFailed:
-            return await self.login_form(request, "Wrong user or password.", 401)
-        _session, value = self.d.signer.issue(identity, _now_s())
+            self.d.throttle.failed(user, address, _now_s())
+            return self.login_page(request, "Wrong user or password.", 401)
+        self.d.throttle.succeeded(user)
+        self.d.sessions.prune(_now_s())
+        session, value = self.d.signer.issue(identity, _now_s())
+        self.d.sessions.add(session)
         response = RedirectResponse("/", 303)
         self.cookie(response, SESSION_COOKIE, value, self.d.signer.ttl_s)
         response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
@@ -133,8 +168,14 @@ class _Pages:
 
     async def logout(self, request: Request) -> Response:
         session = self.session_of(request)
-        if session is not None and not _csrf_passed(request, session, await request.form()):
-            return JSONResponse({"message": "CSRF check failed"}, 403)
+        if session is not None:
+            form = await request.form()
+            if not _csrf_passed(request, session, form):
+                return JSONResponse({"message": "CSRF check failed"}, 403)
+            if form.get("everywhere"):
+                self.d.sessions.revoke_user(session.identity.subject)
+            else:
+                self.d.sessions.revoke(session.sid)
         response = RedirectResponse("/login", 303)
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
@@ -151,14 +192,14 @@ class _Pages:
     async def index(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return RedirectResponse("/login", 303)
+            return self.ended(request)
         body = "<h1>Runs</h1>" + html.live("/stream", html.runs_fragment(self.visible(session)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return RedirectResponse("/login", 303)
+            return self.ended(request)
         run_id = request.path_params["run_id"]
         body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
                 + '<p id="command-status" role="status"></p>')
@@ -167,12 +208,13 @@ class _Pages:
     async def stream(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return Response("sign in first", 401)
+            return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
         feed = _feed(self.d, _viewer(session, self.d.policy))
+        stream = _Stream(feed, self.d.keepalive_s, self.d.session_check_s, lambda: self.alive(session))
         if run_id is None:
-            return _sse(feed, self.d.keepalive_s, None, lambda: html.runs_fragment(self.visible(session)))
-        return _sse(feed, self.d.keepalive_s, run_id, lambda: self.run_html(session, run_id))
+            return stream.response(None, lambda: html.runs_fragment(self.visible(session)))
+        return stream.response(run_id, lambda: self.run_html(session, run_id))
 
     def command(self, build: Build) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
@@ -253,27 +295,47 @@ def _health(d: Dashboard) -> Response:
     return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
 
 
-def _sse(feed: ViewFeed, keepalive_s: float, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
-    """Send the fragment now and after every change of the run (or any run)."""
-    queue = feed.subscribe(run_id)
+@dataclass
+class _Stream:
+    """An SSE stream over a feed that lives as long as its session."""
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            yield html.sse("view", render())
-            while True:
-                try:
-                    await asyncio.wait_for(queue.get(), timeout=keepalive_s)
-                except TimeoutError:
-                    yield ": keep-alive\n\n"
-                    continue
-                while not queue.empty():  # coalesce a burst into one render
-                    queue.get_nowait()
+    feed: ViewFeed
+    keepalive_s: float
+    check_s: float
+    alive: Callable[[], bool]
+
+    def response(self, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
+        """Send the fragment now and after every change of the run (or any run); once the
+        session ends, an `ended` event and the end of the stream."""
+        queue = self.feed.subscribe(run_id)
+
+        async def events() -> AsyncIterator[str]:
+            try:
                 yield html.sse("view", render())
-        finally:
-            feed.unsubscribe(queue)
+                quiet = 0.0
+                while True:
+                    try:
+                        await asyncio.wait_for(queue.get(), timeout=min(self.check_s, self.keepalive_s))
+                    except TimeoutError:
+                        if not self.alive():
+                            yield html.sse("ended", "your session has ended: sign in again")
+                            return
+                        quiet += min(self.check_s, self.keepalive_s)
+                        if quiet >= self.keepalive_s:
+                            quiet = 0.0
+                            yield ": keep-alive\n\n"
+                        continue
+                    while not queue.empty():  # coalesce a burst into one render
+                        queue.get_nowait()
+                    if not self.alive():
+                        yield html.sse("ended", "your session has ended: sign in again")
+                        return
+                    yield html.sse("view", render())
+            finally:
+                self.feed.unsubscribe(queue)
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 def _csrf_passed(request: Request, session: Session, form: Any) -> bool:

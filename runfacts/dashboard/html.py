@@ -18,6 +18,18 @@ SCRIPT = """(function () {
   if (live && live.dataset.stream) {
     const source = new EventSource(live.dataset.stream);
     source.addEventListener('view', function (e) { live.innerHTML = e.data; live.dataset.updated = Date.now(); });
+    source.addEventListener('ended', function (e) {
+      source.close();
+      const note = document.createElement('p');
+      note.id = 'session-ended';
+      note.setAttribute('role', 'alert');
+      note.textContent = e.data + ' ';
+      const link = document.createElement('a');
+      link.href = '/login';
+      link.textContent = 'Sign in';
+      note.appendChild(link);
+      live.replaceChildren(note);
+    });
   }
   document.addEventListener('submit', async function (ev) {
     const form = ev.target;
@@ -51,7 +63,9 @@ def page(title: str, body: str, user: str | None = None, csrf: str | None = None
     logout = ""
     if user is not None and csrf is not None:
         logout = (f'<span>signed in as {escape(user)}</span><form method="post" action="/logout">'
-                  f'{_csrf(csrf)}<button id="logout">Sign out</button></form>')
+                  f'{_csrf(csrf)}<button id="logout">Sign out</button></form>'
+                  f'<form method="post" action="/logout">{_csrf(csrf)}<input type="hidden" name="everywhere" '
+                  'value="1"><button id="logout-everywhere">Sign out everywhere</button></form>')
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
             f'<style>{STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
             f'<header><a href="/">runfacts</a>{logout}</header><main>{body}</main></body></html>')
