@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runfacts import telemetry
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -53,7 +53,8 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                                           group_prefix=group))
     throttle = ThrottleSettings(settings.login_max_failures, settings.login_max_failures_per_address,
                                 settings.login_window_s)
-    return Dashboard(views=views, states=states, users=UsersFile(users_file()),
+    facts = FactsFeed(kafka, FeedSettings(names.events, group_prefix=group))
+    return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),

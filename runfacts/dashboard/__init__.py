@@ -1,6 +1,7 @@
 """The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
 
-Pure: html (the pages and fragments). Shells: app (the Starlette app), feed (live views from
+Pure: html (the pages and fragments), runpage (what a run's page says: timeline, tool-call
+tracks, approvals), console (its HTML and the console's pages). Shells: app (the Starlette app), feed (live views from
 the topics), session (signed sessions, CSRF), guard (server-side sessions, the live users file,
 login throttling).
 """

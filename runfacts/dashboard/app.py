@@ -42,8 +42,10 @@ from starlette.routing import Route
 
 from runfacts import telemetry
 from runfacts.dashboard import html
-from runfacts.dashboard.feed import ViewFeed
+from runfacts.dashboard.console import run_console
+from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
+from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -90,6 +92,7 @@ class Dashboard:
     sessions: Sessions = field(default_factory=Sessions)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     session_check_s: float = 1.0  # how often an SSE stream checks that its session is still live
+    facts: FactsFeed | None = None  # the events topic: the run page's timeline and tracks
 
 
 def _now_s() -> int:
@@ -187,7 +190,13 @@ class _Pages:
         return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
 
     def run_html(self, session: Session, run_id: str) -> str:
-        return html.run_fragment(shown(self.d, _viewer(session, self.d.policy), run_id), session.csrf)
+        viewer = _viewer(session, self.d.policy)
+        view = shown(self.d, viewer, run_id)
+        state = self.d.states.get(run_id)
+        if view is None or not isinstance(state, RunState):
+            return html.run_fragment(view, session.csrf)
+        entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+        return html.run_fragment(view, session.csrf, run_console(run_page(state, entries, viewer), session.csrf))
 
     async def index(self, request: Request) -> Response:
         session = self.session_of(request)
@@ -210,8 +219,10 @@ class _Pages:
         if session is None:
             return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
-        feed = _feed(self.d, _viewer(session, self.d.policy))
-        stream = _Stream(feed, self.d.keepalive_s, self.d.session_check_s, lambda: self.alive(session))
+        feeds = (_feed(self.d, _viewer(session, self.d.policy)),)
+        if run_id is not None and self.d.facts is not None:
+            feeds += (self.d.facts,)
+        stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, lambda: self.alive(session))
         if run_id is None:
             return stream.response(None, lambda: html.runs_fragment(self.visible(session)))
         return stream.response(run_id, lambda: self.run_html(session, run_id))
@@ -244,15 +255,16 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        feeds = [f for f in (d.views, d.states, d.facts) if f is not None]
         if manage_feed:
-            d.views.start()
-            d.states.start()
+            for feed in feeds:
+                feed.start()
         try:
             yield
         finally:
             if manage_feed:
-                d.views.stop()
-                d.states.stop()
+                for feed in feeds:
+                    feed.stop()
             d.commands.close()
 
     routes = [
@@ -263,6 +275,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/stop", p.command(_stop), methods=["POST"]),
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
+        Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
         Route("/healthz", lambda r: _health(d)),
     ]
@@ -299,7 +312,7 @@ def _health(d: Dashboard) -> Response:
 class _Stream:
     """An SSE stream over a feed that lives as long as its session."""
 
-    feed: ViewFeed
+    feeds: tuple[ViewFeed, ...]
     keepalive_s: float
     check_s: float
     alive: Callable[[], bool]
@@ -307,7 +320,9 @@ class _Stream:
     def response(self, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
         """Send the fragment now and after every change of the run (or any run); once the
         session ends, an `ended` event and the end of the stream."""
-        queue = self.feed.subscribe(run_id)
+        queue = self.feeds[0].subscribe(run_id)
+        for feed in self.feeds[1:]:
+            feed.subscribe(run_id, queue)
 
         async def events() -> AsyncIterator[str]:
             try:
@@ -332,7 +347,8 @@ class _Stream:
                         return
                     yield html.sse("view", render())
             finally:
-                self.feed.unsubscribe(queue)
+                for feed in self.feeds:
+                    feed.unsubscribe(queue)
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -402,3 +418,7 @@ def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
 
 def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
     return control.retry_command(state, form["tool_call_id"], _issue(session))
+
+
+def _reauthorize(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.reauthorize_command(state, form["approval_id"], _issue(session))

@@ -13,6 +13,9 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from runfacts.dashboard.console import STYLE as CONSOLE_STYLE
+from runfacts.dashboard.runpage import text
+
 SCRIPT = """(function () {
   const live = document.getElementById('live');
   if (live && live.dataset.stream) {
@@ -53,7 +56,7 @@ SCRIPT = """(function () {
 })();
 """
 
-STYLE = """body{font-family:sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse}
+STYLE = """body{font-family:sans-serif;margin:2rem;max-width:80rem}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.2rem .5rem}.banner{border:2px solid #c60;background:#fff4e5;padding:1rem;
 margin:1rem 0}.muted{color:#666}header{display:flex;gap:1rem;align-items:center}"""
 
@@ -67,7 +70,7 @@ def page(title: str, body: str, user: str | None = None, csrf: str | None = None
                   f'<form method="post" action="/logout">{_csrf(csrf)}<input type="hidden" name="everywhere" '
                   'value="1"><button id="logout-everywhere">Sign out everywhere</button></form>')
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
-            f'<style>{STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
+            f'<style>{STYLE}{CONSOLE_STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
             f'<header><a href="/">runfacts</a>{logout}</header><main>{body}</main></body></html>')
 
 
@@ -99,9 +102,10 @@ def runs_fragment(views: list[dict[str, Any]]) -> str:
     return f'<table id="runs"><tr><th>run</th><th>status</th><th></th></tr>{rows}</table>'
 
 
-def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
+def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "") -> str:
     """One run as the viewer may see it (a user view plus buttons): status, approval banner,
-    actions, progress, and operations detail for operators and auditors."""
+    actions, progress, operations detail for operators and auditors, then `console` (the
+    timeline, tool-call tracks and approvals: `console.run_console`)."""
     if view is None:
         return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
     run = escape(view["runId"])
@@ -111,7 +115,7 @@ def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
             f'<p id="status-line">{escape(view["statusLine"])}</p>'
             f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
             f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf)}{_actions(view, csrf)}'
-            f'{_progress(view["progress"])}{_operator(view.get("operator"))}</section>')
+            f'{_progress(view["progress"])}{_operator(view.get("operator"))}{console}</section>')
 
 
 def when(epoch_ms: int) -> str:
@@ -147,13 +151,15 @@ def _operator(detail: dict[str, Any] | None) -> str:
     """Operations detail (operator and auditor views): no personal data."""
     if detail is None:
         return ""
-    failed = "".join(f'<tr><td>{escape(c["toolCallId"])}</td><td>{escape(str(c["errorClass"]))}</td>'
-                     f'<td>{c["retryable"]}</td><td>{c["attempts"]}</td></tr>' for c in detail["failedCalls"])
+    failed = "".join(f'<tr><td>{escape(text(c["toolCallId"]))}</td><td>{escape(text(c["errorClass"]))}</td>'
+                     f'<td>{escape(text(c["retryable"]))}</td><td>{c["attempts"]}</td></tr>'
+                     for c in detail["failedCalls"])
+    table = (f'<table id="failed-calls"><tr><th>failed call</th><th>error class</th><th>retryable</th>'
+             f'<th>attempts</th></tr>{failed}</table>') if failed else ""
     return (f'<div id="operator"><p>since {escape(when(detail["statusSince"]))} · node '
-            f'{escape(str(detail["checkpointNode"]))} · turns {detail["turnCount"]} · open approvals '
+            f'{escape(text(detail["checkpointNode"]))} · turns {detail["turnCount"]} · open approvals '
             f'{detail["openApprovals"]} · in flight: {escape(", ".join(detail["inFlight"]) or "none")}</p>'
-            f'<table id="failed-calls"><tr><th>failed call</th><th>error class</th><th>retryable</th>'
-            f'<th>attempts</th></tr>{failed}</table></div>')
+            f'{table}</div>')
 
 
 def _actions(view: dict[str, Any], csrf: str) -> str:

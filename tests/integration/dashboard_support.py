@@ -14,7 +14,7 @@ import uvicorn
 from ops_support import Deployment
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.security.identity import load_users
@@ -36,14 +36,16 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
     states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
-    dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0)
+    facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
+    dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
+                          facts=facts)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
-    while not (server.started and views.ready.is_set() and states.ready.is_set()):
+    while not (server.started and views.ready.is_set() and states.ready.is_set() and facts.ready.is_set()):
         if time.monotonic() > deadline or views.error is not None or states.error is not None:
             raise RuntimeError(f"dashboard did not start (feed errors: {views.error}, {states.error})")
         time.sleep(0.05)

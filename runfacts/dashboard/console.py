@@ -1,0 +1,121 @@
+"""The operator console's HTML, pure: the run page's timeline, tool-call tracks, approvals and
+meters (`runpage.RunPage`), the run list, the approvals inbox, dead letters and health.
+
+Every value goes through `html.escape` (`_e`); no inline script or handler, so the page's
+Content-Security-Policy (script-src 'self') holds; live parts are swapped by the one script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from runfacts.dashboard.runpage import EXECUTION_STEPS, NONE_TEXT, VERIFICATION_STEPS, CallTracks, RunPage, text
+
+STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol{margin:.2rem 0;padding-left:1.2rem}
+.step-failed,.step-result_unknown{color:#b00}.step-reconciled,.step-completed,.step-confirmed_success{color:#070}
+.call{border:1px solid #ccc;padding:.5rem;margin:.5rem 0}.turn{margin:.5rem 0}.turn h3{margin:.3rem 0}
+.meter{display:inline-block;width:10rem;height:.7rem;background:#eee;vertical-align:middle}
+.meter span{display:block;height:100%;background:#36c}.facts td{font-size:.9rem}.pager a{margin-right:1rem}
+.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}"""
+
+
+def _e(value: Any) -> str:
+    return escape(text(value))
+
+
+def _csrf(token: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{escape(token)}">'
+
+
+def run_console(page: RunPage, csrf: str) -> str:
+    """The run page's console sections (inside the live fragment)."""
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_meters(page)}'
+            f'{_approvals(page, csrf)}{_calls(page.calls)}{_timeline(page)}</div>')
+
+
+def _summary(page: RunPage) -> str:
+    tenant = f" · tenant <span id=\"tenant\">{_e(page.tenant)}</span>" if page.tenant is not None else ""
+    review = ' · <strong id="needs-review">needs review</strong>' if page.needs_review else ""
+    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status {_e(page.status)}'
+            f' ({_e(page.status_reason)}) since {_e(page.status_since)}{tenant}{review} · checkpoint '
+            f'{_e(page.checkpoint)} · versions {_e(", ".join(f"{k} {v}" for k, v in page.versions.items()))}</p>')
+
+
+def _meters(page: RunPage) -> str:
+    if not page.meters:
+        return ""
+    rows = "".join(
+        f'<tr data-meter="{_e(m.name)}"><td>{_e(m.name)}</td><td><span class="meter"><span style="width:'
+        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}</td></tr>'
+        for m in page.meters)
+    return f'<h2>Budget</h2><table id="budget">{rows}</table>'
+
+
+def _approvals(page: RunPage, csrf: str) -> str:
+    if not page.approvals:
+        return ""
+    rows = []
+    for a in page.approvals:
+        action = ""
+        if a.can_reauthorize:
+            action = (f'<form class="command" method="post" action="/runs/{escape(page.run_id)}/reauthorize/'
+                      f'{escape(a.approval_id)}">{_csrf(csrf)}<button class="reauthorize" '
+                      f'data-approval="{escape(a.approval_id)}">Request re-authorization</button></form>')
+        rows.append(
+            f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
+            f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'
+            f'<td class="approval-status">{_e(a.status)}</td><td>{_e(a.decided_by)}</td><td>{_e(a.decided_at)}</td>'
+            f'<td><code>{_e(a.args_hash[:16])}</code></td><td>{_e(a.expires_at)}</td><td>{action}</td></tr>')
+    return ('<h2>Approvals</h2><table id="approvals"><tr><th>approval</th><th>call</th><th>asked</th>'
+            '<th>requested by</th><th>status</th><th>decided by</th><th>when</th><th>argsHash</th><th>expires</th>'
+            f'<th></th></tr>{"".join(rows)}</table>')
+
+
+def _track(name: str, steps: Sequence[Any], current: str, happy: Sequence[str]) -> str:
+    done = [s.name for s in steps]
+    items = "".join(f'<li class="step step-{escape(s.name)}" data-step="{escape(s.name)}">{_e(s.name)} '
+                    f'<span class="muted">{_e(s.at)}{" · " + escape(s.detail) if s.detail else ""}</span></li>'
+                    for s in steps)
+    ahead = "".join(f'<li class="muted step-ahead">{escape(n)}</li>' for n in happy if n not in done
+                    and n != current and _after(current, n, happy))
+    return (f'<div class="track track-{name}" data-current="{escape(current)}"><strong>{name}</strong>: '
+            f'{escape(current)}<ol>{items}{ahead}</ol></div>')
+
+
+def _after(current: str, step: str, happy: Sequence[str]) -> bool:
+    return current in happy and happy.index(step) > happy.index(current)
+
+
+def _calls(calls: Sequence[CallTracks]) -> str:
+    if not calls:
+        return '<h2>Tool calls</h2><p class="muted" id="no-calls">No tool calls yet.</p>'
+    out = []
+    for c in calls:
+        key = (f' · idempotency key <code class="idempotency-key">{_e(c.idempotency_key)}</code>'
+               if c.idempotency_key is not None else "")
+        out.append(
+            f'<div class="call" data-call="{escape(c.tool_call_id)}"><h3>{_e(c.tool_call_id)} · {_e(c.action)} '
+            f'({_e(c.capability)})</h3><p>attempts {c.attempts} · external request '
+            f'<code>{_e(c.external_request_id)}</code> · error class {_e(c.error_class)} · reconciliation '
+            f'{_e(c.reconciliation)} · closed {_e(c.closed_reason)}{key}</p><div class="tracks">'
+            f'{_track("execution", c.execution_steps, c.execution, EXECUTION_STEPS)}'
+            f'{_track("verification", c.verification_steps, c.verification, VERIFICATION_STEPS)}</div></div>')
+    return f'<h2>Tool calls</h2><div id="calls">{"".join(out)}</div>'
+
+
+def _timeline(page: RunPage) -> str:
+    if not page.turns:
+        return '<h2>Timeline</h2><p class="muted" id="no-facts">No facts read yet.</p>'
+    groups = []
+    for turn in page.turns:
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}"><td>{_e(f.at)}</td><td>{_e(f.actor)}</td>'
+                       f'<td>{_e(f.words)}</td><td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
+        groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
+    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{"".join(groups)}</div>'
+
+
+def when_or_none(at: datetime | None) -> str:
+    return NONE_TEXT if at is None else text(at)

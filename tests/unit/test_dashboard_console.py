@@ -1,0 +1,160 @@
+"""The operator console's run page over the real app without a broker: the feeds are fed what
+the run decider writes (state record, user view, the run's events as framed Avro records)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from console_support import expiry_story, refund_story
+from decider_support import Scenario
+from ops_support import PASSWORDS, write_users
+from starlette.testclient import TestClient
+
+from runfacts.dashboard.app import Dashboard, create_app
+from runfacts.dashboard.console import run_console
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.runpage import relative, run_page
+from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
+from runfacts.ops.client import CommandClient
+from runfacts.ops.views import Viewer
+from runfacts.processors.policy.access import Policy, load_policy
+from runfacts.projections.user_view import publisher
+from runfacts.schemas.codec import Codec
+from runfacts.security.identity import hash_secret, load_users
+from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+REFUND, EXPIRED = "run-refund-1", "run-expired-1"
+
+
+def _feeds(names: TopicNames, scenarios: dict[str, Scenario]) -> tuple[ViewFeed, ViewFeed, FactsFeed]:
+    kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = ViewFeed(kafka, FeedSettings(names.state))
+    facts = FactsFeed(kafka, FeedSettings(names.events))
+    codec = Codec()
+    for run, s in scenarios.items():
+        for _topic, key, value in publisher(names.user_view)(s.s):
+            views.apply(key, value)
+        states.apply(run.encode(), s.s.model_dump_json().encode())
+        for offset, event in enumerate(s.log):
+            facts.add(run, offset, int(event.occurredAt.timestamp() * 1000), codec.encode(event))
+    return views, states, facts
+
+
+def _policy_with_reauthorization(path: Path) -> Policy:
+    """The packaged policy, but supervisors may propose a call again (re-authorization)."""
+    text = resources.files("runfacts.processors.policy").joinpath("policy.toml").read_text()
+    rule = '"tool.call.propose" = { roles = ["agent"] }'
+    assert rule in text
+    path.write_text(text.replace(rule, '"tool.call.propose" = { roles = ["agent", "supervisor"] }'))
+    return load_policy(path)
+
+
+@pytest.fixture
+def stories() -> dict[str, Scenario]:
+    return {REFUND: Scenario().given(*refund_story(REFUND, T0)),
+            EXPIRED: Scenario().given(*expiry_story(EXPIRED, T0))}
+
+
+@pytest.fixture
+def client(tmp_path: Path, stories: dict[str, Scenario]):
+    names = TopicNames("dash-console")
+    views, states, facts = _feeds(names, stories)
+    users = write_users(tmp_path / "users.toml")
+    with users.open("a") as f:
+        f.write(f'[users.sam]\nroles = ["supervisor"]\npassword = "{hash_secret("sam-pw-1")}"\n')
+    kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")
+    d = Dashboard(views, states, load_users(users), SessionSigner(b"s" * 32), CommandClient(kafka, names),
+                  policy=_policy_with_reauthorization(tmp_path / "policy.toml"), facts=facts)
+    with TestClient(create_app(d, manage_feed=False), base_url="http://dash.test") as c:
+        yield c
+
+
+def _login(client: TestClient, user: str) -> None:
+    token = client.get("/login").cookies[LOGIN_CSRF_COOKIE]
+    password = PASSWORDS.get(user, f"{user}-pw-1")
+    assert client.post("/login", data={"username": user, "password": password, "csrf": token},
+                       follow_redirects=False).status_code == 303
+
+
+def test_run_page_shows_lost_response_reconciliation_and_confirmed_verification_on_their_tracks(client):
+    _login(client, "olga")
+
+    page = client.get(f"/runs/{REFUND}").text
+
+    call = page.split('data-call="tool-call-031"')[1]
+    execution, verification = call.split('class="track track-execution"')[1].split('class="track track-verification"')
+    assert 'data-step="result_unknown"' in execution and 'data-step="reconciling"' in execution
+    assert 'data-step="reconciled"' in execution and "outcome found_completed" in execution
+    assert 'data-step="confirmed_success"' in verification and "bank-statement-7" in verification
+    assert 'data-step="result_unknown"' not in verification
+    assert "response lost" in page and "Turn 1" in page  # plain words, grouped by turn
+
+
+def test_run_page_never_shows_python_none_when_fields_are_missing(client):
+    for user in ("olga", "alice", "sam"):
+        _login(client, user)
+        for run in (REFUND, EXPIRED):
+            page = client.get(f"/runs/{run}").text
+            assert "None" not in page, (user, run, page[page.find("None") - 200:page.find("None") + 50])
+
+
+def test_operator_sees_idempotency_key_and_tenant_but_support_agent_sees_neither(client):
+    _login(client, "olga")
+    operator = client.get(f"/runs/{REFUND}").text
+    _login(client, "alice")
+    agent = client.get(f"/runs/{REFUND}").text
+
+    assert 'class="idempotency-key"' in operator and "refund:order-001:" in operator
+    assert 'class="idempotency-key"' not in agent and "refund:order-001:" not in agent
+    for personal in ("customer-42", "refund order-001", "Refund 42.00 EUR"):  # goal, user id, summary
+        assert personal not in operator and personal not in agent
+
+
+def test_expired_approval_offers_reauthorization_only_to_a_role_the_policy_lets_propose(client):
+    seen = {}
+    for user in ("sam", "olga", "alice"):
+        _login(client, user)
+        seen[user] = 'class="reauthorize"' in client.get(f"/runs/{EXPIRED}").text
+
+    assert seen == {"sam": True, "olga": False, "alice": False}
+
+
+def test_reauthorize_builds_a_proposal_of_the_same_arguments_under_a_new_call(stories):
+    from runfacts.ops import control
+    from runfacts.ops.control import Issue
+    from runfacts.schemas.common import Actor
+
+    state = stories[EXPIRED].s
+    issue = Issue(Actor(subjectId="sam", roles=("supervisor",), authSource="dashboard"), "c-1", T0)
+    command = control.reauthorize_command(state, "approval-tool-call-031", issue)
+    s = stories[EXPIRED].given(command)
+
+    assert command.payload.toolCallId == "tool-call-031-r1"
+    assert s.s.approvals["approval-tool-call-031-r1"].status == "open"
+    assert s.s.toolCalls["tool-call-031-r1"].argsHash == state.toolCalls["tool-call-031"].argsHash
+
+
+def test_event_text_holding_html_is_shown_inert(stories):
+    s = stories[REFUND]
+    evil = '<img src=x onerror=alert(1)><script>alert(2)</script>'
+    log = [e.model_copy(update={"payload": e.payload.model_copy(update={"target": evil})})
+           if e.eventType == "tool.call.proposed" else e for e in s.log]
+    from runfacts.client.outcomes import Entry
+    entries = [Entry(i, e) for i, e in enumerate(log)]
+
+    html = run_console(run_page(s.s, entries, Viewer("olga", ("operator",))), "tok")
+
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;" in html
+
+
+def test_relative_time_reads_in_plain_units():
+    assert relative(T0, T0.replace(second=12)) == "12 s ago"
+    assert relative(T0, T0.replace(hour=12)) == "3 h ago"
+    assert relative(T0.replace(minute=5), T0) == "in 5 min"
