@@ -7,6 +7,8 @@ at `at` (one second apart), so the real decider (or `Scenario`) turns them into 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from decider_support import (
@@ -24,9 +26,11 @@ from decider_support import (
     unknown,
 )
 
+from runfacts.processors.policy.access import Policy, load_policy
 from runfacts.processors.policy.retry import idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import CommandBase
+from runfacts.security.identity import hash_secret
 
 
 def _clock(at: datetime | None) -> Any:
@@ -40,14 +44,15 @@ def key_of(run: str) -> str:
     return idempotency_key(run, "refund", "order-001", REFUND_HASH)
 
 
-def refund_story(run: str, at: datetime | None = None, call: str = "tool-call-031") -> list[CommandBase]:
+def refund_story(run: str, at: datetime | None = None, call: str = "tool-call-031",
+                 tenant: str | None = None) -> list[CommandBase]:
     """create, turn 1, propose a refund (approval), approve, claim, response lost
     (result_unknown -> reconciliation requested), reconciled found_completed, verification
     pending then confirmed_success, turn 1 completes, the run completes."""
     t = _clock(at)
     key = {"run": run}
     return [
-        create(at=t(), **key),
+        create(at=t(), tenant=tenant, **key),
         command(cmd.StartTurn, AGENT, at=t(), turnId=f"{run}-turn-1", **key),
         propose_refund(call, at=t(), **key),
         resume(approval=f"approval-{call}", actor=SUPPORT, at=t(), **key),
@@ -70,10 +75,37 @@ def completed_story(run: str, at: datetime | None = None, call: str = "tool-call
             completed(call, at=t(), run=run)]
 
 
-def expiry_story(run: str, at: datetime, call: str = "tool-call-031") -> list[CommandBase]:
+def expiry_story(run: str, at: datetime, call: str = "tool-call-031", tenant: str | None = None) -> list[CommandBase]:
     """A refund approved but claimed after its grant expired (approval TTL 15 min): the
     approval expires and the run waits for re-authorization (waiting_for_review)."""
     late = at + timedelta(minutes=16)
-    return [create(at=at, run=run), propose_refund(call, at=at + timedelta(seconds=1), run=run),
+    return [create(at=at, run=run, tenant=tenant), propose_refund(call, at=at + timedelta(seconds=1), run=run),
             resume(approval=f"approval-{call}", at=at + timedelta(seconds=2), run=run),
             claim(call, at=late, key=key_of(run), run=run)]
+
+
+# who looks at the console: name -> (roles, tenant); password "<name>-pw-1"
+PEOPLE = {"alice": ("support_agent", "acme"), "gina": ("support_agent", "globex"), "olga": ("operator", None),
+          "sam": ("supervisor", "acme"), "audrey": ("auditor", "acme")}
+
+
+def password(name: str) -> str:
+    return f"{name}-pw-1"
+
+
+def write_people(path: Path) -> Path:
+    lines = []
+    for name, (role, tenant) in PEOPLE.items():
+        lines += [f"[users.{name}]", f'roles = ["{role}"]', f'password = "{hash_secret(password(name))}"']
+        lines += [f'tenant = "{tenant}"'] if tenant else []
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def reauthorizing_policy(path: Path) -> Policy:
+    """The packaged policy, but supervisors may propose a call again (re-authorization)."""
+    text = resources.files("runfacts.processors.policy").joinpath("policy.toml").read_text()
+    rule = '"tool.call.propose" = { roles = ["agent"] }'
+    assert rule in text
+    path.write_text(text.replace(rule, '"tool.call.propose" = { roles = ["agent", "supervisor"] }'))
+    return load_policy(path)

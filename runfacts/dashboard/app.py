@@ -220,8 +220,8 @@ class _Pages:
             return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
         feeds = (_feed(self.d, _viewer(session, self.d.policy)),)
-        if run_id is not None and self.d.facts is not None:
-            feeds += (self.d.facts,)
+        if run_id is not None:  # the run page reads the State and the facts too: any of them may come last
+            feeds += tuple(f for f in (self.d.states, self.d.facts) if f is not None and f is not feeds[0])
         stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, lambda: self.alive(session))
         if run_id is None:
             return stream.response(None, lambda: html.runs_fragment(self.visible(session)))

@@ -17,6 +17,7 @@ from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.processors.policy.access import Policy
 from runfacts.security.identity import load_users
 
 CHROMIUM = "/usr/bin/chromium"
@@ -31,14 +32,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0) -> Iterator[str]:
-    """The dashboard over `dep`'s topics on a free port; yields its base URL."""
+def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0,
+                    policy: Policy | None = None) -> Iterator[str]:
+    """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`);
+    yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
     states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
     facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
-                          facts=facts)
+                          facts=facts, policy=policy)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))
@@ -75,3 +78,14 @@ def login(page: Any, base: str, user: str, password: str) -> None:
     page.fill("#password", password)
     page.click("#sign-in")
     page.wait_for_url(f"{base}/")
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "dashboard"
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """A full-page screenshot of `page` as a test artifact (artifacts/dashboard/<name>.png, gitignored)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -4,11 +4,10 @@ the run decider writes (state record, user view, the run's events as framed Avro
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 
 import pytest
-from console_support import expiry_story, refund_story
+from console_support import expiry_story, reauthorizing_policy, refund_story
 from decider_support import Scenario
 from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
@@ -20,7 +19,6 @@ from runfacts.dashboard.runpage import relative, run_page
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
 from runfacts.ops.views import Viewer
-from runfacts.processors.policy.access import Policy, load_policy
 from runfacts.projections.user_view import publisher
 from runfacts.schemas.codec import Codec
 from runfacts.security.identity import hash_secret, load_users
@@ -46,15 +44,6 @@ def _feeds(names: TopicNames, scenarios: dict[str, Scenario]) -> tuple[ViewFeed,
     return views, states, facts
 
 
-def _policy_with_reauthorization(path: Path) -> Policy:
-    """The packaged policy, but supervisors may propose a call again (re-authorization)."""
-    text = resources.files("runfacts.processors.policy").joinpath("policy.toml").read_text()
-    rule = '"tool.call.propose" = { roles = ["agent"] }'
-    assert rule in text
-    path.write_text(text.replace(rule, '"tool.call.propose" = { roles = ["agent", "supervisor"] }'))
-    return load_policy(path)
-
-
 @pytest.fixture
 def stories() -> dict[str, Scenario]:
     return {REFUND: Scenario().given(*refund_story(REFUND, T0)),
@@ -70,7 +59,7 @@ def client(tmp_path: Path, stories: dict[str, Scenario]):
         f.write(f'[users.sam]\nroles = ["supervisor"]\npassword = "{hash_secret("sam-pw-1")}"\n')
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")
     d = Dashboard(views, states, load_users(users), SessionSigner(b"s" * 32), CommandClient(kafka, names),
-                  policy=_policy_with_reauthorization(tmp_path / "policy.toml"), facts=facts)
+                  policy=reauthorizing_policy(tmp_path / "policy.toml"), facts=facts)
     with TestClient(create_app(d, manage_feed=False), base_url="http://dash.test") as c:
         yield c
 

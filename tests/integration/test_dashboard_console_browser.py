@@ -1,0 +1,130 @@
+"""The operator console in real headless Chromium, over the real broker and the real run decider.
+
+The stories are sent as the agent, the support agent and the dispatcher would send them; the
+dashboard reads the facts, states and views back from the topics. Each test writes a
+screenshot of the page it checks under artifacts/dashboard/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from console_support import expiry_story, password, reauthorizing_policy, refund_story, write_people
+from dashboard_support import browser_page, login, screenshot, serve_dashboard
+from decider_support import AGENT, command, create
+from engine_support import EngineThread, settings
+from ops_support import Deployment
+
+from runfacts.schemas import commands as cmd
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def console(kafka_bootstrap: str, tmp_path: Path):
+    """A deployment with the refund story (tenant acme), the expiry story (acme) and a run of
+    tenant globex, the run decider on the engine, and the dashboard over it."""
+    unique = uuid.uuid4().hex[:10]
+    dep = Deployment.create(kafka_bootstrap, f"console{unique}")
+    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}")).start()
+    runs = {"refund": f"run-refund-{unique}", "expired": f"run-expired-{unique}", "other": f"run-globex-{unique}"}
+    now = datetime.now(UTC)
+    dep.send(*refund_story(runs["refund"], now, tenant="acme"))
+    dep.send(*expiry_story(runs["expired"], now, tenant="acme"))  # the claim is issued 16 min ahead
+    dep.send(create(run=runs["other"], at=now, tenant="globex"))
+    dep.wait_state(runs["refund"], lambda s: s.status == "completed")
+    dep.wait_state(runs["expired"], lambda s: s.statusReason == "approval_expired")
+    dep.wait_state(runs["other"], lambda s: s.status == "running")
+    users = write_people(tmp_path / "users.toml")
+    policy = reauthorizing_policy(tmp_path / "policy.toml")
+    with serve_dashboard(dep, users, outcome_timeout_s=20.0, policy=policy) as base:
+        yield dep, base, runs
+    engine.stop()
+
+
+def test_refund_run_page_shows_lost_response_reconciliation_and_confirmed_verification_on_their_tracks(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/runs/{runs['refund']}")
+        call = page.locator('.call[data-call="tool-call-031"]')
+        call.wait_for(timeout=15_000)
+        execution, verification = call.locator(".track-execution"), call.locator(".track-verification")
+
+        assert execution.locator('[data-step="result_unknown"]').count() == 1
+        assert execution.locator('[data-step="reconciled"]').inner_text().startswith("reconciled")
+        assert "outcome found_completed" in execution.locator('[data-step="reconciled"]').inner_text()
+        assert verification.get_attribute("data-current") == "confirmed_success"
+        assert verification.locator('[data-step="confirmed_success"]').count() == 1
+        assert verification.locator('[data-step="result_unknown"]').count() == 0
+        assert "response lost" in page.locator("#timeline").inner_text()
+        assert page.locator(".idempotency-key").count() == 1  # operators see the key
+        assert "None" not in page.locator("main").inner_text()
+        screenshot(page, "run-page-refund-operator")
+
+
+def test_support_agent_sees_no_other_tenants_run_and_no_operator_only_field(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/runs/{runs['other']}")
+        page.locator("#run-missing").wait_for(timeout=15_000)
+        page.goto(f"{base}/runs/{runs['refund']}")
+        page.locator('.call[data-call="tool-call-031"]').wait_for(timeout=15_000)
+
+        text = page.locator("main").inner_text()
+        assert page.locator(".idempotency-key").count() == 0 and page.locator("#tenant").count() == 0
+        assert "refund:order-001" not in text and "customer-42" not in text
+        assert page.locator('.track-verification').get_attribute("data-current") == "confirmed_success"
+        screenshot(page, "run-page-refund-support-agent")
+
+
+def test_expired_approval_offers_reauthorization_to_the_right_role_and_the_page_updates_live(console):
+    dep, base, runs = console
+    url = f"{base}/runs/{runs['expired']}"
+    with browser_page() as page:
+        for user in ("olga", "alice"):  # the policy lets neither propose a call
+            login(page, base, user, password(user))
+            page.goto(url)
+            page.locator('#approvals tr[data-approval="approval-tool-call-031"]').wait_for(timeout=15_000)
+            assert page.locator("button.reauthorize").count() == 0, user
+        login(page, base, "sam", password("sam"))
+        page.goto(url)
+        button = page.locator('button.reauthorize[data-approval="approval-tool-call-031"]')
+        button.wait_for(timeout=15_000)
+        screenshot(page, "run-page-expired-supervisor")
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        button.click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        new = page.locator('#approvals tr[data-approval="approval-tool-call-031-r1"][data-status="open"]')
+        new.wait_for(timeout=30_000)  # delivered by the topic over SSE, no reload
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        state = dep.state(runs["expired"])
+        assert state is not None and state.approvals["approval-tool-call-031-r1"].status == "open"
+        screenshot(page, "run-page-reauthorized")
+
+
+def test_event_text_holding_html_is_shown_inert_with_the_csp_kept(console):
+    dep, base, runs = console
+    evil = f"run-evil-{uuid.uuid4().hex[:8]}"
+    payload = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+    created = create(run=evil, at=datetime.now(UTC), tenant="acme")
+    created = created.model_copy(update={"payload": created.payload.model_copy(update={"goalSummary": payload})})
+    dep.send(created,
+             command(cmd.StartTurn, AGENT, run=evil, turnId=f"{evil}-t1", at=datetime.now(UTC)))
+    dep.wait_state(evil, lambda s: s.activeTurnId is not None)
+    with browser_page() as page:
+        response = page.goto(f"{base}/login")
+        assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+        login(page, base, "audrey", password("audrey"))  # auditors see the goal itself
+        page.goto(f"{base}/runs/{evil}")
+        page.locator("#goal-summary").wait_for(timeout=15_000)
+
+        assert page.locator("#goal-summary").inner_text() == payload  # shown as text
+        assert page.locator("#live img").count() == 0 and page.locator("#live script").count() == 0
+        assert page.title() != "pwned"
+        screenshot(page, "run-page-inert-html-auditor")
