@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,10 +42,11 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from runfacts import telemetry
-from runfacts.dashboard import html
+from runfacts.dashboard import console, html
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
+from runfacts.dashboard.runlist import ListQuery, run_list
 from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -183,11 +185,10 @@ class _Pages:
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
-    def visible(self, session: Session) -> list[dict[str, Any]]:
-        viewer = _viewer(session, self.d.policy)
-        runs = list(_feed(self.d, viewer).states)
-        views = (shown(self.d, viewer, run_id) for run_id in runs)
-        return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
+    def runs_html(self, session: Session, query: ListQuery) -> str:
+        runs = run_list(list(self.d.states.states.values()), _viewer(session, self.d.policy), query,
+                        datetime.now(UTC))
+        return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str) -> str:
         viewer = _viewer(session, self.d.policy)
@@ -202,7 +203,14 @@ class _Pages:
         session = self.session_of(request)
         if session is None:
             return self.ended(request)
-        body = "<h1>Runs</h1>" + html.live("/stream", html.runs_fragment(self.visible(session)))
+        try:
+            query = ListQuery.parse(request.query_params)
+        except ValueError as exc:
+            return HTMLResponse(html.page("Runs", f'<p role="alert" id="query-error">{escape(str(exc))}</p>',
+                                          session.identity.subject, session.csrf), 400)
+        staff = _viewer(session, self.d.policy).role in ("operator", "auditor")
+        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff)
+                + html.live(f"/stream?{query.query_string()}", self.runs_html(session, query)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
@@ -219,12 +227,18 @@ class _Pages:
         if session is None:
             return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
+        alive = lambda: self.alive(session)  # noqa: E731
+        if run_id is None:  # the list is built from State; at most two renders a second
+            try:
+                query = ListQuery.parse(request.query_params)
+            except ValueError as exc:
+                return Response(str(exc), 400)
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.runs_html(session, query))
         feeds = (_feed(self.d, _viewer(session, self.d.policy)),)
-        if run_id is not None:  # the run page reads the State and the facts too: any of them may come last
-            feeds += tuple(f for f in (self.d.states, self.d.facts) if f is not None and f is not feeds[0])
-        stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, lambda: self.alive(session))
-        if run_id is None:
-            return stream.response(None, lambda: html.runs_fragment(self.visible(session)))
+        # the run page reads the State and the facts too: any of them may come last
+        feeds += tuple(f for f in (self.d.states, self.d.facts) if f is not None and f is not feeds[0])
+        stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, alive)
         return stream.response(run_id, lambda: self.run_html(session, run_id))
 
     def command(self, build: Build) -> Callable[[Request], Any]:
@@ -316,6 +330,7 @@ class _Stream:
     keepalive_s: float
     check_s: float
     alive: Callable[[], bool]
+    min_interval_s: float = 0.0  # at most one render per interval (a busy list)
 
     def response(self, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
         """Send the fragment now and after every change of the run (or any run); once the
@@ -340,6 +355,8 @@ class _Stream:
                             quiet = 0.0
                             yield ": keep-alive\n\n"
                         continue
+                    if self.min_interval_s:
+                        await asyncio.sleep(self.min_interval_s)
                     while not queue.empty():  # coalesce a burst into one render
                         queue.get_nowait()
                     if not self.alive():

@@ -12,7 +12,16 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from runfacts.dashboard.runpage import EXECUTION_STEPS, NONE_TEXT, VERIFICATION_STEPS, CallTracks, RunPage, text
+from runfacts.dashboard.runlist import ListQuery, RunList
+from runfacts.dashboard.runpage import (
+    EXECUTION_STEPS,
+    NONE_TEXT,
+    VERIFICATION_STEPS,
+    CallTracks,
+    RunPage,
+    relative,
+    text,
+)
 
 STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol{margin:.2rem 0;padding-left:1.2rem}
 .step-failed,.step-result_unknown{color:#b00}.step-reconciled,.step-completed,.step-confirmed_success{color:#070}
@@ -119,3 +128,46 @@ def _timeline(page: RunPage) -> str:
 
 def when_or_none(at: datetime | None) -> str:
     return NONE_TEXT if at is None else text(at)
+
+
+def runs_filters(query: ListQuery, staff: bool) -> str:
+    """The run list's filter and search form (a plain GET: works without the script)."""
+    statuses = ("", "running", "waiting_for_approval", "waiting_for_review", "needs_review", "paused",
+                "completed", "failed", "cancelled")
+    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{s or "any status"}</option>'
+                      for s in statuses)
+    tenant = (f'<label>tenant <input name="tenant" id="filter-tenant" value="{escape(query.tenant)}" size="8">'
+              '</label> ') if staff else ""
+    return (f'<form id="run-filters" method="get" action="/"><label>run id <input name="q" id="search" '
+            f'value="{escape(query.q)}" size="18"></label> <select name="status" id="filter-status">{options}'
+            f'</select> <label><input type="checkbox" name="review" value="1" id="filter-review"'
+            f'{" checked" if query.needs_review else ""}> needs review</label> <label>stuck longer than '
+            f'<input name="stuck" id="filter-stuck" value="{escape(query.stuck)}" size="4" placeholder="10m">'
+            f'</label> {tenant}<button id="apply-filters">Filter</button></form>')
+
+
+def runs_table(runs: RunList, now: datetime) -> str:
+    """One page of the run list, with its pager."""
+    if not runs.rows:
+        return f'<p id="no-runs" class="muted" data-total="{runs.total}">No runs match.</p>'
+    staff = runs.rows[0].tenant is not None
+    head = "".join(f"<th>{h}</th>" for h in ("run", "goal", "status", "last change", "pending approvals",
+                                            "calls in flight", "review", *(("tenant",) if staff else ())))
+    rows = []
+    for r in runs.rows:
+        stuck = f' <span class="muted">(stuck {relative(now - r.stuck, now)[:-4]})</span>' if (
+            r.stuck is not None and r.stuck.total_seconds() >= 600) else ""
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        rows.append(
+            f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td>{escape(r.status)}'
+            f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
+            f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
+            f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'
+            f'<td>{"needs review" if r.needs_review else ""}</td>{tenant}</tr>')
+    q, page = runs.query, runs.query.page
+    prev = f'<a id="prev-page" href="/?{escape(q.query_string(page=page - 1))}">previous</a>' if page > 1 else ""
+    nxt = (f'<a id="next-page" href="/?{escape(q.query_string(page=page + 1))}">next</a>'
+           if page < runs.pages else "")
+    return (f'<table id="runs" data-total="{runs.total}"><tr>{head}</tr>{"".join(rows)}</table>'
+            f'<p class="pager" id="pager">{prev}<span>page {page} of {runs.pages} · {runs.total} runs</span>{nxt}</p>')

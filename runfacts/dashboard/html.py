@@ -92,16 +92,6 @@ def live(stream: str, fragment: str) -> str:
     return f'<div id="live" data-stream="{escape(stream)}">{fragment}</div>'
 
 
-def runs_fragment(views: list[dict[str, Any]]) -> str:
-    if not views:
-        return '<p id="no-runs" class="muted">No runs yet.</p>'
-    rows = "".join(
-        f'<tr data-run="{escape(v["runId"])}"><td><a href="/runs/{escape(v["runId"])}">{escape(v["runId"])}</a></td>'
-        f'<td>{escape(v["status"])}</td><td>{"approval needed" if v["approvalBanner"] else ""}</td></tr>'
-        for v in views)
-    return f'<table id="runs"><tr><th>run</th><th>status</th><th></th></tr>{rows}</table>'
-
-
 def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "") -> str:
     """One run as the viewer may see it (a user view plus buttons): status, approval banner,
     actions, progress, operations detail for operators and auditors, then `console` (the

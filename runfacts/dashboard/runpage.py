@@ -241,14 +241,15 @@ def timeline(entries: Sequence[Entry], viewer: Viewer) -> tuple[Turn, ...]:
             turns.append(Turn(group, tuple(facts)))
             facts = []
         label = new_label
-        group = label or "Between turns"
+        if not facts:
+            group = label or ("Between turns" if turns else "Before the first turn")
         facts.append(Fact(entry.offset, event.occurredAt, _actor(event.payload, event.producer), event.eventId,
                           event.eventType, words(event)))
         if event.eventType == "turn.completed":
             turns.append(Turn(group, tuple(facts)))
-            facts, label, group = [], None, "Between turns"
+            facts, label = [], None
     if facts:
-        turns.append(Turn(group if turns or label else "Before the first turn", tuple(facts)))
+        turns.append(Turn(group, tuple(facts)))
     return tuple(turns)
 
 

@@ -128,3 +128,29 @@ def test_event_text_holding_html_is_shown_inert_with_the_csp_kept(console):
         assert page.locator("#live img").count() == 0 and page.locator("#live script").count() == 0
         assert page.title() != "pwned"
         screenshot(page, "run-page-inert-html-auditor")
+
+
+def test_run_list_updates_live_without_reload_and_filters_by_search(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.locator(f'#runs tr[data-run="{runs["refund"]}"]').wait_for(timeout=15_000)
+        assert page.locator(f'#runs tr[data-run="{runs["other"]}"]').count() == 1  # operators: every tenant
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        fresh = f"run-fresh-{uuid.uuid4().hex[:8]}"
+        dep.send(create(run=fresh, at=datetime.now(UTC), tenant="acme"))
+        page.locator(f'#runs tr[data-run="{fresh}"]').wait_for(timeout=30_000)
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        screenshot(page, "run-list-operator")
+
+        page.fill("#search", runs["refund"])
+        page.click("#apply-filters")
+        page.wait_for_url(f"**/?*q={runs['refund']}*")
+        assert page.locator("#runs tr[data-run]").count() == 1
+
+        login(page, base, "alice", password("alice"))
+        page.locator(f'#runs tr[data-run="{runs["refund"]}"]').wait_for(timeout=15_000)
+        assert page.locator(f'#runs tr[data-run="{runs["other"]}"]').count() == 0  # tenant globex
+        assert page.locator("#filter-tenant").count() == 0
+        screenshot(page, "run-list-support-agent")

@@ -3,7 +3,7 @@ the run decider writes (state record, user view, the run's events as framed Avro
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,8 +13,9 @@ from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.console import run_console
+from runfacts.dashboard.console import run_console, runs_table
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.runlist import ListQuery, run_list
 from runfacts.dashboard.runpage import relative, run_page
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
@@ -147,3 +148,71 @@ def test_relative_time_reads_in_plain_units():
     assert relative(T0, T0.replace(second=12)) == "12 s ago"
     assert relative(T0, T0.replace(hour=12)) == "3 h ago"
     assert relative(T0.replace(minute=5), T0) == "in 5 min"
+
+
+def test_timeline_groups_facts_by_turn_in_log_order(stories):
+    s = stories[REFUND]
+    from runfacts.client.outcomes import Entry
+
+    turns = run_page(s.s, [Entry(i, e) for i, e in enumerate(s.log)], Viewer("olga", ("operator",))).turns
+
+    assert [t.label for t in turns] == ["Before the first turn", "Turn 1", "Between turns"]
+    assert turns[1].facts[0].event_type == "turn.started" and turns[1].facts[-1].event_type == "turn.completed"
+    assert [f.offset for t in turns for f in t.facts] == list(range(len(s.log)))
+
+
+def _many(n: int, tenants: tuple[str, ...] = ("acme", "globex")) -> list:
+    base = Scenario().given(*refund_story("run-template", T0)).s
+    return [base.model_copy(update={
+        "runId": f"run-{i:05d}", "tenant": tenants[i % len(tenants)],
+        "status": "waiting_for_review" if i % 10 == 0 else "running",
+        "updatedAt": T0 + timedelta(seconds=i), "statusSince": T0 + timedelta(seconds=i)}) for i in range(n)]
+
+
+def test_run_list_filters_searches_and_pages_ten_thousand_runs():
+    states = _many(10_000)
+    olga = Viewer("olga", ("operator",))
+    now = T0 + timedelta(hours=5)
+
+    first = run_list(states, olga, ListQuery(), now)
+    last = run_list(states, olga, ListQuery(page=200), now)
+    review = run_list(states, olga, ListQuery(needs_review=True, tenant="acme"), now)
+    found = run_list(states, olga, ListQuery(q="run-0424"), now)
+
+    assert first.total == 10_000 and first.pages == 200 and len(first.rows) == 50
+    assert first.rows[0].run_id == "run-09999"  # newest change first
+    assert last.rows[-1].run_id == "run-00000"
+    assert review.total == 1000 and all(r.needs_review and r.tenant == "acme" for r in review.rows)
+    assert [r.run_id for r in found.rows] == [f"run-0424{d}" for d in range(9, -1, -1)]
+    stuck = run_list(states, olga, ListQuery(stuck="5h"), T0 + timedelta(hours=5, seconds=100))
+    assert stuck.total == 100  # statusSince older than 5 h: the first 100 runs
+
+
+def test_run_list_shows_a_support_agent_only_their_tenant_and_no_tenant_column():
+    states = _many(100)
+    alice = Viewer("alice", ("support_agent",), tenant="acme", tenant_bound=True)
+
+    runs = run_list(states, alice, ListQuery(per_page=500), T0)
+    page = runs_table(runs, T0)
+
+    assert runs.total == 50 and all(r.tenant is None for r in runs.rows)
+    assert "globex" not in page and "<th>tenant</th>" not in page
+    assert "refund order-001" not in page  # the goal summary is personal: auditors only
+
+
+def test_run_list_query_names_the_bad_parameter():
+    with pytest.raises(ValueError, match="duration"):
+        ListQuery.parse({"stuck": "soon"})
+    with pytest.raises(ValueError, match="page"):
+        ListQuery.parse({"page": "0"})
+    assert ListQuery.parse({"review": "1", "q": "run-1", "page": "3"}).query_string(page=4) == "review=1&q=run-1&page=4"
+
+
+def test_run_list_page_over_http_filters_and_never_shows_none(client):
+    _login(client, "olga")
+
+    page = client.get("/?status=completed").text
+    bad = client.get("/?stuck=soon")
+
+    assert REFUND in page and EXPIRED not in page and "None" not in page
+    assert bad.status_code == 400 and "duration" in bad.text
