@@ -13,6 +13,7 @@ from runfacts import telemetry
 from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
+from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.processors.policy.access import load_policy
@@ -55,6 +56,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                                 settings.login_window_s)
     facts = FactsFeed(kafka, FeedSettings(names.events, group_prefix=group))
     return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
+                     dead_letters=DeadLetters(kafka, names.dlq, group),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),

@@ -2,8 +2,9 @@
 
 Pure: html (the pages and fragments), runpage (what a run's page says: timeline, tool-call
 tracks, approvals), runlist (the run list: filters, search, pages), console (their HTML).
-Shells: app (the Starlette app), feed (live views and facts from the topics), session (signed sessions, CSRF), guard (server-side sessions, the live users file,
-login throttling).
+Shells: app (the Starlette app), feed (live views and facts from the topics), session (signed
+sessions, CSRF), guard (server-side sessions, the live users file, login throttling), letters
+(dead letters: read, redrive).
 """
 
 from __future__ import annotations

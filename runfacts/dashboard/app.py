@@ -46,7 +46,8 @@ from runfacts.dashboard import console, html
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
-from runfacts.dashboard.runlist import ListQuery, run_list
+from runfacts.dashboard.letters import DeadLetters
+from runfacts.dashboard.runlist import ListQuery, inbox, run_list
 from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -65,7 +66,7 @@ from runfacts.ops.views import Viewer, page_view, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.schemas.common import CommandBase
-from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import AuthenticationFailed, UserDirectory
 
@@ -95,6 +96,7 @@ class Dashboard:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     session_check_s: float = 1.0  # how often an SSE stream checks that its session is still live
     facts: FactsFeed | None = None  # the events topic: the run page's timeline and tracks
+    dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
 
 
 def _now_s() -> int:
@@ -213,6 +215,54 @@ class _Pages:
                 + html.live(f"/stream?{query.query_string()}", self.runs_html(session, query)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
+    def inbox_html(self, session: Session) -> str:
+        rows = inbox(list(self.d.states.states.values()), _viewer(session, self.d.policy))
+        return console.inbox_table(rows, datetime.now(UTC), session.csrf)
+
+    async def approvals(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        body = ("<h1>Approvals waiting for you</h1>" + html.live("/approvals/stream", self.inbox_html(session))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page("Approvals", body, session.identity.subject, session.csrf))
+
+    async def letters(self, request: Request, note: str = "", status: int = 200) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        if "operator" not in session.identity.roles or self.d.dead_letters is None:
+            return HTMLResponse(html.page("Dead letters", '<p id="not-allowed">Dead letters are for operators.</p>',
+                                          session.identity.subject, session.csrf), 403)
+        try:
+            letters = await run_in_threadpool(self.d.dead_letters.read)
+        except InfrastructureError as exc:
+            return HTMLResponse(html.page("Dead letters", f'<p role="alert">{escape(str(exc))}</p>',
+                                          session.identity.subject, session.csrf), 503)
+        message = f'<p id="redrive-status" role="status">{escape(note)}</p>' if note else ""
+        body = (f"<h1>Dead letters ({len(letters)})</h1>{message}"
+                + console.letters_table(letters, session.csrf, True))
+        return HTMLResponse(html.page("Dead letters", body, session.identity.subject, session.csrf), status)
+
+    async def redrive(self, request: Request) -> Response:
+        """Redrive one letter (operators, CSRF), then show the list as the topic now has it."""
+        session = self.session_of(request)
+        if session is None:
+            return JSONResponse({"message": "sign in first"}, 401)
+        form = await request.form()
+        if not _csrf_passed(request, session, form):
+            return JSONResponse({"message": "CSRF check failed: reload the page"}, 403)
+        if "operator" not in session.identity.roles or self.d.dead_letters is None:
+            return JSONResponse({"message": "dead letters are for operators"}, 403)
+        position = str(form.get("position", ""))
+        try:
+            done = await run_in_threadpool(self.d.dead_letters.redrive, position)
+        except ConfigError as exc:
+            return await self.letters(request, f"not redriven: {exc}", 409)
+        except InfrastructureError as exc:
+            return await self.letters(request, f"not redriven: {exc}", 503)
+        return await self.letters(request, f"redrove {done} dead letter ({position}); marker recorded")
+
     async def run_page(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
@@ -228,6 +278,9 @@ class _Pages:
             return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
         alive = lambda: self.alive(session)  # noqa: E731
+        if request.url.path == "/approvals/stream":
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.inbox_html(session))
         if run_id is None:  # the list is built from State; at most two renders a second
             try:
                 query = ListQuery.parse(request.query_params)
@@ -290,6 +343,8 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
+        Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
+        Route("/dead-letters", p.letters), Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
         Route("/healthz", lambda r: _health(d)),
     ]

@@ -12,7 +12,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from runfacts.dashboard.runlist import ListQuery, RunList
+from runfacts.dashboard.runlist import InboxRow, ListQuery, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
@@ -171,3 +171,53 @@ def runs_table(runs: RunList, now: datetime) -> str:
            if page < runs.pages else "")
     return (f'<table id="runs" data-total="{runs.total}"><tr>{head}</tr>{"".join(rows)}</table>'
             f'<p class="pager" id="pager">{prev}<span>page {page} of {runs.pages} · {runs.total} runs</span>{nxt}</p>')
+
+
+def countdown(expires_at: datetime, now: datetime) -> str:
+    """Time left as text, kept current by the script (data-expires: epoch ms)."""
+    left = (expires_at - now).total_seconds()
+    label = "expired" if left <= 0 else f"{int(left // 60)} min {int(left % 60):02d} s"
+    return (f'<span class="countdown" data-expires="{int(expires_at.timestamp() * 1000)}">'
+            f'{escape(label)}</span>')
+
+
+def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
+    """Pending approvals the viewer may decide, oldest first, with Approve/Reject (commands)."""
+    if not rows:
+        return '<p id="inbox-empty" class="muted">No approvals waiting for you.</p>'
+    staff = rows[0].tenant is not None
+    out = []
+    for r in rows:
+        action = f"/runs/{escape(r.run_id)}/approvals/{escape(r.approval_id)}"
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        out.append(
+            f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
+            f'</td><td>{_e(r.required_role)}</td><td><code>{_e(r.args_hash[:16])}</code></td>'
+            f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
+            f'action="{action}">{_csrf(csrf)}<button class="approve" name="decision" value="approve">Approve</button> '
+            f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "role", "argsHash", "expires in",
+                                            *(("tenant",) if staff else ()), ""))
+    return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
+
+
+def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
+    """Dead letters (runfacts.ops.dlq.DeadLetter) with reason, position, schema; redrive buttons."""
+    if not letters:
+        return '<p id="no-letters" class="muted">No dead letters.</p>'
+    rows = []
+    for x in letters:
+        r = x.reasons
+        version = f" v{r['schemaVersion']}" if r["schemaVersion"] else ""
+        button = ""
+        if may_redrive and r["topic"] and not x.redriven_to:
+            button = (f'<form method="post" action="/dead-letters/redrive">{_csrf(csrf)}<input type="hidden" '
+                      f'name="position" value="{escape(x.position)}"><button class="redrive">Redrive</button></form>')
+        rows.append(
+            f'<tr data-position="{escape(x.position)}"><td>{escape(x.position)}</td>'
+            f'<td>{_e(r["topic"])}[{_e(r["partition"])}]@{_e(r["offset"])}</td>'
+            f'<td>{_e(r["schema"] + version)}</td><td>{_e(r["app"])}</td>'
+            f'<td>{_e(r["error"])}</td><td class="redriven-to">{_e(x.redriven_to)}</td><td>{button}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("dead letter", "from", "schema", "app", "reason", "redriven to", ""))
+    return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'

@@ -34,6 +34,14 @@ SCRIPT = """(function () {
       live.replaceChildren(note);
     });
   }
+  function tick() {
+    document.querySelectorAll('.countdown[data-expires]').forEach(function (el) {
+      const left = Math.floor((Number(el.dataset.expires) - Date.now()) / 1000);
+      el.textContent = left <= 0 ? 'expired'
+        : Math.floor(left / 60) + ' min ' + String(left % 60).padStart(2, '0') + ' s';
+    });
+  }
+  setInterval(tick, 1000);
   document.addEventListener('submit', async function (ev) {
     const form = ev.target;
     if (!form.classList.contains('command')) return;
@@ -61,6 +69,10 @@ td,th{border:1px solid #ccc;padding:.2rem .5rem}.banner{border:2px solid #c60;ba
 margin:1rem 0}.muted{color:#666}header{display:flex;gap:1rem;align-items:center}"""
 
 
+NAV = ('<nav><a href="/" id="nav-runs">Runs</a> · <a href="/approvals" id="nav-approvals">Approvals</a> · '
+       '<a href="/dead-letters" id="nav-letters">Dead letters</a> · <a href="/health" id="nav-health">Health</a></nav>')
+
+
 def page(title: str, body: str, user: str | None = None, csrf: str | None = None) -> str:
     """A full page around `body`."""
     logout = ""
@@ -71,7 +83,8 @@ def page(title: str, body: str, user: str | None = None, csrf: str | None = None
                   'value="1"><button id="logout-everywhere">Sign out everywhere</button></form>')
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
             f'<style>{STYLE}{CONSOLE_STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
-            f'<header><a href="/">runfacts</a>{logout}</header><main>{body}</main></body></html>')
+            f'<header><a href="/">runfacts</a>{NAV if user is not None else ""}{logout}'
+            f'</header><main>{body}</main></body></html>')
 
 
 def _csrf(token: str) -> str:

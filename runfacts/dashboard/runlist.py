@@ -108,3 +108,35 @@ def run_list(states: Iterable[Any], viewer: Viewer, query: ListQuery, now: datet
         s.updatedAt, len(s.open_approvals()), len(s.in_flight_calls()), s.status in REVIEW,
         (s.tenant or "") if staff else None, stuck_for(s, now)) for s in matching[start:start + query.per_page])
     return RunList(rows, len(matching), query)
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    run_id: str
+    approval_id: str
+    tool_call_id: str
+    action: str
+    target: str
+    risk: str
+    required_role: str
+    args_hash: str
+    expires_at: datetime
+    tenant: str | None  # None: not shown to this viewer
+
+
+def inbox(states: Iterable[Any], viewer: Viewer) -> list[InboxRow]:
+    """Every open approval this viewer's roles may decide, on runs they may see, oldest first
+    (earliest expiry first: the approval's age is its TTL minus the time left)."""
+    rows = []
+    staff = viewer.role in ("operator", "auditor")
+    for s in states:
+        if not isinstance(s, RunState) or not viewer.may_see(s.userId, s.tenant):
+            continue
+        for a in s.open_approvals():
+            if a.requiredRole not in viewer.roles:
+                continue
+            call = s.toolCalls.get(a.toolCallId)
+            rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, call.action if call else "",
+                                 call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
+                                 (s.tenant or "") if staff else None))
+    return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))

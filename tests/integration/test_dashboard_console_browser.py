@@ -12,13 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from console_support import expiry_story, password, reauthorizing_policy, refund_story, write_people
 from dashboard_support import browser_page, login, screenshot, serve_dashboard
-from decider_support import AGENT, command, create
+from decider_support import AGENT, command, create, propose_refund
 from engine_support import EngineThread, settings
 from ops_support import Deployment
 
+from runfacts.partitioning import partition_for
 from runfacts.schemas import commands as cmd
+from runfacts.schemas.codec import Codec
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +157,62 @@ def test_run_list_updates_live_without_reload_and_filters_by_search(console):
         assert page.locator(f'#runs tr[data-run="{runs["other"]}"]').count() == 0  # tenant globex
         assert page.locator("#filter-tenant").count() == 0
         screenshot(page, "run-list-support-agent")
+
+
+def test_support_agent_decides_from_the_inbox_and_the_row_goes_when_the_topic_says_so(console):
+    dep, base, runs = console
+    waiting, now = f"run-waiting-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    dep.send(create(run=waiting, at=now, tenant="acme"), propose_refund(run=waiting, at=now))
+    dep.wait_state(waiting, lambda s: s.status == "waiting_for_approval")
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/approvals")
+        row = page.locator(f'#inbox tr[data-run="{waiting}"]')
+        row.wait_for(timeout=15_000)
+        before = row.locator(".countdown").inner_text()
+        ticked = False
+        for _ in range(50):  # the script counts down every second (no eval under the CSP: poll here)
+            page.wait_for_timeout(100)
+            ticked = row.locator(".countdown").inner_text() != before
+            if ticked:
+                break
+        assert ticked, f"countdown stuck at {before}"
+        screenshot(page, "approvals-inbox-support-agent")
+
+        row.locator("button.approve").click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        row.wait_for(state="detached", timeout=30_000)
+        state = dep.state(waiting)
+        assert state is not None and state.approvals["approval-tool-call-031"].status == "granted"
+
+
+def test_redrive_from_the_dead_letters_page_lands(console):
+    dep, base, runs = console
+    lost = f"run-dead-{uuid.uuid4().hex[:8]}"
+    command_ = create(run=lost, at=datetime.now(UTC), tenant="acme")
+    key = lost.encode()
+    producer = Producer(dep.kafka.client_config())
+    producer.produce(dep.names.dlq, Codec().encode(command_), key, headers=[
+        ("dlq.topic", dep.names.commands.encode()), ("dlq.partition", str(partition_for(key, 3)).encode()),
+        ("dlq.offset", b"0"), ("dlq.schema", b"runfacts.commands.CreateRun"), ("dlq.schemaVersion", b"1"),
+        ("dlq.error", b"decider was down (test)"), ("dlq.app", b"run-decider")])
+    producer.flush(10)
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/dead-letters")
+        assert page.locator("#not-allowed").count() == 1  # operators only
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/dead-letters")
+        letter = page.locator("#letters tr[data-position]", has_text="decider was down (test)")
+        letter.wait_for(timeout=15_000)
+        screenshot(page, "dead-letters-operator")
+
+        letter.locator("button.redrive").click()
+        page.locator("#redrive-status").wait_for(timeout=30_000)
+        assert page.locator("#redrive-status").inner_text().startswith("redrove 1 dead letter")
+        state = dep.wait_state(lost, lambda s: s.status == "running")  # the command landed and was decided
+        assert state.tenant == "acme"
+        redriven = page.locator("#letters tr[data-position]", has_text="decider was down (test)")
+        assert redriven.locator(".redriven-to").inner_text() == dep.names.commands
+        assert redriven.locator("button.redrive").count() == 0  # a second redrive is not offered
+        screenshot(page, "dead-letters-redriven")

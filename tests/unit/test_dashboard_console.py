@@ -13,9 +13,9 @@ from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.console import run_console, runs_table
+from runfacts.dashboard.console import inbox_table, run_console, runs_table
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
-from runfacts.dashboard.runlist import ListQuery, run_list
+from runfacts.dashboard.runlist import ListQuery, inbox, run_list
 from runfacts.dashboard.runpage import relative, run_page
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
@@ -216,3 +216,22 @@ def test_run_list_page_over_http_filters_and_never_shows_none(client):
 
     assert REFUND in page and EXPIRED not in page and "None" not in page
     assert bad.status_code == 400 and "duration" in bad.text
+
+
+def test_inbox_lists_approvals_the_role_may_decide_oldest_first_within_the_tenant():
+    from decider_support import create, propose_refund
+
+    def waiting(run: str, tenant: str, minutes: int):
+        at = T0 + timedelta(minutes=minutes)
+        return Scenario().given(create(run=run, tenant=tenant, at=at), propose_refund(run=run, at=at)).s
+
+    states = [waiting("run-b", "acme", 5), waiting("run-a", "acme", 1), waiting("run-g", "globex", 0)]
+    alice = Viewer("alice", ("support_agent",), tenant="acme", tenant_bound=True)
+
+    rows = inbox(states, alice)
+    html = inbox_table(rows, T0 + timedelta(minutes=2), "tok")
+
+    assert [r.run_id for r in rows] == ["run-a", "run-b"]  # oldest first; globex is not hers
+    assert inbox(states, Viewer("olga", ("operator",))) == []  # operators do not decide refunds
+    assert html.count('class="countdown"') == 2 and "14 min 00 s" in html  # run-a: 15 min TTL, 1 min gone
+    assert "refund order-001 (high risk)" in html and "globex" not in html
