@@ -13,6 +13,7 @@ from runfacts import telemetry
 from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
+from runfacts.dashboard.health import consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -57,6 +58,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
     facts = FactsFeed(kafka, FeedSettings(names.events, group_prefix=group))
     return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
                      dead_letters=DeadLetters(kafka, names.dlq, group),
+                     lag=lambda: consumer_lag(kafka, processors(names)),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),

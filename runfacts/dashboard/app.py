@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +46,7 @@ from runfacts.dashboard import console, html
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
+from runfacts.dashboard.health import Lag
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.runlist import ListQuery, inbox, run_list
 from runfacts.dashboard.runpage import run_page
@@ -62,7 +63,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, view_of
+from runfacts.ops.views import Viewer, page_view, stuck_for, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.schemas.common import CommandBase
@@ -97,6 +98,7 @@ class Dashboard:
     session_check_s: float = 1.0  # how often an SSE stream checks that its session is still live
     facts: FactsFeed | None = None  # the events topic: the run page's timeline and tracks
     dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
+    lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
 
 
 def _now_s() -> int:
@@ -263,6 +265,35 @@ class _Pages:
             return await self.letters(request, f"not redriven: {exc}", 503)
         return await self.letters(request, f"redrove {done} dead letter ({position}); marker recorded")
 
+    async def health(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        viewer = _viewer(session, self.d.policy)
+        if viewer.role not in ("operator", "auditor"):
+            return HTMLResponse(html.page("Health", '<p id="not-allowed">Health is for operators.</p>',
+                                          session.identity.subject, session.csrf), 403)
+        lags, error = [], ""
+        if self.d.lag is None:
+            error = "consumer lag is not configured for this dashboard"
+        else:
+            try:
+                lags = await run_in_threadpool(self.d.lag)
+            except InfrastructureError as exc:
+                error = str(exc)
+        now = datetime.now(UTC)
+        limit = self.d.states.settings.stuck_after
+        stuck = sorted(((s.runId, s.status, stuck_for(s, now)) for s in list(self.d.states.states.values())
+                        if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
+                        and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
+        feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
+                                                                               else "catching up"))
+                 for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts))
+                 if f is not None]
+        body = "<h1>Health</h1>" + console.health_page(lags, error, [(r, st, d) for r, st, d in stuck[:20] if d],
+                                                       len(stuck), feeds)
+        return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
+
     async def run_page(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
@@ -344,7 +375,8 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
         Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
-        Route("/dead-letters", p.letters), Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
+        Route("/health", p.health), Route("/dead-letters", p.letters),
+        Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
         Route("/healthz", lambda r: _health(d)),
     ]

@@ -8,7 +8,7 @@ Content-Security-Policy (script-src 'self') holds; live parts are swapped by the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
@@ -221,3 +221,35 @@ def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
             f'<td>{_e(r["error"])}</td><td class="redriven-to">{_e(x.redriven_to)}</td><td>{button}</td></tr>')
     head = "".join(f"<th>{h}</th>" for h in ("dead letter", "from", "schema", "app", "reason", "redriven to", ""))
     return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
+                stuck_total: int, feeds: Sequence[tuple[str, str]]) -> str:
+    """Lag per processor and partition (bars), stuck runs, the dashboard's own feeds."""
+    widest = max([x.lag for x in lags] + [1])
+    if lag_error:
+        lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
+    else:
+        rows = "".join(
+            f'<tr data-processor="{escape(x.processor)}" data-partition="{x.partition}"><td>{escape(x.processor)}'
+            f'</td><td>{escape(x.topic)}[{x.partition}]</td><td>{_e(x.committed)}</td><td>{x.end}</td>'
+            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{max(1, 200 * x.lag // widest)}px">'
+            '</span></td></tr>' for x in lags)
+        lag_html = ('<table id="lag"><tr><th>processor</th><th>partition</th><th>committed</th><th>end</th>'
+                    f'<th>lag</th><th></th></tr>{rows}</table>')
+    stuck_rows = "".join(f'<tr data-run="{escape(run)}"><td><a href="/runs/{escape(run)}">{escape(run)}</a></td>'
+                         f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
+                         for run, status, for_ in stuck)
+    feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
+    return (f'<h2>Consumer lag</h2>{lag_html}<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
+            f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
+            f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')
+
+
+def relative_span(span: timedelta) -> str:
+    """A duration in its largest unit ('12 min')."""
+    seconds = span.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"

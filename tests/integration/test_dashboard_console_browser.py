@@ -216,3 +216,23 @@ def test_redrive_from_the_dead_letters_page_lands(console):
         assert redriven.locator(".redriven-to").inner_text() == dep.names.commands
         assert redriven.locator("button.redrive").count() == 0  # a second redrive is not offered
         screenshot(page, "dead-letters-redriven")
+
+
+def test_health_page_shows_lag_per_processor_partition_and_stuck_runs(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/health")
+        page.locator("#lag").wait_for(timeout=15_000)
+
+        deciders = page.locator('#lag tr[data-processor="run decider"]')
+        assert deciders.count() == 3  # one row per partition of the commands topic
+        assert sum(int(deciders.nth(i).locator(".lag").inner_text()) for i in range(3)) == 0  # all decided
+        dispatchers = page.locator('#lag tr[data-processor="dispatcher"]')
+        assert sum(int(dispatchers.nth(i).locator(".lag").inner_text()) for i in range(3)) > 0  # none runs here
+        assert page.locator("#stuck-count").inner_text() == "0"
+        assert "None" not in page.locator("main").inner_text()
+        screenshot(page, "health-operator")
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/health")
+        assert page.locator("#not-allowed").count() == 1
