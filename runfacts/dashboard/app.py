@@ -283,14 +283,15 @@ class _Pages:
                 error = str(exc)
         now = datetime.now(UTC)
         limit = self.d.states.settings.stuck_after
-        stuck = sorted(((s.runId, s.status, stuck_for(s, now)) for s in list(self.d.states.states.values())
+        stuck = sorted(((s.runId, str(s.status), stuck_for(s, now) or timedelta(0))
+                        for s in list(self.d.states.states.values())
                         if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
                         and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
         feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
                                                                                else "catching up"))
                  for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts))
                  if f is not None]
-        body = "<h1>Health</h1>" + console.health_page(lags, error, [(r, st, d) for r, st, d in stuck[:20] if d],
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20],
                                                        len(stuck), feeds)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
@@ -319,7 +320,7 @@ class _Pages:
                 return Response(str(exc), 400)
             stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
             return stream.response(None, lambda: self.runs_html(session, query))
-        feeds = (_feed(self.d, _viewer(session, self.d.policy)),)
+        feeds: tuple[ViewFeed, ...] = (_feed(self.d, _viewer(session, self.d.policy)),)
         # the run page reads the State and the facts too: any of them may come last
         feeds += tuple(f for f in (self.d.states, self.d.facts) if f is not None and f is not feeds[0])
         stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, alive)

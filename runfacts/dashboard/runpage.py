@@ -162,8 +162,8 @@ def _actor(payload: Any, producer: str) -> str:
 
 def words(event: EventBase) -> str:
     """One fact in plain words (from an event whose personal fields are already redacted)."""
-    p, t = event.payload, event.eventType
-    g = getattr
+    p: Any = event.payload
+    t, g = event.eventType, getattr
     plain = {
         "run.created": lambda: f"Run created: goal «{g(p, 'goalSummary')}» for {g(p, 'userId')}"
                                + (f" (tenant {p.tenant})" if g(p, "tenant", None) else ""),
@@ -224,7 +224,8 @@ def _code(code: Any) -> str:
 
 def _turn_label(event: EventBase, current: str | None) -> str | None:
     if event.eventType == "turn.started":
-        return f"Turn {event.payload.turnNumber}"  # type: ignore[attr-defined]
+        payload: Any = event.payload
+        return f"Turn {payload.turnNumber}"
     return current
 
 
@@ -261,21 +262,21 @@ def _steps(entries: Sequence[Entry]) -> dict[str, tuple[list[Step], list[Step]]]
         if call is None or (kind not in _CALL_EVENTS and kind != "verification.updated"):
             continue
         event = entry.event
-        p = event.payload
+        p: Any = event.payload
         execution, verification = found.setdefault(call, ([], []))
         if kind == "verification.updated":
-            verification.append(Step(p.status, event.occurredAt,  # type: ignore[attr-defined]
-                                     f"evidence {p.evidenceRef}" if p.evidenceRef else ""))  # type: ignore[attr-defined]
+            verification.append(Step(p.status, event.occurredAt,
+                                     f"evidence {p.evidenceRef}" if p.evidenceRef else ""))
             continue
         detail = []
         if getattr(p, "attempt", None) is not None:
-            detail.append(f"attempt {p.attempt}")  # type: ignore[attr-defined]
+            detail.append(f"attempt {p.attempt}")
         if getattr(p, "externalRequestId", None):
-            detail.append(f"request {p.externalRequestId}")  # type: ignore[attr-defined]
+            detail.append(f"request {p.externalRequestId}")
         if kind == "tool.call.failed":
-            detail.append(f"error {p.errorClass}")  # type: ignore[attr-defined]
+            detail.append(f"error {p.errorClass}")
         if kind == "tool.call.reconciled":
-            detail.append(f"outcome {p.outcome}")  # type: ignore[attr-defined]
+            detail.append(f"outcome {p.outcome}")
         execution.append(Step(_CALL_EVENTS[kind], event.occurredAt, ", ".join(detail)))
     return found
 
