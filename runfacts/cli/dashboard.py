@@ -59,6 +59,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
     return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
                      dead_letters=DeadLetters(kafka, names.dlq, group),
                      lag=lambda: consumer_lag(kafka, processors(names)),
+                     audit=FactsFeed(kafka, FeedSettings(names.audit, group_prefix=group)),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),

@@ -43,6 +43,7 @@ from starlette.routing import Route
 
 from runfacts import telemetry
 from runfacts.dashboard import console, html
+from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
@@ -66,8 +67,9 @@ from runfacts.ops.control import ControlError, Issue
 from runfacts.ops.views import Viewer, page_view, stuck_for, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
+from runfacts.projections.audit import reducer as audit_reducer
 from runfacts.schemas.common import CommandBase
-from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.schemas.errors import ConfigError, InfrastructureError, InvalidInput
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import AuthenticationFailed, UserDirectory
 
@@ -99,6 +101,7 @@ class Dashboard:
     facts: FactsFeed | None = None  # the events topic: the run page's timeline and tracks
     dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
     lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
+    audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
 
 
 def _now_s() -> int:
@@ -156,17 +159,17 @@ class _Pages:
         if not csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), str(form.get(CSRF_FIELD, ""))):
             return HTMLResponse("login form expired or forged (CSRF check failed): reload /login", 403)
         user, address = str(form.get("username", "")), request.client.host if request.client else "-"
-        wait = self.d.throttle.retry_after(user, address, _now_s())
+        started = _now_s()
+        wait = self.d.throttle.attempt(user, address, started)
         if wait is not None:  # refused before the password is even checked
             return self.login_page(request, f"Too many failed sign-ins for this user or from this address: "
                                             f"try again in {wait} s.", 429, {"Retry-After": str(wait)})
         try:
             identity = await run_in_threadpool(directory_of(self.d.users).authenticate, user,
                                                str(form.get("password", "")))
-        except AuthenticationFailed:
-            self.d.throttle.failed(user, address, _now_s())
+        except AuthenticationFailed:  # the attempt stays counted
             return self.login_page(request, "Wrong user or password.", 401)
-        self.d.throttle.succeeded(user)
+        self.d.throttle.succeeded(user, address, started)
         self.d.sessions.prune(_now_s())
         session, value = self.d.signer.issue(identity, _now_s())
         self.d.sessions.add(session)
@@ -201,7 +204,19 @@ class _Pages:
         if view is None or not isinstance(state, RunState):
             return html.run_fragment(view, session.csrf)
         entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
-        return html.run_fragment(view, session.csrf, run_console(run_page(state, entries, viewer), session.csrf))
+        page = run_page(state, entries, viewer, self.audit_status(run_id))
+        return html.run_fragment(view, session.csrf, run_console(page, session.csrf))
+
+    def audit_status(self, run_id: str) -> AuditStatus | None:
+        if self.d.audit is None or self.d.facts is None:
+            return None
+        try:
+            records = [audit_reducer.from_dict(audit_reducer.schema().decode(value))
+                       for _o, _t, value in list(self.d.audit.records.get(run_id, []))]
+        except (InvalidInput, KeyError, TypeError, ValueError) as exc:
+            return AuditStatus(0, 0, "", False, f"an audit record does not decode: {exc}", 0)
+        events = {offset: value for offset, _t, value in list(self.d.facts.records.get(run_id, []))}
+        return chain_status(records, events, self.d.facts.settings.topic)
 
     async def index(self, request: Request) -> Response:
         session = self.session_of(request)
@@ -289,7 +304,8 @@ class _Pages:
                         and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
         feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
                                                                                else "catching up"))
-                 for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts))
+                 for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts),
+                                 ("audit", self.d.audit))
                  if f is not None]
         body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20],
                                                        len(stuck), feeds)
@@ -321,8 +337,8 @@ class _Pages:
             stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
             return stream.response(None, lambda: self.runs_html(session, query))
         feeds: tuple[ViewFeed, ...] = (_feed(self.d, _viewer(session, self.d.policy)),)
-        # the run page reads the State and the facts too: any of them may come last
-        feeds += tuple(f for f in (self.d.states, self.d.facts) if f is not None and f is not feeds[0])
+        # the run page reads the State, the facts and the audit too: any of them may come last
+        feeds += tuple(f for f in (self.d.states, self.d.facts, self.d.audit) if f is not None and f is not feeds[0])
         stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, alive)
         return stream.response(run_id, lambda: self.run_html(session, run_id))
 
@@ -354,7 +370,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        feeds = [f for f in (d.views, d.states, d.facts) if f is not None]
+        feeds = [f for f in (d.views, d.states, d.facts, d.audit) if f is not None]
         if manage_feed:
             for feed in feeds:
                 feed.start()

@@ -41,8 +41,20 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_meters(page)}'
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_audit(page)}{_meters(page)}'
             f'{_approvals(page, csrf)}{_calls(page.calls)}{_timeline(page)}</div>')
+
+
+def _audit(page: RunPage) -> str:
+    a = page.audit
+    if a is None:
+        return ""
+    if a.records == 0:
+        return '<p id="audit" data-verified="none">audit chain: no record yet</p>'
+    state = "verifies" if a.verified else f"DOES NOT VERIFY: {escape(a.problem)}"
+    behind = f" · {a.unaudited} fact(s) not audited yet" if a.unaudited else ""
+    return (f'<p id="audit" data-verified="{"yes" if a.verified else "no"}">audit chain: {a.records} records, '
+            f'head #{a.sequence} <code>{escape(a.head[:16])}</code> · <strong>{state}</strong>{behind}</p>')
 
 
 def _summary(page: RunPage) -> str:
@@ -242,8 +254,9 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
     return (f'<h2>Consumer lag</h2>{lag_html}<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
-            f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
-            f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')
+            + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
+               if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
+            + f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')
 
 
 def relative_span(span: timedelta) -> str:

@@ -148,28 +148,48 @@ class LoginThrottle:
 
     def retry_after(self, user: str, address: str, now_s: int) -> int | None:
         """Seconds until a sign-in of `user` from `address` may be tried again (None: now)."""
+        with self._lock:
+            return self._wait(user, address, now_s)
+
+    def _wait(self, user: str, address: str, now_s: int) -> int | None:
         s = self.settings
         waits = []
-        with self._lock:
-            for key, limit in ((f"user:{user}", s.max_per_user), (f"addr:{address}", s.max_per_address)):
-                times = self._recent(key, now_s)
-                if len(times) >= limit:
-                    waits.append(times[len(times) - limit] + s.window_s - now_s)
+        for key, limit in ((f"user:{user}", s.max_per_user), (f"addr:{address}", s.max_per_address)):
+            times = self._recent(key, now_s)
+            if len(times) >= limit:
+                waits.append(times[len(times) - limit] + s.window_s - now_s)
         return max(1, math.ceil(max(waits))) if waits else None
 
-    def failed(self, user: str, address: str, now_s: int) -> None:
+    def attempt(self, user: str, address: str, now_s: int) -> int | None:
+        """Start a sign-in: the seconds to wait when throttled, else None and the attempt counts
+        as a failure until `succeeded` (so parallel attempts cannot all pass the check)."""
         with self._lock:
-            for key in (f"user:{user}", f"addr:{address}"):
-                self._recent(key, now_s)
-                self._failures.setdefault(key, deque()).append(now_s)
-                self._failures.move_to_end(key)
-            while len(self._failures) > self.settings.max_keys:
-                self._failures.popitem(last=False)
+            wait = self._wait(user, address, now_s)
+            if wait is None:
+                self._add(user, address, now_s)
+            return wait
 
-    def succeeded(self, user: str) -> None:
-        """A right password clears the user's failures (not the address's)."""
+    def failed(self, user: str, address: str, now_s: int) -> None:
+        """Count one failed sign-in (`attempt` already counts the ones it lets through)."""
+        with self._lock:
+            self._add(user, address, now_s)
+
+    def _add(self, user: str, address: str, now_s: int) -> None:
+        for key in (f"user:{user}", f"addr:{address}"):
+            self._recent(key, now_s)
+            self._failures.setdefault(key, deque()).append(now_s)
+            self._failures.move_to_end(key)
+        while len(self._failures) > self.settings.max_keys:
+            self._failures.popitem(last=False)
+
+    def succeeded(self, user: str, address: str, started_s: int) -> None:
+        """A right password: the user's failures are cleared, the address keeps its others
+        (the attempt started at `started_s` is taken back)."""
         with self._lock:
             self._failures.pop(f"user:{user}", None)
+            times = self._failures.get(f"addr:{address}")
+            if times is not None and started_s in times:
+                times.remove(started_s)
 
 
 def loopback(host: str) -> bool:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runfacts.client.outcomes import Entry
+from runfacts.dashboard.auditcheck import AuditStatus
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
 from runfacts.schemas.common import EventBase
@@ -140,6 +141,7 @@ class RunPage:
     checkpoint: str = NONE_TEXT
     versions: dict[str, str] = field(default_factory=dict)
     fact_count: int = 0
+    audit: AuditStatus | None = None  # None: the audit topic is not read here
 
 
 def _shown(event: EventBase, viewer: Viewer) -> EventBase:
@@ -306,7 +308,7 @@ def may_reauthorize(state: RunState, approval_id: str, viewer: Viewer) -> bool:
     return approval.toolCallId in state.toolCalls and viewer.may("tool.call.propose", frozenset())
 
 
-def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer) -> RunPage:
+def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None) -> RunPage:
     """The run page's content for this viewer (who may see the run: checked by the caller)."""
     auditor = viewer.role == "auditor"
     steps = _steps(entries)
@@ -328,7 +330,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer) -> RunPa
         progress={"verified": list(state.progress.verifiedItems), "open": list(state.progress.openItems),
                   "next": text(state.progress.nextSafeAction)},
         checkpoint=f"node {cp.node}, saved {text(cp.savedAt)}" if cp else NONE_TEXT,
-        versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries))
+        versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
+        audit=audit)
 
 
 def relative(then: datetime, now: datetime) -> str:

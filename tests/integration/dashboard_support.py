@@ -44,7 +44,8 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
                           facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names.dlq),
-                          lag=lambda: consumer_lag(dep.kafka, processors(dep.names)))
+                          lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
+                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))

@@ -22,6 +22,7 @@ from ops_support import Deployment
 from runfacts.partitioning import partition_for
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec
+from runfacts.workers import projector as projector_app
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,8 @@ def console(kafka_bootstrap: str, tmp_path: Path):
     unique = uuid.uuid4().hex[:10]
     dep = Deployment.create(kafka_bootstrap, f"console{unique}")
     engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}")).start()
+    projector = EngineThread(projector_app(prefix=dep.names.prefix),
+                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}")).start()
     runs = {"refund": f"run-refund-{unique}", "expired": f"run-expired-{unique}", "other": f"run-globex-{unique}"}
     now = datetime.now(UTC)
     dep.send(*refund_story(runs["refund"], now, tenant="acme"))
@@ -46,6 +49,7 @@ def console(kafka_bootstrap: str, tmp_path: Path):
     with serve_dashboard(dep, users, outcome_timeout_s=20.0, policy=policy) as base:
         yield dep, base, runs
     engine.stop()
+    projector.stop()
 
 
 def test_refund_run_page_shows_lost_response_reconciliation_and_confirmed_verification_on_their_tracks(console):
@@ -65,6 +69,10 @@ def test_refund_run_page_shows_lost_response_reconciliation_and_confirmed_verifi
         assert verification.locator('[data-step="result_unknown"]').count() == 0
         assert "response lost" in page.locator("#timeline").inner_text()
         assert page.locator(".idempotency-key").count() == 1  # operators see the key
+        audit = page.locator('#audit[data-verified="yes"]')
+        audit.wait_for(timeout=30_000)  # the projector's records, checked against the facts
+        page.wait_for_selector("#audit:not(:has-text('not audited yet'))", timeout=30_000)
+        assert "audit chain: 21 records" in page.locator("#audit").inner_text()
         assert "None" not in page.locator("main").inner_text()
         screenshot(page, "run-page-refund-operator")
 

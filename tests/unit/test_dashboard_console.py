@@ -235,3 +235,45 @@ def test_inbox_lists_approvals_the_role_may_decide_oldest_first_within_the_tenan
     assert inbox(states, Viewer("olga", ("operator",))) == []  # operators do not decide refunds
     assert html.count('class="countdown"') == 2 and "14 min 00 s" in html  # run-a: 15 min TTL, 1 min gone
     assert "refund order-001 (high risk)" in html and "globex" not in html
+
+
+def _audited(s: Scenario, topic: str = "dash-console.run.events") -> tuple[list, dict[int, bytes]]:
+    from runfacts.projections.audit import reducer as audit
+    from runfacts.projections.facts import Fact
+
+    codec, head, records, events = Codec(), None, [], {}
+    for offset, event in enumerate(s.log):
+        value = codec.encode(event)
+        events[offset] = value
+        head, body = audit.step(head, Fact(topic, 0, offset, None, value[10:], value[2:10]))
+        records.append(audit.decode(body))
+    return records, events
+
+
+def test_audit_chain_verifies_when_records_hash_the_events_in_the_log(stories):
+    from runfacts.dashboard.auditcheck import chain_status
+
+    records, events = _audited(stories[REFUND])
+
+    status = chain_status(records, events, "dash-console.run.events")
+    behind = chain_status(records[:-3], events, "dash-console.run.events")
+
+    assert status.verified and status.sequence == len(records) == len(events) and status.unaudited == 0
+    assert status.head == records[-1].recordHash
+    assert behind.verified and behind.unaudited == 3  # the projector is behind: counted, not a failure
+
+
+def test_audit_chain_does_not_verify_when_an_event_or_a_record_was_altered(stories):
+    from runfacts.dashboard.auditcheck import chain_status
+
+    records, events = _audited(stories[REFUND])
+    altered = dict(events)
+    altered[5] = altered[5][:-1] + bytes([altered[5][-1] ^ 1])
+    dropped = records[:4] + records[5:]
+
+    event_changed = chain_status(records, altered, "dash-console.run.events")
+    record_missing = chain_status(dropped, events, "dash-console.run.events")
+
+    assert not event_changed.verified
+    assert "record 6" in event_changed.problem and "event altered" in event_changed.problem
+    assert not record_missing.verified and "sequence 6 where 5 was due" in record_missing.problem

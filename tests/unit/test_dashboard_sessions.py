@@ -184,3 +184,23 @@ def test_cookie_secure_is_on_by_default_unless_bound_to_loopback(tmp_path: Path,
     assert build_dashboard(DashboardSettings(), kafka, "0.0.0.0").cookie_secure
     assert not build_dashboard(DashboardSettings(), kafka).cookie_secure  # settings.host: 127.0.0.1
     assert not build_dashboard(DashboardSettings(cookie_secure=False), kafka, "0.0.0.0").cookie_secure
+
+
+def test_parallel_sign_ins_cannot_all_pass_the_throttle_check():
+    throttle = LoginThrottle(ThrottleSettings(max_per_user=3, max_per_address=100, window_s=60))
+
+    waits = [throttle.attempt("alice", "10.0.0.1", 1000) for _ in range(5)]  # none finished yet
+
+    assert waits[:3] == [None, None, None] and all(w is not None for w in waits[3:])
+
+
+def test_right_password_clears_the_users_failures_but_not_the_addresss():
+    throttle = LoginThrottle(ThrottleSettings(max_per_user=2, max_per_address=3, window_s=60))
+    throttle.attempt("alice", "10.0.0.1", 1000)  # wrong
+    throttle.attempt("bob", "10.0.0.1", 1001)  # wrong
+    assert throttle.attempt("alice", "10.0.0.1", 1002) is None
+    throttle.succeeded("alice", "10.0.0.1", 1002)
+
+    assert throttle.retry_after("alice", "10.0.0.9", 1003) is None
+    assert throttle.attempt("carol", "10.0.0.1", 1003) is None  # the address holds 2 failures, then 3
+    assert throttle.retry_after("dave", "10.0.0.1", 1004) is not None
