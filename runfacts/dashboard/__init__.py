@@ -1,7 +1,10 @@
 """The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
 
-Pure: html (the pages and fragments). Shells: app (the Starlette app), feed (live views from
-the topics), session (signed sessions, CSRF).
+Pure: html (the pages and fragments), runpage (what a run's page says: timeline, tool-call
+tracks, approvals), runlist (the run list: filters, search, pages), console (their HTML).
+Shells: app (the Starlette app), feed (live views and facts from the topics), session (signed
+sessions, CSRF), guard (server-side sessions, the live users file, login throttling), letters
+(dead letters: read, redrive).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 
 Routes:
 - GET/POST /login, POST /logout: users file + scrypt; a signed HttpOnly SameSite=Strict
-  session cookie; login itself is CSRF-protected with a double-submit cookie.
+  session cookie; login itself is CSRF-protected with a double-submit cookie and throttled
+  per user and per client address (429 + Retry-After). Sessions live server-side
+  (`guard.Sessions`): sign-out (`everywhere=1`: all the user's sessions) and a change of the
+  user's roles or tenant in the users file end them; a request with an ended session gets
+  401, its SSE stream an `ended` event and its end.
 - GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
   `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
 - POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
@@ -24,8 +28,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,8 +42,15 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from runfacts import telemetry
-from runfacts.dashboard import html
-from runfacts.dashboard.feed import ViewFeed
+from runfacts.dashboard import console, html
+from runfacts.dashboard.auditcheck import AuditStatus, chain_status
+from runfacts.dashboard.console import run_console
+from runfacts.dashboard.feed import FactsFeed, ViewFeed
+from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
+from runfacts.dashboard.health import Lag
+from runfacts.dashboard.letters import DeadLetters
+from runfacts.dashboard.runlist import ListQuery, inbox, run_list
+from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -52,11 +64,12 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, view_of
+from runfacts.ops.views import Viewer, page_view, stuck_for, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
+from runfacts.projections.audit import reducer as audit_reducer
 from runfacts.schemas.common import CommandBase
-from runfacts.schemas.errors import InfrastructureError
+from runfacts.schemas.errors import ConfigError, InfrastructureError, InvalidInput
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import AuthenticationFailed, UserDirectory
 
@@ -76,12 +89,19 @@ class Dashboard:
 
     views: ViewFeed  # the user-view topic (decode_view): what the user role sees
     states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
-    users: UserDirectory
+    users: UserDirectory | UsersFile  # a UsersFile: role/tenant changes on disk take effect at once
     signer: SessionSigner
     commands: CommandClient
     cookie_secure: bool = False
     keepalive_s: float = 15.0
     policy: Policy | None = None  # buttons follow the policy's command rules when given
+    sessions: Sessions = field(default_factory=Sessions)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    session_check_s: float = 1.0  # how often an SSE stream checks that its session is still live
+    facts: FactsFeed | None = None  # the events topic: the run page's timeline and tracks
+    dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
+    lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
+    audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
 
 
 def _now_s() -> int:
@@ -104,28 +124,55 @@ class _Pages:
         self.d = d
 
     def session_of(self, request: Request) -> Session | None:
-        return self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+        """The request's session while it is live (signed, unexpired, not revoked, user unchanged)."""
+        session = self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s())
+        return session if session is not None and self.alive(session) else None
+
+    def alive(self, session: Session) -> bool:
+        return self.d.sessions.alive(session, directory_of(self.d.users), _now_s())
+
+    def ended(self, request: Request) -> Response:
+        """No live session: 401 for a signed cookie whose session ended, else off to /login."""
+        if self.d.signer.read(request.cookies.get(SESSION_COOKIE), _now_s()) is None:
+            return RedirectResponse("/login", 303)
+        return self.login_page(request, "Your session has ended (signed out, or your roles changed): "
+                                        "sign in again.", 401)
 
     def cookie(self, response: Response, name: str, value: str, max_age: int | None = None) -> None:
         response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict",
                             secure=self.d.cookie_secure, path="/")
 
-    async def login_form(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+    async def login_form(self, request: Request) -> Response:
+        return self.login_page(request)
+
+    def login_page(self, request: Request, error: str | None = None, status: int = 200,
+                   headers: dict[str, str] | None = None) -> Response:
         token = new_token()
-        response = HTMLResponse(html.login_page(token, error), status)
+        response = HTMLResponse(html.login_page(token, error), status, headers)
         self.cookie(response, LOGIN_CSRF_COOKIE, token, 600)
+        if status == 401:
+            response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
     async def login(self, request: Request) -> Response:
         form = await request.form()
         if not csrf_ok(request.cookies.get(LOGIN_CSRF_COOKIE), str(form.get(CSRF_FIELD, ""))):
             return HTMLResponse("login form expired or forged (CSRF check failed): reload /login", 403)
+        user, address = str(form.get("username", "")), request.client.host if request.client else "-"
+        started = _now_s()
+        wait = self.d.throttle.attempt(user, address, started)
+        if wait is not None:  # refused before the password is even checked
+            return self.login_page(request, f"Too many failed sign-ins for this user or from this address: "
+                                            f"try again in {wait} s.", 429, {"Retry-After": str(wait)})
         try:
-            identity = await run_in_threadpool(self.d.users.authenticate, str(form.get("username", "")),
+            identity = await run_in_threadpool(directory_of(self.d.users).authenticate, user,
                                                str(form.get("password", "")))
-        except AuthenticationFailed:
-            return await self.login_form(request, "Wrong user or password.", 401)
-        _session, value = self.d.signer.issue(identity, _now_s())
+        except AuthenticationFailed:  # the attempt stays counted
+            return self.login_page(request, "Wrong user or password.", 401)
+        self.d.throttle.succeeded(user, address, started)
+        self.d.sessions.prune(_now_s())
+        session, value = self.d.signer.issue(identity, _now_s())
+        self.d.sessions.add(session)
         response = RedirectResponse("/", 303)
         self.cookie(response, SESSION_COOKIE, value, self.d.signer.ttl_s)
         response.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
@@ -133,32 +180,141 @@ class _Pages:
 
     async def logout(self, request: Request) -> Response:
         session = self.session_of(request)
-        if session is not None and not _csrf_passed(request, session, await request.form()):
-            return JSONResponse({"message": "CSRF check failed"}, 403)
+        if session is not None:
+            form = await request.form()
+            if not _csrf_passed(request, session, form):
+                return JSONResponse({"message": "CSRF check failed"}, 403)
+            if form.get("everywhere"):
+                self.d.sessions.revoke_user(session.identity.subject)
+            else:
+                self.d.sessions.revoke(session.sid)
         response = RedirectResponse("/login", 303)
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
-    def visible(self, session: Session) -> list[dict[str, Any]]:
-        viewer = _viewer(session, self.d.policy)
-        runs = list(_feed(self.d, viewer).states)
-        views = (shown(self.d, viewer, run_id) for run_id in runs)
-        return sorted((v for v in views if v is not None), key=lambda v: v["runId"])
+    def runs_html(self, session: Session, query: ListQuery) -> str:
+        runs = run_list(list(self.d.states.states.values()), _viewer(session, self.d.policy), query,
+                        datetime.now(UTC))
+        return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str) -> str:
-        return html.run_fragment(shown(self.d, _viewer(session, self.d.policy), run_id), session.csrf)
+        viewer = _viewer(session, self.d.policy)
+        view = shown(self.d, viewer, run_id)
+        state = self.d.states.get(run_id)
+        if view is None or not isinstance(state, RunState):
+            return html.run_fragment(view, session.csrf)
+        entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+        page = run_page(state, entries, viewer, self.audit_status(run_id))
+        return html.run_fragment(view, session.csrf, run_console(page, session.csrf))
+
+    def audit_status(self, run_id: str) -> AuditStatus | None:
+        if self.d.audit is None or self.d.facts is None:
+            return None
+        try:
+            records = [audit_reducer.from_dict(audit_reducer.schema().decode(value))
+                       for _o, _t, value in list(self.d.audit.records.get(run_id, []))]
+        except (InvalidInput, KeyError, TypeError, ValueError) as exc:
+            return AuditStatus(0, 0, "", False, f"an audit record does not decode: {exc}", 0)
+        events = {offset: value for offset, _t, value in list(self.d.facts.records.get(run_id, []))}
+        return chain_status(records, events, self.d.facts.settings.topic)
 
     async def index(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return RedirectResponse("/login", 303)
-        body = "<h1>Runs</h1>" + html.live("/stream", html.runs_fragment(self.visible(session)))
+            return self.ended(request)
+        try:
+            query = ListQuery.parse(request.query_params)
+        except ValueError as exc:
+            return HTMLResponse(html.page("Runs", f'<p role="alert" id="query-error">{escape(str(exc))}</p>',
+                                          session.identity.subject, session.csrf), 400)
+        staff = _viewer(session, self.d.policy).role in ("operator", "auditor")
+        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff)
+                + html.live(f"/stream?{query.query_string()}", self.runs_html(session, query)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
+
+    def inbox_html(self, session: Session) -> str:
+        rows = inbox(list(self.d.states.states.values()), _viewer(session, self.d.policy))
+        return console.inbox_table(rows, datetime.now(UTC), session.csrf)
+
+    async def approvals(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        body = ("<h1>Approvals waiting for you</h1>" + html.live("/approvals/stream", self.inbox_html(session))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page("Approvals", body, session.identity.subject, session.csrf))
+
+    async def letters(self, request: Request, note: str = "", status: int = 200) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        if "operator" not in session.identity.roles or self.d.dead_letters is None:
+            return HTMLResponse(html.page("Dead letters", '<p id="not-allowed">Dead letters are for operators.</p>',
+                                          session.identity.subject, session.csrf), 403)
+        try:
+            letters = await run_in_threadpool(self.d.dead_letters.read)
+        except InfrastructureError as exc:
+            return HTMLResponse(html.page("Dead letters", f'<p role="alert">{escape(str(exc))}</p>',
+                                          session.identity.subject, session.csrf), 503)
+        message = f'<p id="redrive-status" role="status">{escape(note)}</p>' if note else ""
+        body = (f"<h1>Dead letters ({len(letters)})</h1>{message}"
+                + console.letters_table(letters, session.csrf, True))
+        return HTMLResponse(html.page("Dead letters", body, session.identity.subject, session.csrf), status)
+
+    async def redrive(self, request: Request) -> Response:
+        """Redrive one letter (operators, CSRF), then show the list as the topic now has it."""
+        session = self.session_of(request)
+        if session is None:
+            return JSONResponse({"message": "sign in first"}, 401)
+        form = await request.form()
+        if not _csrf_passed(request, session, form):
+            return JSONResponse({"message": "CSRF check failed: reload the page"}, 403)
+        if "operator" not in session.identity.roles or self.d.dead_letters is None:
+            return JSONResponse({"message": "dead letters are for operators"}, 403)
+        position = str(form.get("position", ""))
+        try:
+            done = await run_in_threadpool(self.d.dead_letters.redrive, position)
+        except ConfigError as exc:
+            return await self.letters(request, f"not redriven: {exc}", 409)
+        except InfrastructureError as exc:
+            return await self.letters(request, f"not redriven: {exc}", 503)
+        return await self.letters(request, f"redrove {done} dead letter ({position}); marker recorded")
+
+    async def health(self, request: Request) -> Response:
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        viewer = _viewer(session, self.d.policy)
+        if viewer.role not in ("operator", "auditor"):
+            return HTMLResponse(html.page("Health", '<p id="not-allowed">Health is for operators.</p>',
+                                          session.identity.subject, session.csrf), 403)
+        lags, error = [], ""
+        if self.d.lag is None:
+            error = "consumer lag is not configured for this dashboard"
+        else:
+            try:
+                lags = await run_in_threadpool(self.d.lag)
+            except InfrastructureError as exc:
+                error = str(exc)
+        now = datetime.now(UTC)
+        limit = self.d.states.settings.stuck_after
+        stuck = sorted(((s.runId, str(s.status), stuck_for(s, now) or timedelta(0))
+                        for s in list(self.d.states.states.values())
+                        if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
+                        and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
+        feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
+                                                                               else "catching up"))
+                 for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts),
+                                 ("audit", self.d.audit))
+                 if f is not None]
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20],
+                                                       len(stuck), feeds)
+        return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return RedirectResponse("/login", 303)
+            return self.ended(request)
         run_id = request.path_params["run_id"]
         body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
                 + '<p id="command-status" role="status"></p>')
@@ -167,12 +323,24 @@ class _Pages:
     async def stream(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
-            return Response("sign in first", 401)
+            return Response("sign in first (no live session)", 401)
         run_id = request.path_params.get("run_id")
-        feed = _feed(self.d, _viewer(session, self.d.policy))
-        if run_id is None:
-            return _sse(feed, self.d.keepalive_s, None, lambda: html.runs_fragment(self.visible(session)))
-        return _sse(feed, self.d.keepalive_s, run_id, lambda: self.run_html(session, run_id))
+        alive = lambda: self.alive(session)  # noqa: E731
+        if request.url.path == "/approvals/stream":
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.inbox_html(session))
+        if run_id is None:  # the list is built from State; at most two renders a second
+            try:
+                query = ListQuery.parse(request.query_params)
+            except ValueError as exc:
+                return Response(str(exc), 400)
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.runs_html(session, query))
+        feeds: tuple[ViewFeed, ...] = (_feed(self.d, _viewer(session, self.d.policy)),)
+        # the run page reads the State, the facts and the audit too: any of them may come last
+        feeds += tuple(f for f in (self.d.states, self.d.facts, self.d.audit) if f is not None and f is not feeds[0])
+        stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, alive)
+        return stream.response(run_id, lambda: self.run_html(session, run_id))
 
     def command(self, build: Build) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
@@ -202,15 +370,16 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        feeds = [f for f in (d.views, d.states, d.facts, d.audit) if f is not None]
         if manage_feed:
-            d.views.start()
-            d.states.start()
+            for feed in feeds:
+                feed.start()
         try:
             yield
         finally:
             if manage_feed:
-                d.views.stop()
-                d.states.stop()
+                for feed in feeds:
+                    feed.stop()
             d.commands.close()
 
     routes = [
@@ -221,6 +390,10 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/stop", p.command(_stop), methods=["POST"]),
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
+        Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
+        Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
+        Route("/health", p.health), Route("/dead-letters", p.letters),
+        Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
         Route("/healthz", lambda r: _health(d)),
     ]
@@ -253,27 +426,53 @@ def _health(d: Dashboard) -> Response:
     return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
 
 
-def _sse(feed: ViewFeed, keepalive_s: float, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
-    """Send the fragment now and after every change of the run (or any run)."""
-    queue = feed.subscribe(run_id)
+@dataclass
+class _Stream:
+    """An SSE stream over a feed that lives as long as its session."""
 
-    async def events() -> AsyncIterator[str]:
-        try:
-            yield html.sse("view", render())
-            while True:
-                try:
-                    await asyncio.wait_for(queue.get(), timeout=keepalive_s)
-                except TimeoutError:
-                    yield ": keep-alive\n\n"
-                    continue
-                while not queue.empty():  # coalesce a burst into one render
-                    queue.get_nowait()
+    feeds: tuple[ViewFeed, ...]
+    keepalive_s: float
+    check_s: float
+    alive: Callable[[], bool]
+    min_interval_s: float = 0.0  # at most one render per interval (a busy list)
+
+    def response(self, run_id: str | None, render: Callable[[], str]) -> StreamingResponse:
+        """Send the fragment now and after every change of the run (or any run); once the
+        session ends, an `ended` event and the end of the stream."""
+        queue = self.feeds[0].subscribe(run_id)
+        for feed in self.feeds[1:]:
+            feed.subscribe(run_id, queue)
+
+        async def events() -> AsyncIterator[str]:
+            try:
                 yield html.sse("view", render())
-        finally:
-            feed.unsubscribe(queue)
+                quiet = 0.0
+                while True:
+                    try:
+                        await asyncio.wait_for(queue.get(), timeout=min(self.check_s, self.keepalive_s))
+                    except TimeoutError:
+                        if not self.alive():
+                            yield html.sse("ended", "your session has ended: sign in again")
+                            return
+                        quiet += min(self.check_s, self.keepalive_s)
+                        if quiet >= self.keepalive_s:
+                            quiet = 0.0
+                            yield ": keep-alive\n\n"
+                        continue
+                    if self.min_interval_s:
+                        await asyncio.sleep(self.min_interval_s)
+                    while not queue.empty():  # coalesce a burst into one render
+                        queue.get_nowait()
+                    if not self.alive():
+                        yield html.sse("ended", "your session has ended: sign in again")
+                        return
+                    yield html.sse("view", render())
+            finally:
+                for feed in self.feeds:
+                    feed.unsubscribe(queue)
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 def _csrf_passed(request: Request, session: Session, form: Any) -> bool:
@@ -340,3 +539,7 @@ def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
 
 def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
     return control.retry_command(state, form["tool_call_id"], _issue(session))
+
+
+def _reauthorize(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.reauthorize_command(state, form["approval_id"], _issue(session))

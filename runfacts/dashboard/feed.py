@@ -2,10 +2,11 @@
 
 A feed reads every partition from the beginning (each dashboard instance shows all runs),
 keeps the latest decoded value per run and tells subscribers (asyncio queues of the SSE
-streams) which run changed. The dashboard runs two: over the user-view topic (`decode_view`:
+streams) which run changed. The dashboard runs three: over the user-view topic (`decode_view`:
 what the user role sees, exactly as the decider published it) and over the run-state topic
 (`decode_state`: operators' and auditors' views through the same `user_view` function, run
-ownership, and the State commands are built from). The page shows only what the log says: a
+ownership, and the State commands are built from) — and a `FactsFeed` over the events topic
+keeping every fact of every run (the run page's timeline and tool-call tracks). The page shows only what the log says: a
 banner disappears when a new value without it arrives, never because a button was clicked.
 
 Each record applied opens a `dashboard view update` span whose parent is the trace context
@@ -18,6 +19,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,11 +28,15 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from runfacts import telemetry
+from runfacts.client.outcomes import Entry
 from runfacts.logread import partition_count
 from runfacts.ops.views import stuck_for
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import load_state
 from runfacts.projections import user_view
+from runfacts.schemas.codec import Codec
+from runfacts.schemas.errors import InvalidInput, RecordPosition
+from runfacts.schemas.models import decode_event
 from runfacts.settings import KafkaSettings
 from runfacts.topics import reader_group
 
@@ -96,9 +102,10 @@ class ViewFeed:
         """The run's latest value (None: no such run, or archived)."""
         return self.states.get(run_id)
 
-    def subscribe(self, run_id: str | None = None) -> asyncio.Queue[str]:
-        """A queue receiving the id of each run that changes (only `run_id`'s, if given)."""
-        sub = _Subscriber(asyncio.get_running_loop(), asyncio.Queue(maxsize=1000), run_id)
+    def subscribe(self, run_id: str | None = None, queue: asyncio.Queue[str] | None = None) -> asyncio.Queue[str]:
+        """A queue receiving the id of each run that changes (only `run_id`'s, if given); pass
+        `queue` to hear several feeds on one queue."""
+        sub = _Subscriber(asyncio.get_running_loop(), queue or asyncio.Queue(maxsize=1000), run_id)
         with self._lock:
             self._subscribers.append(sub)
         return sub.queue
@@ -126,6 +133,9 @@ class ViewFeed:
             self.states.pop(run_id, None)
         else:
             self.states[run_id] = self.settings.decode(value)
+        self._notify(run_id)
+
+    def _notify(self, run_id: str) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
         for sub in subscribers:
@@ -158,9 +168,7 @@ class ViewFeed:
                 for msg in consumer.consume(500, self.settings.poll_s):
                     err = msg.error()
                     if err is None:
-                        key = msg.key()
-                        if key is not None:  # an unkeyed record names no run
-                            self.apply(key, msg.value(), _pairs(msg.headers()))
+                        self.take(msg)
                     elif err.code() == KafkaError._PARTITION_EOF:
                         behind.discard(msg.partition())
                     else:
@@ -169,6 +177,12 @@ class ViewFeed:
                     self.ready.set()
         finally:
             consumer.close()
+
+    def take(self, msg: Any) -> None:
+        """One record of the topic (an unkeyed record names no run)."""
+        key = msg.key()
+        if key is not None:
+            self.apply(key, msg.value(), _pairs(msg.headers()))
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -192,3 +206,47 @@ def _offer(queue: asyncio.Queue[str], run_id: str) -> None:
 def _pairs(headers: Any) -> telemetry.Headers | None:
     """confluent-kafka's headers (a list of pairs, or None) as the telemetry Headers type."""
     return list(headers) if headers else None
+
+
+@dataclass
+class FactsFeed(ViewFeed):
+    """Every fact of every run, from the events topic: the record bytes per run (compact), decoded
+    when a page reads them, with the decoded facts of the `cache_runs` most recently read runs
+    kept (a page of a long run decodes only its new facts)."""
+
+    cache_runs: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.records: dict[str, list[tuple[int, int, bytes]]] = {}
+        self._decoded: OrderedDict[str, list[Entry | None]] = OrderedDict()
+        self._codec = Codec()
+
+    def take(self, msg: Any) -> None:
+        key, value, offset = msg.key(), msg.value(), msg.offset()
+        if key is None or value is None or offset is None:
+            return
+        self.add(key.decode(), offset, msg.timestamp()[1], value)
+
+    def add(self, run_id: str, offset: int, at_ms: int, value: bytes) -> None:
+        """One fact of `run_id` (its record bytes) and notify subscribers."""
+        self.records.setdefault(run_id, []).append((offset, at_ms, value))
+        self._notify(run_id)
+
+    def entries(self, run_id: str) -> list[Entry]:
+        """The run's facts in log order (a record that does not decode is skipped and logged)."""
+        records = self.records.get(run_id, [])
+        with self._lock:
+            decoded = self._decoded.pop(run_id, [])
+        for offset, at_ms, value in records[len(decoded):len(records)]:
+            try:
+                event = decode_event(self._codec, value, RecordPosition(self.settings.topic, None, offset))
+            except InvalidInput as exc:
+                log.warning("dashboard facts: skipped a record of %s: %s", run_id, exc)
+                event = None
+            decoded.append(Entry(offset, event, at_ms) if event is not None else None)
+        with self._lock:
+            self._decoded[run_id] = decoded
+            while len(self._decoded) > self.cache_runs:
+                self._decoded.popitem(last=False)
+        return [e for e in decoded if e is not None]

@@ -13,12 +13,35 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from runfacts.dashboard.console import STYLE as CONSOLE_STYLE
+from runfacts.dashboard.runpage import text
+
 SCRIPT = """(function () {
   const live = document.getElementById('live');
   if (live && live.dataset.stream) {
     const source = new EventSource(live.dataset.stream);
     source.addEventListener('view', function (e) { live.innerHTML = e.data; live.dataset.updated = Date.now(); });
+    source.addEventListener('ended', function (e) {
+      source.close();
+      const note = document.createElement('p');
+      note.id = 'session-ended';
+      note.setAttribute('role', 'alert');
+      note.textContent = e.data + ' ';
+      const link = document.createElement('a');
+      link.href = '/login';
+      link.textContent = 'Sign in';
+      note.appendChild(link);
+      live.replaceChildren(note);
+    });
   }
+  function tick() {
+    document.querySelectorAll('.countdown[data-expires]').forEach(function (el) {
+      const left = Math.floor((Number(el.dataset.expires) - Date.now()) / 1000);
+      el.textContent = left <= 0 ? 'expired'
+        : Math.floor(left / 60) + ' min ' + String(left % 60).padStart(2, '0') + ' s';
+    });
+  }
+  setInterval(tick, 1000);
   document.addEventListener('submit', async function (ev) {
     const form = ev.target;
     if (!form.classList.contains('command')) return;
@@ -41,9 +64,13 @@ SCRIPT = """(function () {
 })();
 """
 
-STYLE = """body{font-family:sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse}
+STYLE = """body{font-family:sans-serif;margin:2rem;max-width:80rem}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.2rem .5rem}.banner{border:2px solid #c60;background:#fff4e5;padding:1rem;
 margin:1rem 0}.muted{color:#666}header{display:flex;gap:1rem;align-items:center}"""
+
+
+NAV = ('<nav><a href="/" id="nav-runs">Runs</a> · <a href="/approvals" id="nav-approvals">Approvals</a> · '
+       '<a href="/dead-letters" id="nav-letters">Dead letters</a> · <a href="/health" id="nav-health">Health</a></nav>')
 
 
 def page(title: str, body: str, user: str | None = None, csrf: str | None = None) -> str:
@@ -51,10 +78,13 @@ def page(title: str, body: str, user: str | None = None, csrf: str | None = None
     logout = ""
     if user is not None and csrf is not None:
         logout = (f'<span>signed in as {escape(user)}</span><form method="post" action="/logout">'
-                  f'{_csrf(csrf)}<button id="logout">Sign out</button></form>')
+                  f'{_csrf(csrf)}<button id="logout">Sign out</button></form>'
+                  f'<form method="post" action="/logout">{_csrf(csrf)}<input type="hidden" name="everywhere" '
+                  'value="1"><button id="logout-everywhere">Sign out everywhere</button></form>')
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
-            f'<style>{STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
-            f'<header><a href="/">runfacts</a>{logout}</header><main>{body}</main></body></html>')
+            f'<style>{STYLE}{CONSOLE_STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
+            f'<header><a href="/">runfacts</a>{NAV if user is not None else ""}{logout}'
+            f'</header><main>{body}</main></body></html>')
 
 
 def _csrf(token: str) -> str:
@@ -75,19 +105,10 @@ def live(stream: str, fragment: str) -> str:
     return f'<div id="live" data-stream="{escape(stream)}">{fragment}</div>'
 
 
-def runs_fragment(views: list[dict[str, Any]]) -> str:
-    if not views:
-        return '<p id="no-runs" class="muted">No runs yet.</p>'
-    rows = "".join(
-        f'<tr data-run="{escape(v["runId"])}"><td><a href="/runs/{escape(v["runId"])}">{escape(v["runId"])}</a></td>'
-        f'<td>{escape(v["status"])}</td><td>{"approval needed" if v["approvalBanner"] else ""}</td></tr>'
-        for v in views)
-    return f'<table id="runs"><tr><th>run</th><th>status</th><th></th></tr>{rows}</table>'
-
-
-def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
+def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "") -> str:
     """One run as the viewer may see it (a user view plus buttons): status, approval banner,
-    actions, progress, and operations detail for operators and auditors."""
+    actions, progress, operations detail for operators and auditors, then `console` (the
+    timeline, tool-call tracks and approvals: `console.run_console`)."""
     if view is None:
         return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
     run = escape(view["runId"])
@@ -97,7 +118,7 @@ def run_fragment(view: dict[str, Any] | None, csrf: str) -> str:
             f'<p id="status-line">{escape(view["statusLine"])}</p>'
             f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
             f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf)}{_actions(view, csrf)}'
-            f'{_progress(view["progress"])}{_operator(view.get("operator"))}</section>')
+            f'{_progress(view["progress"])}{_operator(view.get("operator"))}{console}</section>')
 
 
 def when(epoch_ms: int) -> str:
@@ -133,13 +154,15 @@ def _operator(detail: dict[str, Any] | None) -> str:
     """Operations detail (operator and auditor views): no personal data."""
     if detail is None:
         return ""
-    failed = "".join(f'<tr><td>{escape(c["toolCallId"])}</td><td>{escape(str(c["errorClass"]))}</td>'
-                     f'<td>{c["retryable"]}</td><td>{c["attempts"]}</td></tr>' for c in detail["failedCalls"])
+    failed = "".join(f'<tr><td>{escape(text(c["toolCallId"]))}</td><td>{escape(text(c["errorClass"]))}</td>'
+                     f'<td>{escape(text(c["retryable"]))}</td><td>{c["attempts"]}</td></tr>'
+                     for c in detail["failedCalls"])
+    table = (f'<table id="failed-calls"><tr><th>failed call</th><th>error class</th><th>retryable</th>'
+             f'<th>attempts</th></tr>{failed}</table>') if failed else ""
     return (f'<div id="operator"><p>since {escape(when(detail["statusSince"]))} · node '
-            f'{escape(str(detail["checkpointNode"]))} · turns {detail["turnCount"]} · open approvals '
+            f'{escape(text(detail["checkpointNode"]))} · turns {detail["turnCount"]} · open approvals '
             f'{detail["openApprovals"]} · in flight: {escape(", ".join(detail["inFlight"]) or "none")}</p>'
-            f'<table id="failed-calls"><tr><th>failed call</th><th>error class</th><th>retryable</th>'
-            f'<th>attempts</th></tr>{failed}</table></div>')
+            f'{table}</div>')
 
 
 def _actions(view: dict[str, Any], csrf: str) -> str:

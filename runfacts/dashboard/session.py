@@ -1,7 +1,9 @@
 """Dashboard sessions: a signed cookie (HMAC-SHA256) carrying who is logged in and their CSRF token.
 
 Cookie value: `base64url(json claims) "." base64url(hmac(secret, that))`, claims
-`{sub, roles, csrf, exp}`. The cookie is HttpOnly and SameSite=Strict; every POST must carry
+`{sub, roles, tenant, csrf, exp, sid}`; `sid` names the session server-side
+(`guard.Sessions`: a cookie counts only while its session is live there). The cookie is
+HttpOnly and SameSite=Strict; every POST must carry
 the session's CSRF token (form field `csrf` or header `X-CSRF-Token`), compared in constant
 time. Pure: the clock comes in as `now_s`.
 """
@@ -25,11 +27,12 @@ CSRF_HEADER = "x-csrf-token"
 
 @dataclass(frozen=True)
 class Session:
-    """A logged-in user: identity, CSRF token and expiry (seconds since epoch)."""
+    """A logged-in user: identity, CSRF token, expiry (seconds since epoch), session id."""
 
     identity: Identity
     csrf: str
     expires_at_s: int
+    sid: str = ""
 
 
 class SessionSigner:
@@ -43,9 +46,9 @@ class SessionSigner:
 
     def issue(self, identity: Identity, now_s: int) -> tuple[Session, str]:
         """A new session (fresh CSRF token) and its cookie value."""
-        session = Session(identity, new_token(), now_s + self.ttl_s)
+        session = Session(identity, new_token(), now_s + self.ttl_s, new_token())
         claims = {"sub": identity.subject, "roles": list(identity.roles), "tenant": identity.tenant,
-                  "csrf": session.csrf, "exp": session.expires_at_s}
+                  "csrf": session.csrf, "exp": session.expires_at_s, "sid": session.sid}
         body = _b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
         return session, f"{body}.{_b64(self._mac(body))}"
 
@@ -59,7 +62,7 @@ class SessionSigner:
                 return None
             claims = json.loads(_unb64(body))
             identity = Identity(str(claims["sub"]), tuple(claims["roles"]), claims.get("tenant"))
-            session = Session(identity, str(claims["csrf"]), int(claims["exp"]))
+            session = Session(identity, str(claims["csrf"]), int(claims["exp"]), str(claims.get("sid", "")))
         except (ValueError, KeyError, TypeError):
             return None
         return session if session.expires_at_s > now_s else None

@@ -76,6 +76,30 @@ def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.Retry
     return cmd.RetryToolCall(**_envelope(state, issue), payload=cmd.RetryToolCallPayload(toolCallId=tool_call_id))
 
 
+def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.ProposeToolCall:
+    """Ask for re-authorization of an expired approval: its call proposed again with the same
+    arguments (same argsHash, so the same idempotency key) under a new tool call id
+    (`<call>-r<n>`), for a new approval. The policy's `tool.call.propose` rule decides who may."""
+    approval = state.approvals.get(approval_id)
+    if approval is None:
+        known = ", ".join(state.approvals) or "none"
+        raise ControlError(f"run {state.runId} has no approval {approval_id} (approvals: {known})")
+    if approval.status != "expired":
+        raise ControlError(f"approval {approval_id} is {approval.status}, not expired: nothing to re-authorize")
+    call = state.toolCalls.get(approval.toolCallId)
+    if call is None:
+        raise ControlError(f"the call {approval.toolCallId} of approval {approval_id} is compacted: "
+                           "the agent must propose it again")
+    n = 1
+    while f"{call.toolCallId}-r{n}" in state.toolCalls or f"{call.toolCallId}-r{n}" in state.settledCalls:
+        n += 1
+    payload = cmd.ProposeToolCallPayload(
+        toolCallId=f"{call.toolCallId}-r{n}", capabilityId=call.capabilityId, argsHash=call.argsHash,
+        argsRef=call.argsRef, target=call.target, action=call.action, risk=call.risk, summary=call.summary,
+        turnId=call.turnId, reasoningObjectId=call.reasoningObjectId)
+    return cmd.ProposeToolCall(**_envelope(state, issue), payload=payload)
+
+
 def find_approval(states: dict[str, RunState], approval_id: str) -> RunState:
     """The run holding `approval_id` (open ones first) when the caller did not name the run."""
     holders = [s for s in states.values() if approval_id in s.approvals]

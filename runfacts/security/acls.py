@@ -9,7 +9,8 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
-| dashboard    | view.user, state, events   | commands                       | group `<prefix>-dashboard*`  |
+| dashboard    | view.user, state, events,  | commands                       | group `<prefix>-dashboard*`  |
+|              | audit, dlq                 |                                |                             |
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 | client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
@@ -107,7 +108,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)
-        client("dashboard", (n.user_view, n.state, n.events), (n.commands,)),
+        client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq), (n.commands,)),
         client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
         client("auditor", (n.audit, n.trajectory, n.events), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;

@@ -14,9 +14,12 @@ import uvicorn
 from ops_support import Deployment
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.health import consumer_lag, processors
+from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.processors.policy.access import Policy
 from runfacts.security.identity import load_users
 
 CHROMIUM = "/usr/bin/chromium"
@@ -31,19 +34,25 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0) -> Iterator[str]:
-    """The dashboard over `dep`'s topics on a free port; yields its base URL."""
+def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0,
+                    policy: Policy | None = None) -> Iterator[str]:
+    """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`);
+    yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
     states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
-    dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0)
+    facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
+    dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
+                          facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names.dlq),
+                          lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
+                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
-    while not (server.started and views.ready.is_set() and states.ready.is_set()):
+    while not (server.started and views.ready.is_set() and states.ready.is_set() and facts.ready.is_set()):
         if time.monotonic() > deadline or views.error is not None or states.error is not None:
             raise RuntimeError(f"dashboard did not start (feed errors: {views.error}, {states.error})")
         time.sleep(0.05)
@@ -73,3 +82,14 @@ def login(page: Any, base: str, user: str, password: str) -> None:
     page.fill("#password", password)
     page.click("#sign-in")
     page.wait_for_url(f"{base}/")
+
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "dashboard"
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """A full-page screenshot of `page` as a test artifact (artifacts/dashboard/<name>.png, gitignored)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -251,16 +251,20 @@ def test_dashboard_feeds_read_runs_unrefused_when_run_as_dashboard_principal(
     run = seed_run(deployment, monkeypatch)
     monkeypatch.setenv("RUNFACTS_USERS_FILE", str(write_users(tmp_path / "users.toml")))
     dashboard = build_dashboard(DashboardSettings(), deployment.principal_settings(monkeypatch, "dashboard"))
-    views, states = dashboard.views.start(), dashboard.states.start()
+    assert dashboard.facts is not None and dashboard.audit is not None and dashboard.dead_letters is not None
+    feeds = [dashboard.views.start(), dashboard.states.start(), dashboard.facts.start(), dashboard.audit.start()]
+    views, states = feeds[0], feeds[1]
     try:
-        assert views.wait_ready(20), views.error
-        assert states.wait_ready(20), states.error
+        for feed in feeds:  # the console's facts and audit feeds too
+            assert feed.wait_ready(20), feed.error
         assert views.get(RUN)["runId"] == RUN and views.get(RUN)["approvalBanner"] is not None
         assert states.get(RUN) == run.s
+        assert [e.event_type for e in dashboard.facts.entries(RUN)][:1] == ["run.created"]
+        assert isinstance(dashboard.dead_letters.read(), list)  # the dead-letter topic, read as the dashboard
         time.sleep(1)  # the group coordinator's answer, refused or not, has long arrived
     finally:
-        views.stop()
-        states.stop()
+        for feed in feeds:
+            feed.stop()
     assert "GROUP_AUTHORIZATION_FAILED" not in caplog.text  # the feeds log (and skip) refusals
 
 

@@ -39,6 +39,7 @@ PURE = [
     "runfacts.connectors.outbox.sql", "runfacts.connectors.relay.decisions",
     # operator views and renderings
     "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
+    "runfacts.dashboard.runpage", "runfacts.dashboard.console", "runfacts.dashboard.runlist",
     # the client's pure parts (which facts end a wait, approvals in plain words, timelines)
     "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
     # the tool registry's declarations and manifest

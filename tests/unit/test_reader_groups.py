@@ -82,12 +82,13 @@ def test_dashboard_reads_in_dashboard_groups_when_built_from_settings(groups, tm
     users.write_text("")
     monkeypatch.setenv("RUNFACTS_USERS_FILE", str(users))
     dashboard = build_dashboard(DashboardSettings(), KAFKA)
-    for feed in (dashboard.views, dashboard.states):
+    assert dashboard.facts is not None
+    for feed in (dashboard.views, dashboard.states, dashboard.facts):
         assert not feed.start().wait_ready(5)
         assert isinstance(feed.error, InfrastructureError)
     with pytest.raises(InfrastructureError):
         dashboard.commands.send(_stop())
-    assert len(groups) == 3
+    assert len(groups) == 4
     for conf in groups:
         assert_group(conf, "dashboard")
 

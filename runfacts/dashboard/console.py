@@ -1,0 +1,268 @@
+"""The operator console's HTML, pure: the run page's timeline, tool-call tracks, approvals and
+meters (`runpage.RunPage`), the run list, the approvals inbox, dead letters and health.
+
+Every value goes through `html.escape` (`_e`); no inline script or handler, so the page's
+Content-Security-Policy (script-src 'self') holds; live parts are swapped by the one script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from html import escape
+from typing import Any
+
+from runfacts.dashboard.runlist import InboxRow, ListQuery, RunList
+from runfacts.dashboard.runpage import (
+    EXECUTION_STEPS,
+    NONE_TEXT,
+    VERIFICATION_STEPS,
+    CallTracks,
+    RunPage,
+    relative,
+    text,
+)
+
+STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol{margin:.2rem 0;padding-left:1.2rem}
+.step-failed,.step-result_unknown{color:#b00}.step-reconciled,.step-completed,.step-confirmed_success{color:#070}
+.call{border:1px solid #ccc;padding:.5rem;margin:.5rem 0}.turn{margin:.5rem 0}.turn h3{margin:.3rem 0}
+.meter{display:inline-block;width:10rem;height:.7rem;background:#eee;vertical-align:middle}
+.meter span{display:block;height:100%;background:#36c}.facts td{font-size:.9rem}.pager a{margin-right:1rem}
+.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}"""
+
+
+def _e(value: Any) -> str:
+    return escape(text(value))
+
+
+def _csrf(token: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{escape(token)}">'
+
+
+def run_console(page: RunPage, csrf: str) -> str:
+    """The run page's console sections (inside the live fragment)."""
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_audit(page)}{_meters(page)}'
+            f'{_approvals(page, csrf)}{_calls(page.calls)}{_timeline(page)}</div>')
+
+
+def _audit(page: RunPage) -> str:
+    a = page.audit
+    if a is None:
+        return ""
+    if a.records == 0:
+        return '<p id="audit" data-verified="none">audit chain: no record yet</p>'
+    state = "verifies" if a.verified else f"DOES NOT VERIFY: {escape(a.problem)}"
+    behind = f" · {a.unaudited} fact(s) not audited yet" if a.unaudited else ""
+    return (f'<p id="audit" data-verified="{"yes" if a.verified else "no"}">audit chain: {a.records} records, '
+            f'head #{a.sequence} <code>{escape(a.head[:16])}</code> · <strong>{state}</strong>{behind}</p>')
+
+
+def _summary(page: RunPage) -> str:
+    tenant = f" · tenant <span id=\"tenant\">{_e(page.tenant)}</span>" if page.tenant is not None else ""
+    review = ' · <strong id="needs-review">needs review</strong>' if page.needs_review else ""
+    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status {_e(page.status)}'
+            f' ({_e(page.status_reason)}) since {_e(page.status_since)}{tenant}{review} · checkpoint '
+            f'{_e(page.checkpoint)} · versions {_e(", ".join(f"{k} {v}" for k, v in page.versions.items()))}</p>')
+
+
+def _meters(page: RunPage) -> str:
+    if not page.meters:
+        return ""
+    rows = "".join(
+        f'<tr data-meter="{_e(m.name)}"><td>{_e(m.name)}</td><td><span class="meter"><span style="width:'
+        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}</td></tr>'
+        for m in page.meters)
+    return f'<h2>Budget</h2><table id="budget">{rows}</table>'
+
+
+def _approvals(page: RunPage, csrf: str) -> str:
+    if not page.approvals:
+        return ""
+    rows = []
+    for a in page.approvals:
+        action = ""
+        if a.can_reauthorize:
+            action = (f'<form class="command" method="post" action="/runs/{escape(page.run_id)}/reauthorize/'
+                      f'{escape(a.approval_id)}">{_csrf(csrf)}<button class="reauthorize" '
+                      f'data-approval="{escape(a.approval_id)}">Request re-authorization</button></form>')
+        rows.append(
+            f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
+            f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'
+            f'<td class="approval-status">{_e(a.status)}</td><td>{_e(a.decided_by)}</td><td>{_e(a.decided_at)}</td>'
+            f'<td><code>{_e(a.args_hash[:16])}</code></td><td>{_e(a.expires_at)}</td><td>{action}</td></tr>')
+    return ('<h2>Approvals</h2><table id="approvals"><tr><th>approval</th><th>call</th><th>asked</th>'
+            '<th>requested by</th><th>status</th><th>decided by</th><th>when</th><th>argsHash</th><th>expires</th>'
+            f'<th></th></tr>{"".join(rows)}</table>')
+
+
+def _track(name: str, steps: Sequence[Any], current: str, happy: Sequence[str]) -> str:
+    done = [s.name for s in steps]
+    items = "".join(f'<li class="step step-{escape(s.name)}" data-step="{escape(s.name)}">{_e(s.name)} '
+                    f'<span class="muted">{_e(s.at)}{" · " + escape(s.detail) if s.detail else ""}</span></li>'
+                    for s in steps)
+    ahead = "".join(f'<li class="muted step-ahead">{escape(n)}</li>' for n in happy if n not in done
+                    and n != current and _after(current, n, happy))
+    return (f'<div class="track track-{name}" data-current="{escape(current)}"><strong>{name}</strong>: '
+            f'{escape(current)}<ol>{items}{ahead}</ol></div>')
+
+
+def _after(current: str, step: str, happy: Sequence[str]) -> bool:
+    return current in happy and happy.index(step) > happy.index(current)
+
+
+def _calls(calls: Sequence[CallTracks]) -> str:
+    if not calls:
+        return '<h2>Tool calls</h2><p class="muted" id="no-calls">No tool calls yet.</p>'
+    out = []
+    for c in calls:
+        key = (f' · idempotency key <code class="idempotency-key">{_e(c.idempotency_key)}</code>'
+               if c.idempotency_key is not None else "")
+        out.append(
+            f'<div class="call" data-call="{escape(c.tool_call_id)}"><h3>{_e(c.tool_call_id)} · {_e(c.action)} '
+            f'({_e(c.capability)})</h3><p>attempts {c.attempts} · external request '
+            f'<code>{_e(c.external_request_id)}</code> · error class {_e(c.error_class)} · reconciliation '
+            f'{_e(c.reconciliation)} · closed {_e(c.closed_reason)}{key}</p><div class="tracks">'
+            f'{_track("execution", c.execution_steps, c.execution, EXECUTION_STEPS)}'
+            f'{_track("verification", c.verification_steps, c.verification, VERIFICATION_STEPS)}</div></div>')
+    return f'<h2>Tool calls</h2><div id="calls">{"".join(out)}</div>'
+
+
+def _timeline(page: RunPage) -> str:
+    if not page.turns:
+        return '<h2>Timeline</h2><p class="muted" id="no-facts">No facts read yet.</p>'
+    groups = []
+    for turn in page.turns:
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}"><td>{_e(f.at)}</td><td>{_e(f.actor)}</td>'
+                       f'<td>{_e(f.words)}</td><td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
+        groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
+    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{"".join(groups)}</div>'
+
+
+def when_or_none(at: datetime | None) -> str:
+    return NONE_TEXT if at is None else text(at)
+
+
+def runs_filters(query: ListQuery, staff: bool) -> str:
+    """The run list's filter and search form (a plain GET: works without the script)."""
+    statuses = ("", "running", "waiting_for_approval", "waiting_for_review", "needs_review", "paused",
+                "completed", "failed", "cancelled")
+    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{s or "any status"}</option>'
+                      for s in statuses)
+    tenant = (f'<label>tenant <input name="tenant" id="filter-tenant" value="{escape(query.tenant)}" size="8">'
+              '</label> ') if staff else ""
+    return (f'<form id="run-filters" method="get" action="/"><label>run id <input name="q" id="search" '
+            f'value="{escape(query.q)}" size="18"></label> <select name="status" id="filter-status">{options}'
+            f'</select> <label><input type="checkbox" name="review" value="1" id="filter-review"'
+            f'{" checked" if query.needs_review else ""}> needs review</label> <label>stuck longer than '
+            f'<input name="stuck" id="filter-stuck" value="{escape(query.stuck)}" size="4" placeholder="10m">'
+            f'</label> {tenant}<button id="apply-filters">Filter</button></form>')
+
+
+def runs_table(runs: RunList, now: datetime) -> str:
+    """One page of the run list, with its pager."""
+    if not runs.rows:
+        return f'<p id="no-runs" class="muted" data-total="{runs.total}">No runs match.</p>'
+    staff = runs.rows[0].tenant is not None
+    head = "".join(f"<th>{h}</th>" for h in ("run", "goal", "status", "last change", "pending approvals",
+                                            "calls in flight", "review", *(("tenant",) if staff else ())))
+    rows = []
+    for r in runs.rows:
+        stuck = f' <span class="muted">(stuck {relative(now - r.stuck, now)[:-4]})</span>' if (
+            r.stuck is not None and r.stuck.total_seconds() >= 600) else ""
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        rows.append(
+            f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td>{escape(r.status)}'
+            f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
+            f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
+            f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'
+            f'<td>{"needs review" if r.needs_review else ""}</td>{tenant}</tr>')
+    q, page = runs.query, runs.query.page
+    prev = f'<a id="prev-page" href="/?{escape(q.query_string(page=page - 1))}">previous</a>' if page > 1 else ""
+    nxt = (f'<a id="next-page" href="/?{escape(q.query_string(page=page + 1))}">next</a>'
+           if page < runs.pages else "")
+    return (f'<table id="runs" data-total="{runs.total}"><tr>{head}</tr>{"".join(rows)}</table>'
+            f'<p class="pager" id="pager">{prev}<span>page {page} of {runs.pages} · {runs.total} runs</span>{nxt}</p>')
+
+
+def countdown(expires_at: datetime, now: datetime) -> str:
+    """Time left as text, kept current by the script (data-expires: epoch ms)."""
+    left = (expires_at - now).total_seconds()
+    label = "expired" if left <= 0 else f"{int(left // 60)} min {int(left % 60):02d} s"
+    return (f'<span class="countdown" data-expires="{int(expires_at.timestamp() * 1000)}">'
+            f'{escape(label)}</span>')
+
+
+def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
+    """Pending approvals the viewer may decide, oldest first, with Approve/Reject (commands)."""
+    if not rows:
+        return '<p id="inbox-empty" class="muted">No approvals waiting for you.</p>'
+    staff = rows[0].tenant is not None
+    out = []
+    for r in rows:
+        action = f"/runs/{escape(r.run_id)}/approvals/{escape(r.approval_id)}"
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        out.append(
+            f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
+            f'</td><td>{_e(r.required_role)}</td><td><code>{_e(r.args_hash[:16])}</code></td>'
+            f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
+            f'action="{action}">{_csrf(csrf)}<button class="approve" name="decision" value="approve">Approve</button> '
+            f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "role", "argsHash", "expires in",
+                                            *(("tenant",) if staff else ()), ""))
+    return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
+
+
+def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
+    """Dead letters (runfacts.ops.dlq.DeadLetter) with reason, position, schema; redrive buttons."""
+    if not letters:
+        return '<p id="no-letters" class="muted">No dead letters.</p>'
+    rows = []
+    for x in letters:
+        r = x.reasons
+        version = f" v{r['schemaVersion']}" if r["schemaVersion"] else ""
+        button = ""
+        if may_redrive and r["topic"] and not x.redriven_to:
+            button = (f'<form method="post" action="/dead-letters/redrive">{_csrf(csrf)}<input type="hidden" '
+                      f'name="position" value="{escape(x.position)}"><button class="redrive">Redrive</button></form>')
+        rows.append(
+            f'<tr data-position="{escape(x.position)}"><td>{escape(x.position)}</td>'
+            f'<td>{_e(r["topic"])}[{_e(r["partition"])}]@{_e(r["offset"])}</td>'
+            f'<td>{_e(r["schema"] + version)}</td><td>{_e(r["app"])}</td>'
+            f'<td>{_e(r["error"])}</td><td class="redriven-to">{_e(x.redriven_to)}</td><td>{button}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("dead letter", "from", "schema", "app", "reason", "redriven to", ""))
+    return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
+                stuck_total: int, feeds: Sequence[tuple[str, str]]) -> str:
+    """Lag per processor and partition (bars), stuck runs, the dashboard's own feeds."""
+    widest = max([x.lag for x in lags] + [1])
+    if lag_error:
+        lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
+    else:
+        rows = "".join(
+            f'<tr data-processor="{escape(x.processor)}" data-partition="{x.partition}"><td>{escape(x.processor)}'
+            f'</td><td>{escape(x.topic)}[{x.partition}]</td><td>{_e(x.committed)}</td><td>{x.end}</td>'
+            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{max(1, 200 * x.lag // widest)}px">'
+            '</span></td></tr>' for x in lags)
+        lag_html = ('<table id="lag"><tr><th>processor</th><th>partition</th><th>committed</th><th>end</th>'
+                    f'<th>lag</th><th></th></tr>{rows}</table>')
+    stuck_rows = "".join(f'<tr data-run="{escape(run)}"><td><a href="/runs/{escape(run)}">{escape(run)}</a></td>'
+                         f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
+                         for run, status, for_ in stuck)
+    feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
+    return (f'<h2>Consumer lag</h2>{lag_html}<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
+            + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
+               if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
+            + f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')
+
+
+def relative_span(span: timedelta) -> str:
+    """A duration in its largest unit ('12 min')."""
+    seconds = span.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"

@@ -1,0 +1,142 @@
+"""The run list, pure: which runs a viewer sees, filtered, searched, sorted and paged.
+
+`ListQuery` is the page's query string (status, needs review, stuck longer than, tenant,
+search by run id, page); `run_list` picks the visible runs, filters them, sorts by last change
+(newest first) and builds rows for one page only, so a list of 10,000 runs costs one pass and
+one sort, not 10,000 rows. The goal summary is personal: auditors only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from runfacts.ops.views import REVIEW, Viewer, parse_duration, stuck_for
+from runfacts.processors.decider.state import RunState
+from runfacts.schemas.pii import MASK
+
+PER_PAGE = 50
+MAX_PER_PAGE = 500
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What the list shows: filters, search and page."""
+
+    status: str = ""
+    needs_review: bool = False
+    stuck: str = ""  # a duration ("10m"): runs not ended that sat in their status longer
+    tenant: str = ""
+    q: str = ""  # run id contains
+    page: int = 1
+    per_page: int = PER_PAGE
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> ListQuery:
+        """From a query string; ValueError naming the bad parameter."""
+        stuck = params.get("stuck", "").strip()
+        if stuck:
+            parse_duration(stuck)
+        try:
+            page, per_page = int(params.get("page", "1") or 1), int(params.get("per_page", str(PER_PAGE)) or PER_PAGE)
+        except ValueError:
+            raise ValueError("page and per_page must be whole numbers") from None
+        if page < 1 or not 1 <= per_page <= MAX_PER_PAGE:
+            raise ValueError(f"page must be >= 1 and per_page 1..{MAX_PER_PAGE}")
+        return cls(params.get("status", "").strip(), params.get("review", "") in ("1", "on", "true"), stuck,
+                   params.get("tenant", "").strip(), params.get("q", "").strip(), page, per_page)
+
+    def query_string(self, **changes: Any) -> str:
+        q = replace(self, **changes)
+        values = {"status": q.status, "review": "1" if q.needs_review else "", "stuck": q.stuck,
+                  "tenant": q.tenant, "q": q.q, "page": str(q.page) if q.page > 1 else "",
+                  "per_page": str(q.per_page) if q.per_page != PER_PAGE else ""}
+        return urlencode({k: v for k, v in values.items() if v})
+
+    def matches(self, state: RunState, now: datetime) -> bool:
+        if self.q and self.q not in state.runId:
+            return False
+        if self.status and state.status != self.status:
+            return False
+        if self.needs_review and state.status not in REVIEW:
+            return False
+        if self.tenant and state.tenant != self.tenant:
+            return False
+        if self.stuck:
+            stuck = stuck_for(state, now)
+            return stuck is not None and stuck > parse_duration(self.stuck)
+        return True
+
+
+@dataclass(frozen=True)
+class ListRow:
+    run_id: str
+    goal: str
+    status: str
+    status_reason: str
+    updated_at: datetime
+    pending_approvals: int
+    in_flight: int
+    needs_review: bool
+    tenant: str | None  # None: not shown to this viewer
+    stuck: timedelta | None
+
+
+@dataclass(frozen=True)
+class RunList:
+    rows: tuple[ListRow, ...]
+    total: int  # runs matching the query (all pages)
+    query: ListQuery
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.query.per_page))
+
+
+def run_list(states: Iterable[Any], viewer: Viewer, query: ListQuery, now: datetime) -> RunList:
+    """The runs this viewer may see that match `query`, newest change first, one page of rows."""
+    matching = [s for s in states if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
+                and query.matches(s, now)]
+    matching.sort(key=lambda s: (s.updatedAt, s.runId), reverse=True)
+    start = (query.page - 1) * query.per_page
+    staff = viewer.role in ("operator", "auditor")
+    rows = tuple(ListRow(
+        s.runId, s.goalSummary if viewer.role == "auditor" else MASK, s.status, s.statusReason or "",
+        s.updatedAt, len(s.open_approvals()), len(s.in_flight_calls()), s.status in REVIEW,
+        (s.tenant or "") if staff else None, stuck_for(s, now)) for s in matching[start:start + query.per_page])
+    return RunList(rows, len(matching), query)
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    run_id: str
+    approval_id: str
+    tool_call_id: str
+    action: str
+    target: str
+    risk: str
+    required_role: str
+    args_hash: str
+    expires_at: datetime
+    tenant: str | None  # None: not shown to this viewer
+
+
+def inbox(states: Iterable[Any], viewer: Viewer) -> list[InboxRow]:
+    """Every open approval this viewer's roles may decide, on runs they may see, oldest first
+    (earliest expiry first: the approval's age is its TTL minus the time left)."""
+    rows = []
+    staff = viewer.role in ("operator", "auditor")
+    for s in states:
+        if not isinstance(s, RunState) or not viewer.may_see(s.userId, s.tenant):
+            continue
+        for a in s.open_approvals():
+            if a.requiredRole not in viewer.roles:
+                continue
+            call = s.toolCalls.get(a.toolCallId)
+            rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, call.action if call else "",
+                                 call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
+                                 (s.tenant or "") if staff else None))
+    return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))

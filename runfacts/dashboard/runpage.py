@@ -1,0 +1,348 @@
+"""What a run's page says, pure: its facts in plain words by turn, each tool call on two tracks,
+its approvals, budgets, progress and versions — as plain data for `console` to render.
+
+Input: the run's State (as the state topic carries it), its facts (events in log order, with
+offsets and times) and who looks. Personal fields (`"pii": true` in the contract) read
+`[redacted]` for every role but auditor, and free text (details, reasons) is left out, as in
+the views; the idempotency key is for
+operators (and auditors) only. Nothing here prints Python's `None`: a missing value is
+`NONE_TEXT`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from runfacts.client.outcomes import Entry
+from runfacts.dashboard.auditcheck import AuditStatus
+from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
+from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
+from runfacts.schemas.common import EventBase
+from runfacts.schemas.pii import MASK, redact
+
+NONE_TEXT = "—"
+EXECUTION_STEPS = ("proposed", "authorized", "dispatching", "accepted", "completed")
+VERIFICATION_STEPS = ("not_observed", "pending", "confirmed_success")
+OPERATOR_ROLES = frozenset({"operator", "auditor"})
+FREE_TEXT = {"run.cancel_requested": ("reason",)}  # free-text fields besides `detail`
+_CALL_EVENTS = {
+    "tool.call.proposed": "proposed", "tool.call.authorized": "authorized", "tool.call.dispatching": "dispatching",
+    "tool.call.accepted": "accepted", "tool.call.completed": "completed", "tool.call.failed": "failed",
+    "tool.call.result_unknown": "result_unknown", "tool.call.reconciliation_requested": "reconciling",
+    "tool.call.reconciled": "reconciled", "tool.call.retry_requested": "retry_requested",
+}
+
+
+def text(value: Any) -> str:
+    """A value as page text: `NONE_TEXT` for None or empty, never the word None."""
+    if value is None or value == "" or value == ():
+        return NONE_TEXT
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One timeline entry."""
+
+    offset: int
+    at: datetime
+    actor: str
+    event_id: str
+    event_type: str
+    words: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Facts of one turn (or between turns: `label` says which)."""
+
+    label: str
+    facts: tuple[Fact, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a track: what happened, when, and detail (attempt, request id, error)."""
+
+    name: str
+    at: datetime
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CallTracks:
+    """A tool call on its two tracks."""
+
+    tool_call_id: str
+    capability: str
+    action: str
+    execution: str
+    verification: str
+    attempts: int
+    idempotency_key: str | None  # None: not shown to this viewer
+    external_request_id: str
+    error_class: str
+    reconciliation: str
+    execution_steps: tuple[Step, ...]
+    verification_steps: tuple[Step, ...]
+    closed_reason: str
+
+
+@dataclass(frozen=True)
+class ApprovalRow:
+    """An approval: who was asked, who decided and when, on which arguments, until when."""
+
+    approval_id: str
+    tool_call_id: str
+    required_role: str
+    requested_by: str
+    status: str
+    decided_by: str
+    decided_at: str
+    args_hash: str
+    expires_at: datetime
+    summary: str
+    can_reauthorize: bool
+
+
+@dataclass(frozen=True)
+class Meter:
+    name: str
+    used: int
+    limit: int
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.used / self.limit) if self.limit > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run_id: str
+    version: int
+    status: str
+    status_reason: str
+    status_since: datetime
+    tenant: str | None  # None: not shown to this viewer
+    goal: str
+    needs_review: bool
+    turns: tuple[Turn, ...]
+    calls: tuple[CallTracks, ...]
+    approvals: tuple[ApprovalRow, ...]
+    meters: tuple[Meter, ...]
+    progress: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str = NONE_TEXT
+    versions: dict[str, str] = field(default_factory=dict)
+    fact_count: int = 0
+    audit: AuditStatus | None = None  # None: the audit topic is not read here
+
+
+def _shown(event: EventBase, viewer: Viewer) -> EventBase:
+    """The event as this viewer may read it: auditors all of it; everyone else without the
+    personal fields and without free text (`detail`, a cancel's `reason`), as in the views."""
+    if viewer.role == "auditor":
+        return event
+    hidden = redact(event)
+    free = {k: "" for k in FREE_TEXT.get(event.eventType, ("detail",)) if k in type(hidden.payload).model_fields}
+    return hidden.model_copy(update={"payload": hidden.payload.model_copy(update=free)}) if free else hidden
+
+
+def _actor(payload: Any, producer: str) -> str:
+    actor = getattr(payload, "actor", None)
+    if actor is None:
+        return producer
+    roles = ", ".join(actor.roles) or "no role"
+    return f"{actor.subjectId} ({roles} via {actor.authSource})"
+
+
+def words(event: EventBase) -> str:
+    """One fact in plain words (from an event whose personal fields are already redacted)."""
+    p: Any = event.payload
+    t, g = event.eventType, getattr
+    plain = {
+        "run.created": lambda: f"Run created: goal «{g(p, 'goalSummary')}» for {g(p, 'userId')}"
+                               + (f" (tenant {p.tenant})" if g(p, "tenant", None) else ""),
+        "run.started": lambda: "Run started",
+        "run.paused": lambda: f"Run paused: {_code(p.reason)}" + (f" — {p.detail}" if p.detail else ""),
+        "run.resumed": lambda: "Run resumed" + (f" after {p.approvalId}" if p.approvalId else ""),
+        "run.completed": lambda: "Run completed" + (
+            f" ({len(p.pendingVerifications)} verification(s) pending)" if p.pendingVerifications else ""),
+        "run.failed": lambda: f"Run failed: {_code(p.errorClass)}" + (f" — {p.detail}" if p.detail else ""),
+        "run.cancel_requested": lambda: "Cancel requested" + (f": {p.reason}" if p.reason else ""),
+        "run.cancelled": lambda: "Run cancelled",
+        "run.needs_review": lambda: f"Needs review: {_code(p.reason)}" + (f" — {p.detail}" if p.detail else ""),
+        "run.migrated": lambda: "Run migrated to new versions",
+        "run.archived": lambda: "Run archived",
+        "turn.started": lambda: f"Turn {p.turnNumber} started",
+        "turn.completed": lambda: f"Turn {p.turnNumber} completed",
+        "reasoning.recorded": lambda: f"Reasoning recorded ({len(p.evidenceRefs)} evidence ref(s))",
+        "tool.call.proposed": lambda: f"Proposed {p.action} on {p.target} ({p.toolCallId}, risk {p.risk})",
+        "tool.call.authorized": lambda: f"{p.toolCallId} authorized"
+                                        + (f" by approval {p.approvalId}" if p.approvalId else " (no approval needed)"),
+        "tool.call.dispatching": lambda: f"{p.toolCallId} dispatching, attempt {p.attempt} "
+                                         f"(request {p.externalRequestId})",
+        "tool.call.accepted": lambda: f"{p.toolCallId} accepted by the provider (attempt {p.attempt})",
+        "tool.call.completed": lambda: f"{p.toolCallId} completed (attempt {p.attempt}, result {p.resultRef})",
+        "tool.call.failed": lambda: f"{p.toolCallId} failed: {_code(p.errorClass)} (attempt {p.attempt}, "
+                                    f"{'retryable' if p.retryable else 'not retryable'})",
+        "tool.call.result_unknown": lambda: f"{p.toolCallId}: response lost (attempt {p.attempt}"
+                                            + (f", {p.lastError}" if p.lastError else "") + ") — outcome unknown",
+        "tool.call.reconciliation_requested": lambda: f"{p.toolCallId}: reconciliation requested for request "
+                                                      f"{p.externalRequestId}",
+        "tool.call.reconciled": lambda: f"{p.toolCallId} reconciled: {_code(p.outcome)}",
+        "tool.call.retry_requested": lambda: f"Retry of {p.toolCallId} requested",
+        "verification.updated": lambda: f"{p.toolCallId} verification: {_code(p.status)}"
+                                        + (f" (evidence {p.evidenceRef})" if p.evidenceRef else ""),
+        "approval.required": lambda: f"Approval {p.approvalId} asked of role {p.requiredRole} for {p.toolCallId}, "
+                                     f"expires {text(p.expiresAt)}",
+        "approval.granted": lambda: f"Approval {p.approvalId} granted",
+        "approval.rejected": lambda: f"Approval {p.approvalId} rejected",
+        "approval.expired": lambda: f"Approval {p.approvalId} expired (at {text(p.expiresAt)})",
+        "approval.consumed": lambda: f"Approval {p.approvalId} used by {p.toolCallId}",
+        "approval.invalidated": lambda: f"Approval {p.approvalId} invalidated: {_code(p.reason)}",
+        "budget.debited": lambda: "Budget debited: " + (", ".join(
+            f"{k} {v}" for k, v in p.amounts.model_dump().items() if v) or "nothing"),
+        "budget.exceeded": lambda: f"Budget exceeded: {p.dimension} {p.used} of {p.limit}",
+        "checkpoint.saved": lambda: f"Checkpoint saved at node {p.node}",
+        "progress.updated": lambda: f"Progress: next safe action {p.nextSafeAction}",
+        "feedback.recorded": lambda: f"Feedback recorded: rating {p.rating}",
+        "command.rejected": lambda: f"Command {p.commandType} rejected: {_code(p.reasonCode)}"
+                                    + (f" — {p.detail}" if p.detail else ""),
+    }
+    say = plain.get(t)
+    return say() if say is not None else t
+
+
+def _code(code: Any) -> str:
+    return str(code).replace("_", " ")
+
+
+def _turn_label(event: EventBase, current: str | None) -> str | None:
+    if event.eventType == "turn.started":
+        payload: Any = event.payload
+        return f"Turn {payload.turnNumber}"
+    return current
+
+
+def timeline(entries: Sequence[Entry], viewer: Viewer) -> tuple[Turn, ...]:
+    """The facts grouped by turn, in log order (facts outside a turn in their own groups)."""
+    turns: list[Turn] = []
+    label: str | None = None
+    facts: list[Fact] = []
+    group = "Before the first turn"
+    for entry in entries:
+        event = _shown(entry.event, viewer)
+        new_label = _turn_label(event, label)
+        if new_label != label and facts:
+            turns.append(Turn(group, tuple(facts)))
+            facts = []
+        label = new_label
+        if not facts:
+            group = label or ("Between turns" if turns else "Before the first turn")
+        facts.append(Fact(entry.offset, event.occurredAt, _actor(event.payload, event.producer), event.eventId,
+                          event.eventType, words(event)))
+        if event.eventType == "turn.completed":
+            turns.append(Turn(group, tuple(facts)))
+            facts, label = [], None
+    if facts:
+        turns.append(Turn(group, tuple(facts)))
+    return tuple(turns)
+
+
+def _steps(entries: Sequence[Entry]) -> dict[str, tuple[list[Step], list[Step]]]:
+    """Per tool call: its execution and verification steps from the facts."""
+    found: dict[str, tuple[list[Step], list[Step]]] = {}
+    for entry in entries:
+        call, kind = entry.tool_call_id, entry.event_type
+        if call is None or (kind not in _CALL_EVENTS and kind != "verification.updated"):
+            continue
+        event = entry.event
+        p: Any = event.payload
+        execution, verification = found.setdefault(call, ([], []))
+        if kind == "verification.updated":
+            verification.append(Step(p.status, event.occurredAt,
+                                     f"evidence {p.evidenceRef}" if p.evidenceRef else ""))
+            continue
+        detail = []
+        if getattr(p, "attempt", None) is not None:
+            detail.append(f"attempt {p.attempt}")
+        if getattr(p, "externalRequestId", None):
+            detail.append(f"request {p.externalRequestId}")
+        if kind == "tool.call.failed":
+            detail.append(f"error {p.errorClass}")
+        if kind == "tool.call.reconciled":
+            detail.append(f"outcome {p.outcome}")
+        execution.append(Step(_CALL_EVENTS[kind], event.occurredAt, ", ".join(detail)))
+    return found
+
+
+def _tracks(call: ToolCallState, steps: tuple[list[Step], list[Step]], viewer: Viewer) -> CallTracks:
+    execution, verification = steps
+    if not execution:  # facts compacted away or not read yet: the State's own times
+        execution = [Step("proposed", call.proposedAt)]
+    return CallTracks(
+        call.toolCallId, call.capabilityId, call.action, call.execution, call.verification, call.attempts,
+        call.idempotencyKey if viewer.role in OPERATOR_ROLES else None, text(call.externalRequestId),
+        text(call.errorClass), call.reconciliation, tuple(execution), tuple(verification), text(call.closedReason))
+
+
+def may_reauthorize(state: RunState, approval_id: str, viewer: Viewer) -> bool:
+    """An expired approval whose call can be proposed again by this viewer (the policy's
+    `tool.call.propose` rule) while the run waits for it, and no newer approval of the same
+    arguments is open."""
+    approval = state.approvals.get(approval_id)
+    if approval is None or approval.status != "expired" or state.status in TERMINAL:
+        return False
+    if not (state.status == "running" or (state.status == "waiting_for_review"
+                                          and state.statusReason == "approval_expired")):
+        return False
+    if any(a.status == "open" and a.argsHash == approval.argsHash for a in state.approvals.values()):
+        return False
+    return approval.toolCallId in state.toolCalls and viewer.may("tool.call.propose", frozenset())
+
+
+def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None) -> RunPage:
+    """The run page's content for this viewer (who may see the run: checked by the caller)."""
+    auditor = viewer.role == "auditor"
+    steps = _steps(entries)
+    calls = tuple(_tracks(c, steps.get(c.toolCallId, ([], [])), viewer) for c in state.toolCalls.values())
+    approvals = tuple(
+        ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
+                    (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
+                    a.argsHash, a.expiresAt, a.summary if auditor else MASK,
+                    may_reauthorize(state, a.approvalId, viewer))
+        for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
+    limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
+    meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
+    cp = state.checkpoint
+    return RunPage(
+        run_id=state.runId, version=state.version, status=state.status, status_reason=text(state.statusReason),
+        status_since=state.statusSince, tenant=state.tenant if viewer.role in OPERATOR_ROLES else None,
+        goal=state.goalSummary if auditor else MASK, needs_review=state.status in REVIEW,
+        turns=timeline(entries, viewer), calls=calls, approvals=approvals, meters=meters,
+        progress={"verified": list(state.progress.verifiedItems), "open": list(state.progress.openItems),
+                  "next": text(state.progress.nextSafeAction)},
+        checkpoint=f"node {cp.node}, saved {text(cp.savedAt)}" if cp else NONE_TEXT,
+        versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
+        audit=audit)
+
+
+def relative(then: datetime, now: datetime) -> str:
+    """'12 s ago', '5 min ago', '3 h ago', '2 d ago' ('in 4 min' for the future)."""
+    delta = now - then
+    future = delta < timedelta(0)
+    seconds = abs(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            amount = f"{int(seconds // size)} {unit}"
+            break
+    else:
+        amount = f"{int(seconds)} s"
+    return f"in {amount}" if future else f"{amount} ago"

@@ -1,0 +1,246 @@
+"""The operator console in real headless Chromium, over the real broker and the real run decider.
+
+The stories are sent as the agent, the support agent and the dispatcher would send them; the
+dashboard reads the facts, states and views back from the topics. Each test writes a
+screenshot of the page it checks under artifacts/dashboard/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from console_support import expiry_story, password, reauthorizing_policy, refund_story, write_people
+from dashboard_support import browser_page, login, screenshot, serve_dashboard
+from decider_support import AGENT, command, create, propose_refund
+from engine_support import EngineThread, settings
+from ops_support import Deployment
+
+from runfacts.partitioning import partition_for
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.codec import Codec
+from runfacts.workers import projector as projector_app
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def console(kafka_bootstrap: str, tmp_path: Path):
+    """A deployment with the refund story (tenant acme), the expiry story (acme) and a run of
+    tenant globex, the run decider on the engine, and the dashboard over it."""
+    unique = uuid.uuid4().hex[:10]
+    dep = Deployment.create(kafka_bootstrap, f"console{unique}")
+    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}")).start()
+    projector = EngineThread(projector_app(prefix=dep.names.prefix),
+                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}")).start()
+    runs = {"refund": f"run-refund-{unique}", "expired": f"run-expired-{unique}", "other": f"run-globex-{unique}"}
+    now = datetime.now(UTC)
+    dep.send(*refund_story(runs["refund"], now, tenant="acme"))
+    dep.send(*expiry_story(runs["expired"], now, tenant="acme"))  # the claim is issued 16 min ahead
+    dep.send(create(run=runs["other"], at=now, tenant="globex"))
+    dep.wait_state(runs["refund"], lambda s: s.status == "completed")
+    dep.wait_state(runs["expired"], lambda s: s.statusReason == "approval_expired")
+    dep.wait_state(runs["other"], lambda s: s.status == "running")
+    users = write_people(tmp_path / "users.toml")
+    policy = reauthorizing_policy(tmp_path / "policy.toml")
+    with serve_dashboard(dep, users, outcome_timeout_s=20.0, policy=policy) as base:
+        yield dep, base, runs
+    engine.stop()
+    projector.stop()
+
+
+def test_refund_run_page_shows_lost_response_reconciliation_and_confirmed_verification_on_their_tracks(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/runs/{runs['refund']}")
+        call = page.locator('.call[data-call="tool-call-031"]')
+        call.wait_for(timeout=15_000)
+        execution, verification = call.locator(".track-execution"), call.locator(".track-verification")
+
+        assert execution.locator('[data-step="result_unknown"]').count() == 1
+        assert execution.locator('[data-step="reconciled"]').inner_text().startswith("reconciled")
+        assert "outcome found_completed" in execution.locator('[data-step="reconciled"]').inner_text()
+        assert verification.get_attribute("data-current") == "confirmed_success"
+        assert verification.locator('[data-step="confirmed_success"]').count() == 1
+        assert verification.locator('[data-step="result_unknown"]').count() == 0
+        assert "response lost" in page.locator("#timeline").inner_text()
+        assert page.locator(".idempotency-key").count() == 1  # operators see the key
+        audit = page.locator('#audit[data-verified="yes"]')
+        audit.wait_for(timeout=30_000)  # the projector's records, checked against the facts
+        page.wait_for_selector("#audit:not(:has-text('not audited yet'))", timeout=30_000)
+        assert "audit chain: 21 records" in page.locator("#audit").inner_text()
+        assert "None" not in page.locator("main").inner_text()
+        screenshot(page, "run-page-refund-operator")
+
+
+def test_support_agent_sees_no_other_tenants_run_and_no_operator_only_field(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/runs/{runs['other']}")
+        page.locator("#run-missing").wait_for(timeout=15_000)
+        page.goto(f"{base}/runs/{runs['refund']}")
+        page.locator('.call[data-call="tool-call-031"]').wait_for(timeout=15_000)
+
+        text = page.locator("main").inner_text()
+        assert page.locator(".idempotency-key").count() == 0 and page.locator("#tenant").count() == 0
+        assert "refund:order-001" not in text and "customer-42" not in text
+        assert page.locator('.track-verification').get_attribute("data-current") == "confirmed_success"
+        screenshot(page, "run-page-refund-support-agent")
+
+
+def test_expired_approval_offers_reauthorization_to_the_right_role_and_the_page_updates_live(console):
+    dep, base, runs = console
+    url = f"{base}/runs/{runs['expired']}"
+    with browser_page() as page:
+        for user in ("olga", "alice"):  # the policy lets neither propose a call
+            login(page, base, user, password(user))
+            page.goto(url)
+            page.locator('#approvals tr[data-approval="approval-tool-call-031"]').wait_for(timeout=15_000)
+            assert page.locator("button.reauthorize").count() == 0, user
+        login(page, base, "sam", password("sam"))
+        page.goto(url)
+        button = page.locator('button.reauthorize[data-approval="approval-tool-call-031"]')
+        button.wait_for(timeout=15_000)
+        screenshot(page, "run-page-expired-supervisor")
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        button.click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        new = page.locator('#approvals tr[data-approval="approval-tool-call-031-r1"][data-status="open"]')
+        new.wait_for(timeout=30_000)  # delivered by the topic over SSE, no reload
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        state = dep.state(runs["expired"])
+        assert state is not None and state.approvals["approval-tool-call-031-r1"].status == "open"
+        screenshot(page, "run-page-reauthorized")
+
+
+def test_event_text_holding_html_is_shown_inert_with_the_csp_kept(console):
+    dep, base, runs = console
+    evil = f"run-evil-{uuid.uuid4().hex[:8]}"
+    payload = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
+    created = create(run=evil, at=datetime.now(UTC), tenant="acme")
+    created = created.model_copy(update={"payload": created.payload.model_copy(update={"goalSummary": payload})})
+    dep.send(created,
+             command(cmd.StartTurn, AGENT, run=evil, turnId=f"{evil}-t1", at=datetime.now(UTC)))
+    dep.wait_state(evil, lambda s: s.activeTurnId is not None)
+    with browser_page() as page:
+        response = page.goto(f"{base}/login")
+        assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+        login(page, base, "audrey", password("audrey"))  # auditors see the goal itself
+        page.goto(f"{base}/runs/{evil}")
+        page.locator("#goal-summary").wait_for(timeout=15_000)
+
+        assert page.locator("#goal-summary").inner_text() == payload  # shown as text
+        assert page.locator("#live img").count() == 0 and page.locator("#live script").count() == 0
+        assert page.title() != "pwned"
+        screenshot(page, "run-page-inert-html-auditor")
+
+
+def test_run_list_updates_live_without_reload_and_filters_by_search(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.locator(f'#runs tr[data-run="{runs["refund"]}"]').wait_for(timeout=15_000)
+        assert page.locator(f'#runs tr[data-run="{runs["other"]}"]').count() == 1  # operators: every tenant
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        fresh = f"run-fresh-{uuid.uuid4().hex[:8]}"
+        dep.send(create(run=fresh, at=datetime.now(UTC), tenant="acme"))
+        page.locator(f'#runs tr[data-run="{fresh}"]').wait_for(timeout=30_000)
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        screenshot(page, "run-list-operator")
+
+        page.fill("#search", runs["refund"])
+        page.click("#apply-filters")
+        page.wait_for_url(f"**/?*q={runs['refund']}*")
+        assert page.locator("#runs tr[data-run]").count() == 1
+
+        login(page, base, "alice", password("alice"))
+        page.locator(f'#runs tr[data-run="{runs["refund"]}"]').wait_for(timeout=15_000)
+        assert page.locator(f'#runs tr[data-run="{runs["other"]}"]').count() == 0  # tenant globex
+        assert page.locator("#filter-tenant").count() == 0
+        screenshot(page, "run-list-support-agent")
+
+
+def test_support_agent_decides_from_the_inbox_and_the_row_goes_when_the_topic_says_so(console):
+    dep, base, runs = console
+    waiting, now = f"run-waiting-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    dep.send(create(run=waiting, at=now, tenant="acme"), propose_refund(run=waiting, at=now))
+    dep.wait_state(waiting, lambda s: s.status == "waiting_for_approval")
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/approvals")
+        row = page.locator(f'#inbox tr[data-run="{waiting}"]')
+        row.wait_for(timeout=15_000)
+        before = row.locator(".countdown").inner_text()
+        ticked = False
+        for _ in range(50):  # the script counts down every second (no eval under the CSP: poll here)
+            page.wait_for_timeout(100)
+            ticked = row.locator(".countdown").inner_text() != before
+            if ticked:
+                break
+        assert ticked, f"countdown stuck at {before}"
+        screenshot(page, "approvals-inbox-support-agent")
+
+        row.locator("button.approve").click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        row.wait_for(state="detached", timeout=30_000)
+        state = dep.state(waiting)
+        assert state is not None and state.approvals["approval-tool-call-031"].status == "granted"
+
+
+def test_redrive_from_the_dead_letters_page_lands(console):
+    dep, base, runs = console
+    lost = f"run-dead-{uuid.uuid4().hex[:8]}"
+    command_ = create(run=lost, at=datetime.now(UTC), tenant="acme")
+    key = lost.encode()
+    producer = Producer(dep.kafka.client_config())
+    producer.produce(dep.names.dlq, Codec().encode(command_), key, headers=[
+        ("dlq.topic", dep.names.commands.encode()), ("dlq.partition", str(partition_for(key, 3)).encode()),
+        ("dlq.offset", b"0"), ("dlq.schema", b"runfacts.commands.CreateRun"), ("dlq.schemaVersion", b"1"),
+        ("dlq.error", b"decider was down (test)"), ("dlq.app", b"run-decider")])
+    producer.flush(10)
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/dead-letters")
+        assert page.locator("#not-allowed").count() == 1  # operators only
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/dead-letters")
+        letter = page.locator("#letters tr[data-position]", has_text="decider was down (test)")
+        letter.wait_for(timeout=15_000)
+        screenshot(page, "dead-letters-operator")
+
+        letter.locator("button.redrive").click()
+        page.locator("#redrive-status").wait_for(timeout=30_000)
+        assert page.locator("#redrive-status").inner_text().startswith("redrove 1 dead letter")
+        state = dep.wait_state(lost, lambda s: s.status == "running")  # the command landed and was decided
+        assert state.tenant == "acme"
+        redriven = page.locator("#letters tr[data-position]", has_text="decider was down (test)")
+        assert redriven.locator(".redriven-to").inner_text() == dep.names.commands
+        assert redriven.locator("button.redrive").count() == 0  # a second redrive is not offered
+        screenshot(page, "dead-letters-redriven")
+
+
+def test_health_page_shows_lag_per_processor_partition_and_stuck_runs(console):
+    dep, base, runs = console
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/health")
+        page.locator("#lag").wait_for(timeout=15_000)
+
+        deciders = page.locator('#lag tr[data-processor="run decider"]')
+        assert deciders.count() == 3  # one row per partition of the commands topic
+        assert sum(int(deciders.nth(i).locator(".lag").inner_text()) for i in range(3)) == 0  # all decided
+        dispatchers = page.locator('#lag tr[data-processor="dispatcher"]')
+        assert sum(int(dispatchers.nth(i).locator(".lag").inner_text()) for i in range(3)) > 0  # none runs here
+        assert page.locator("#stuck-count").inner_text() == "0"
+        assert "None" not in page.locator("main").inner_text()
+        screenshot(page, "health-operator")
+        login(page, base, "alice", password("alice"))
+        page.goto(f"{base}/health")
+        assert page.locator("#not-allowed").count() == 1
