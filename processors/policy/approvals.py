@@ -209,6 +209,12 @@ def parse_keyring(text: str, source: str = "<keyring>") -> Keyring:
         data = json.loads(text)
     except ValueError:
         raise ConfigError(source, "<hidden>", "not valid JSON") from None
+    return keyring_from(data, source)
+
+
+def keyring_from(data: object, source: str = "<keyring>") -> Keyring:
+    """A keyring from its parsed JSON object (`parse_keyring`'s format; also one source's entry
+    of the source-key file, `runfacts.processors.policy.sources`)."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
         raise ConfigError(source, "<hidden>", 'expected an object with a "keys" object')
     unknown = sorted(set(data) - {"current", "keys", "retired"})

@@ -15,6 +15,7 @@ from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.processors.policy.access import load_policy
+from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.security.identity import load_users, users_file
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix
@@ -49,7 +50,8 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings) -> Dashbo
     return Dashboard(views=views, states=states, users=load_users(),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
-                         outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),
+                         outcome_timeout_s=settings.outcome_timeout_s, component="dashboard"),
+                         sources=load_source_keys_if_configured()),  # signs as authSource "dashboard"
                      cookie_secure=settings.cookie_secure, policy=load_policy(settings.policy_file))
 
 

@@ -40,6 +40,7 @@ from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.processors.policy.retry import args_hash
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
@@ -138,8 +139,9 @@ class Runfacts:
             existing = _clients.get(key)
             if existing is not None:
                 return existing
-            sender: Sender = (DirectSender(kafka, names, args_store) if outbox is None
-                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table))
+            sources = load_source_keys_if_configured()  # signs each command for its authSource
+            sender: Sender = (DirectSender(kafka, names, args_store, sources=sources) if outbox is None
+                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table, sources))
             try:
                 settings = settings or ClientSettings()
                 client = cls(kafka, names, sender, settings,
