@@ -22,6 +22,7 @@ from runfacts.processors.policy.keyring import (
 )
 from runfacts.processors.policy.sources import (
     KEY_ID_HEADER,
+    MAC_CONTEXT,
     SIGNATURE_HEADER,
     SOURCE_DENIALS,
     SourceKeys,
@@ -55,6 +56,15 @@ def test_signature_is_hmac_sha256_over_context_source_kid_and_value():
     expected = hmac.new(b"c" * 32, b"runfacts.command.v1\x00cli\x00cli-1\x00" + VALUE, hashlib.sha256).digest()
     assert headers[KEY_ID_HEADER] == b"cli-1"
     assert headers[SIGNATURE_HEADER] == base64.urlsafe_b64encode(expected).rstrip(b"=")
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(secret=st.binary(min_size=32, max_size=200), value=st.binary(max_size=400),
+       source=st.text(min_size=1, max_size=20).filter(str.strip))
+def test_precomputed_hmac_equals_the_standard_library_for_any_key_length(secret, value, source):
+    keys = SourceKeys({source: Keyring(keys={"k": SigningKey(secret)}, current="k")})
+    signed = MAC_CONTEXT + source.encode() + b"\x00k\x00" + value
+    assert keys.mac(source, "k", value) == hmac.digest(secret, signed, "sha256")
 
 
 def test_unsigned_record_is_refused_as_missing():
@@ -116,6 +126,7 @@ def test_rotation_keeps_old_signatures_valid_in_the_grace_period():
     [(KEY_ID_HEADER, b"cli-1"), (SIGNATURE_HEADER, b"!" * 43)],  # not base64url
     [(KEY_ID_HEADER, b"cli-1"), (SIGNATURE_HEADER, None)],
     [(KEY_ID_HEADER, b"\xff\xfe"), (SIGNATURE_HEADER, b"A" * 43)],
+    [(KEY_ID_HEADER, b"cli-1"), (SIGNATURE_HEADER, b"A" * 43 + b"\n")],  # a regex `$` would let it by
 ])
 def test_malformed_signature_headers_are_refused_as_invalid(headers):
     assert reason(headers) == "source_signature_invalid"
