@@ -4,6 +4,8 @@ as the CLI's cross-tenant operator, and an outbox row edited after it was writte
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -11,7 +13,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from engine_support import EngineThread, read_all, settings
+from ops_support import TOKENS, write_users
+from typer.testing import CliRunner
 
+from runfacts.cli import app
+from runfacts.client import Runfacts
 from runfacts.client.sender import DirectSender
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
@@ -19,6 +25,7 @@ from runfacts.dev.crash.workload import Commands, refund_args
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.processors.decider.app import DeciderShell
 from runfacts.processors.policy.approvals import Keyring, SigningKey
+from runfacts.processors.policy.keyring import ENV_SOURCE_KEYS
 from runfacts.processors.policy.retry import args_hash
 from runfacts.processors.policy.sources import KEY_ID_HEADER, SIGNATURE_HEADER, SourceKeys, sign
 from runfacts.schemas import codec
@@ -170,3 +177,40 @@ def test_outbox_row_edited_after_it_was_written_is_refused_and_the_untouched_row
     finally:
         engine.stop()
 
+
+
+def _env_keys(*sources: str) -> str:
+    """RUNFACTS_SOURCE_KEYS JSON holding these sources' keys (the same secrets as RINGS)."""
+    return json.dumps({s: {"current": RINGS[s].current, "keys": {
+        kid: base64.urlsafe_b64encode(key.secret).decode() for kid, key in RINGS[s].keys.items()}} for s in sources})
+
+
+def test_client_and_cli_sign_with_their_keys_from_the_environment(
+        kafka_bootstrap: str, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    names, engine = _stack(kafka_bootstrap, unique, tmp_path)
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap, topic_prefix=names.prefix)
+    run_id = f"run-{unique}"
+    try:
+        # given the harness's process with its key in RUNFACTS_SOURCE_KEYS, as a deployment has it
+        monkeypatch.setenv(ENV_SOURCE_KEYS, _env_keys("agent-harness"))
+        client = Runfacts.connect(kafka=kafka, prefix=names.prefix, versions=CTX.current_versions)
+        try:
+            run = client.start_run(goal="goal:env", summary="refund", user_id="customer-42", run_id=run_id,
+                                   budget={"toolCalls": 3, "steps": 20})
+        finally:
+            client.close()
+        assert run.id == run_id
+        # when the operator stops it with the CLI, whose process holds the cli key
+        users = write_users(tmp_path / "users.toml")
+        env = {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RUNFACTS_KAFKA_TOPIC_PREFIX": names.prefix,
+               "RUNFACTS_USERS_FILE": str(users), "RUNFACTS_USER": "olga", "RUNFACTS_TOKEN": TOKENS["olga"],
+               ENV_SOURCE_KEYS: _env_keys("cli"), "COLUMNS": "200"}
+        stopped = CliRunner().invoke(app, ["stop", run_id, "--reason", "customer withdrew"], env=env)
+        # then both were decided: nothing refused
+        assert stopped.exit_code == 0, stopped.output
+        assert "run.cancelled" in stopped.output
+        assert _dead(kafka_bootstrap, names) == []
+        commands = read_all(kafka_bootstrap, names.commands, timeout=2)
+        assert commands and all(dict(m.headers())[KEY_ID_HEADER] in (b"agt-1", b"cli-1") for m in commands)
+    finally:
+        engine.stop()
