@@ -392,7 +392,7 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
     print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
           f"{'overhead µs':>12} {'wall s':>8} {'CPU s':>8}  note")
     for r in results:
-        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and r.framework != "decider" else 0
+        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and not r.framework.startswith("decider") else 0
         print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
               f"{overhead:>12.1f} {r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
     checks = bar_checks(results, restore, ctx)
