@@ -229,6 +229,9 @@ class DeciderShell:
             if refused is not None:
                 ctx.dead_letter(InvalidInput(str(refused), schema=schema_name(command),
                                              version=command.schemaVersion, reason=refused.reason))
+                if self.telemetry.enabled:
+                    self.telemetry.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": refused.reason,
+                                                                     "commandType": command.commandType})
                 return
         command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
         tel = self.telemetry
