@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from engine_support import EngineThread, read_all, settings
 from ops_support import TOKENS, write_users
+from outbox_support import drop_outbox
 from typer.testing import CliRunner
 
 from runfacts.cli import app
@@ -146,28 +147,45 @@ def test_insider_without_the_cli_key_cannot_retry_cancel_or_migrate_another_tena
         engine.stop()
 
 
+def _tamper(db: str, table: str, command_id: str) -> bytes:
+    """Change one byte of the row's stored value (inside a text, so it still decodes)."""
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            (value,) = conn.execute(f"SELECT value FROM {table} WHERE event_id = %s", (command_id,)).fetchone()
+            at = bytes(value).index(b"damaged")
+            tampered = bytes(value)[:at] + b"D" + bytes(value)[at + 1:]
+            conn.execute(f"UPDATE {table} SET value = %s WHERE event_id = %s", (tampered, command_id))
+        return tampered
+    conn = sqlite3.connect(db)
+    (value,) = conn.execute(f"SELECT value FROM {table} WHERE event_id = ?", (command_id,)).fetchone()
+    at = bytes(value).index(b"damaged")
+    tampered = bytes(value)[:at] + b"D" + bytes(value)[at + 1:]
+    conn.execute(f"UPDATE {table} SET value = ? WHERE event_id = ?", (tampered, command_id))
+    conn.commit()
+    conn.close()
+    return tampered
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_outbox_row_edited_after_it_was_written_is_refused_and_the_untouched_row_is_decided(
-        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+        store: str, kafka_bootstrap: str, unique: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     names, engine = _stack(kafka_bootstrap, unique, tmp_path)
-    db = str(tmp_path / "desk.db")
+    table = f"sig_outbox_{unique}"
+    db = request.getfixturevalue("postgres_dsn") if store == "postgres" else str(tmp_path / "desk.db")
     c = Commands(f"sig{unique}")
     try:
         # given a support-desk service writing two signed commands to its outbox
-        desk = CommandOutbox.open(db, names, sources=OWN["outbox:support-desk"])
+        desk = CommandOutbox.open(db, names, table, sources=OWN["outbox:support-desk"])
         good, edited = _create(c, f"run-a-{unique}", DESK, "tenant-a"), _create(c, f"run-b-{unique}", DESK, "tenant-a")
         desk.send(good, edited)
         desk.close()
         # when someone with write access to the table changes one byte of the second row
-        conn = sqlite3.connect(db)
-        (value,) = conn.execute("SELECT value FROM runfacts_outbox WHERE event_id = ?", (edited.commandId,)).fetchone()
-        at = bytes(value).index(b"damaged")
-        tampered = bytes(value)[:at] + b"D" + bytes(value)[at + 1:]
-        conn.execute("UPDATE runfacts_outbox SET value = ? WHERE event_id = ?", (tampered, edited.commandId))
-        conn.commit()
-        conn.close()
+        tampered = _tamper(db, table, edited.commandId)
         assert codec.decode(tampered).payload.goalSummary == "refund a Damaged item"  # still a valid command
-        relay = Relay(RelaySettings(db=db, bootstrap=kafka_bootstrap, exit_when_idle=True, poll_interval_s=0.05,
-                                    prefix=names.prefix))
+        relay = Relay(RelaySettings(db=db, bootstrap=kafka_bootstrap, table=table, exit_when_idle=True,
+                                    poll_interval_s=0.05, prefix=names.prefix))
         relay.run()
         assert relay.published_total == 2
         # then the relayed untouched row is decided and the edited one is a typed dead letter
@@ -176,8 +194,8 @@ def test_outbox_row_edited_after_it_was_written_is_refused_and_the_untouched_row
         assert {e.runId for e in _events(kafka_bootstrap, names)} == {good.runId}
     finally:
         engine.stop()
-
-
+        if store == "postgres":
+            drop_outbox(db, table)
 
 def _env_keys(*sources: str) -> str:
     """RUNFACTS_SOURCE_KEYS JSON holding these sources' keys (the same secrets as RINGS)."""
