@@ -58,7 +58,8 @@ def rss_mb() -> float:
 def start_decider(kafka: KafkaSettings, names: TopicNames, workdir: Path) -> subprocess.Popen[bytes]:
     (workdir / "capabilities.toml").write_text(demo_manifest(600_000))
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("RUNFACTS_APPROVAL_KEYS") and k != "RUNFACTS_BOOTSTRAP_SERVERS"}
+           if not k.startswith(("RUNFACTS_APPROVAL_KEYS", "RUNFACTS_SOURCE_KEYS"))
+           and k != "RUNFACTS_BOOTSTRAP_SERVERS"}
     env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
                 "RUNFACTS_STATE_DIR": str(workdir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                 "RUNFACTS_POLL_TIMEOUT_MS": "50"})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_common import Progress  # noqa: E402
-from decider_load import CTX  # noqa: E402
+from decider_load import CTX, SOURCE_KEYS  # noqa: E402
 
 from runfacts.processors.decider.app import DeciderShell  # noqa: E402
 from runfacts.processors.engine.runner import Engine  # noqa: E402
@@ -25,11 +25,12 @@ def main() -> None:
         parser.add_argument(f"--{name.replace('_', '-')}", required=True)
     parser.add_argument("--expect", type=int, required=True)
     parser.add_argument("--view", action="store_true", help="publish the user view, as the worker does")
+    parser.add_argument("--signed", action="store_true", help="verify every command's source signature")
     args = parser.parse_args()
     progress = Progress(args.progress, args.expect)
     names = TopicNames(args.prefix)
     views = (publisher(names.user_view),) if args.view else ()
-    app = DeciderShell(names, CTX, views=views).application()
+    app = DeciderShell(names, CTX, views=views, sources=SOURCE_KEYS if args.signed else None).application()
     inner = app.process
 
     def process(record, ctx) -> None:

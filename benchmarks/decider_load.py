@@ -11,8 +11,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from runfacts.processors.decider.core import DecideContext, decide_evolve
+from runfacts.processors.policy.approvals import Keyring, SigningKey
 from runfacts.processors.policy.capabilities import parse_capabilities
 from runfacts.processors.policy.retry import args_hash, idempotency_key
+from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, RunVersions
@@ -35,6 +37,10 @@ CTX = DecideContext(capabilities=parse_capabilities(MANIFEST), current_versions=
 USER = Actor(subjectId="user-7", roles=("user",), authSource="dashboard")
 AGENT = Actor(subjectId="agent-harness", roles=("agent",), authSource="agent-harness")
 DISPATCHER = Actor(subjectId="dispatcher-1", roles=("dispatcher",), authSource="dispatcher")
+SOURCE_KEYS = SourceKeys({source: Keyring(keys={f"{source}-bench": SigningKey(source.encode().ljust(32, b"k"))},
+                                          current=f"{source}-bench")
+                          for source in ("dashboard", "agent-harness", "dispatcher")})
+"""Bench-only keys (not secrets): the signed decider run verifies every command with them."""
 
 
 def _command(cls, actor, run, n, at, **payload):
@@ -100,3 +106,8 @@ def events_per_command(pairs: list[tuple[bytes, bytes]]) -> float:
         emitted, states[command.runId] = decide_evolve(command, states.get(command.runId), CTX)
         events += len(emitted)
     return events / len(pairs)
+
+
+def signature_headers(pairs: list[tuple[bytes, bytes]]) -> list[list[tuple[str, bytes]]]:
+    """Each command's source signature headers, as its source would sign it."""
+    return [sign(SOURCE_KEYS, codec.decode(value).actor.authSource, value) for _key, value in pairs]

@@ -135,13 +135,17 @@ def ensure_dead_letter_topic(bootstrap: str, topic: str = "runfacts.dlq") -> Non
         create_topics(bootstrap, [topic])
 
 
-def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]]) -> None:
+def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]],
+                  headers: list[list[tuple[str, bytes]]] | None = None) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})
-    for key, value in pairs:
-        producer.produce(topic, value, key)
+    for i, (key, value) in enumerate(pairs):
+        if headers is None:
+            producer.produce(topic, value, key)
+        else:
+            producer.produce(topic, value, key, headers=headers[i])
     if producer.flush(120):
         raise RuntimeError("input not fully produced")
 
@@ -162,17 +166,23 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace, round
                   ctx.events)
 
 
-def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list) -> Result:
-    """The real run decider on the engine: commands -> events + run state."""
+def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list, signed: bool = False) -> Result:
+    """The real run decider on the engine: commands -> events + run state; `signed`: every
+    command carries its source's signature and the decider verifies it (issue 20)."""
+    from decider_load import signature_headers
+
     from runfacts.settings import KafkaSettings
     from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
-    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}")
+    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}{'s' if signed else ''}")
     apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
-    produce_input(ctx.bootstrap, names.commands, pairs)
+    produce_input(ctx.bootstrap, names.commands, pairs, signature_headers(pairs) if signed else None)
     view = ["--view"] if ctx.decider_view else []
-    return launch("decider", guarantee, ctx, [python_for("runfacts"), str(HERE / "decider_bench_app.py")],
-                  ["--prefix", names.prefix, *view], len(pairs))
+    result = launch("decider", guarantee, ctx, [python_for("runfacts"), str(HERE / "decider_bench_app.py")],
+                    ["--prefix", names.prefix, *view, *(["--signed"] if signed else [])], len(pairs))
+    if signed:
+        result.framework = "decider-signed"
+    return result
 
 
 def launch(framework: str, guarantee: str, ctx: argparse.Namespace, program: list[str],
@@ -418,7 +428,8 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
     print(f"{'framework':<10} {'guarantee':<14} {'events/s':>10} {'events/CPU-s':>13} "
           f"{'overhead µs':>12} {'wall s':>8} {'CPU s':>8}  note")
     for r in results:
-        overhead = 1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and r.framework not in ("decider", *JVM) else 0
+        overhead = (1e6 / r.per_cpu - ctx.shared_us if r.per_cpu and not r.framework.startswith("decider")
+                    and r.framework not in JVM else 0)
         print(f"{r.framework:<10} {r.guarantee:<14} {r.rate:>10,.0f} {r.per_cpu:>13,.0f} "
               f"{overhead:>12.1f} {r.wall_s:>8.2f} {r.cpu_s:>8.2f}  {r.note[:120]}")
     checks = bar_checks(results, restore, ctx)
@@ -446,12 +457,13 @@ def run_deciders(args: argparse.Namespace) -> list[Result]:
     results = []
     for guarantee in args.guarantees:
         print(f"running decider {guarantee}{' with the user view' if args.decider_view else ''} ...", flush=True)
-        result = run_decider(guarantee, args, command_pairs)
-        result.note = (f"{per_command:.2f} events/command: {result.rate * per_command:,.0f} events/s, "
-                       f"{result.per_cpu * per_command:,.0f} events/CPU-s {result.note}")
-        results.append(result)
-        print(f"  {result.rate:,.0f} commands/s, {result.per_cpu:,.0f} commands/CPU-s; {result.note[:200]}",
-              flush=True)
+        for signed in ((False, True) if args.decider_signed else (False,)):
+            result = run_decider(guarantee, args, command_pairs, signed)
+            result.note = (f"{per_command:.2f} events/command: {result.rate * per_command:,.0f} events/s, "
+                           f"{result.per_cpu * per_command:,.0f} events/CPU-s {result.note}")
+            results.append(result)
+            print(f"  {'signed ' if signed else ''}{result.rate:,.0f} commands/s, {result.per_cpu:,.0f} "
+                  f"commands/CPU-s; {result.note[:200]}", flush=True)
     return results
 
 
@@ -529,6 +541,8 @@ def main() -> int:
                         help="commands for the full run-state reduction (0: skip)")
     parser.add_argument("--decider-view", action="store_true",
                         help="the decider also publishes the user view (as the production worker)")
+    parser.add_argument("--decider-signed", action="store_true",
+                        help="also run the decider on signed commands, verifying each (issue 20)")
     parser.add_argument("--guarantees", default="at_least_once,exactly_once")
     parser.add_argument("--repeat", type=int, default=3,
                         help="rounds per framework and guarantee, reported as the median (Faust: 1)")

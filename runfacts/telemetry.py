@@ -39,6 +39,7 @@ POLICY_REASONS = frozenset({
     "missing_actor", "untrusted_source", "no_policy_rule", "forbidden_role", "self_approval_forbidden",
     "token_missing", "token_malformed", "token_unknown_key", "token_retired_key", "token_bad_signature",
     "token_expired", "token_claims_mismatch",
+    "source_signature_missing", "source_signature_invalid", "source_key_unknown", "source_key_retired",
 })
 
 

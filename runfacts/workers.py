@@ -30,7 +30,7 @@ from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import common_config, load_settings, stable_instance_id
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.capabilities import load_capabilities
-from runfacts.processors.policy.keyring import load_keyring_if_configured
+from runfacts.processors.policy.keyring import load_keyring_if_configured, load_source_keys_if_configured
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
 from runfacts.projections.user_view import publisher
@@ -78,7 +78,9 @@ def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", 
     """Worker factory: `runfacts worker decider`, or `--app runfacts.workers:decider`.
 
     The user view is published to `<prefix>.view.user` in the same transaction as events and
-    state; commands over the input limits are dead-lettered (parameters override the limits).
+    state; commands over the input limits are dead-lettered (parameters override the limits),
+    and so are commands not signed by their source when source keys are configured
+    (RUNFACTS_SOURCE_KEYS[_FILE], docs/security.md).
     The decider's current versions are written to `<prefix>.decider.versions` at start, where
     clients read them (connectors/versions.py).
     """
@@ -88,7 +90,8 @@ def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", 
     publish_versions(common_config(load_settings()), names, ctx.current_versions)
     views = (publisher(names.user_view),) if user_view == "true" else ()
     limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
-    return DeciderShell(names, ctx, views=views, limits=limits).application()
+    return DeciderShell(names, ctx, views=views, limits=limits,
+                        sources=load_source_keys_if_configured()).application()
 
 
 def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",
@@ -116,7 +119,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
     settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
                                   instance=instance or stable_instance_id(engine), catalog=catalog,
-                                  result_max_bytes=result_cap())
+                                  result_max_bytes=result_cap(), sources=load_source_keys_if_configured())
     dispatcher_log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
                         ", ".join(sorted(adapters)))
     pool = ToolPool(int(threads))

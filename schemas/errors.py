@@ -56,11 +56,13 @@ class InvalidInput(RunfactsError):
         position: RecordPosition | None = None,
         schema: str | None = None,
         version: int | None = None,
+        reason: str | None = None,
     ) -> None:
         self.what = what
         self.position = position or RecordPosition()
         self.schema = schema
         self.version = version
+        self.reason = reason  # a typed reason code (e.g. source_signature_invalid), as `dlq.reason`
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -70,7 +72,8 @@ class InvalidInput(RunfactsError):
 
     def at(self, position: RecordPosition) -> InvalidInput:
         """The same error, located at a Kafka position (the shell knows it, the codec may not)."""
-        return InvalidInput(self.what, position=position, schema=self.schema, version=self.version)
+        return InvalidInput(self.what, position=position, schema=self.schema, version=self.version,
+                            reason=self.reason)
 
     def headers(self) -> list[tuple[str, bytes]]:
         """Dead-letter headers describing this error."""
@@ -83,6 +86,8 @@ class InvalidInput(RunfactsError):
             "dlq.schemaVersion": "" if self.version is None else str(self.version),
             "dlq.error": self.what,
         }
+        if self.reason is not None:
+            pairs["dlq.reason"] = self.reason
         return [(k, v.encode()) for k, v in pairs.items()]
 
 

@@ -26,6 +26,7 @@ from runfacts.processors.dispatcher.core import PollPolicy, VerifyPolicy
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.processors.policy.retry import args_hash
+from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts, CommandBase, EventBase
@@ -71,7 +72,8 @@ class Loop:
 
     def __init__(self, tmp: Path, *, incarnation: int = 1_000, max_amount_minor: int = 1_000_000,
                  read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "",
-                 ctx: DecideContext = CTX, pooled: bool | None = None) -> None:
+                 ctx: DecideContext = CTX, pooled: bool | None = None, sources: SourceKeys | None = None) -> None:
+        self.sources = sources  # the decider verifies with all, the dispatcher signs with its own
         self.pooled = POOLED["on"] if pooled is None else pooled
         self.pool: ToolPool | None = None
         self.sim = PaymentSimulator(SimSettings(api_key=API_KEY, max_amount_minor=max_amount_minor))
@@ -79,7 +81,7 @@ class Loop:
         self.args = ArgsStore.open(tmp / "args.db")
         self._adapter_settings = RefundAdapterSettings(url=self.sim.url, api_key=api_key,
                                                        read_timeout_ms=read_timeout_ms)
-        self.decider = TestDriver(DeciderShell(NAMES, ctx).application(), start_ms=T0_MS)
+        self.decider = TestDriver(DeciderShell(NAMES, ctx, sources=sources).application(), start_ms=T0_MS)
         self.events_seen = 0
         self.commands_seen = 0
         self.dispatcher = self._dispatcher(incarnation, crash_at)
@@ -88,7 +90,9 @@ class Loop:
         self.adapter = CountingAdapter(RefundAdapter(self._adapter_settings))
         settings = DispatcherSettings(names=NAMES, catalog=CTX.capabilities, incarnation=incarnation,
                                       instance=f"dispatcher-{incarnation}", verify=VERIFY,
-                                      poll=PollPolicy(first_ms=0, max_ms=0))
+                                      poll=PollPolicy(first_ms=0, max_ms=0),
+                                      sources=None if self.sources is None else SourceKeys(
+                                          {"dispatcher": self.sources.keyrings["dispatcher"]}))
         self.pool = ToolPool(2) if self.pooled else None
         self.shell = DispatcherShell(settings, {"payments.refund": self.adapter}, self.args,
                                      clock=lambda: self.decider.now_ms / 1000,
@@ -115,7 +119,10 @@ class Loop:
     def pipe(self, *commands: CommandBase) -> Loop:
         """Commands to the decider only (nothing forwarded yet)."""
         for c in commands:
-            self.decider.pipe(NAMES.commands, codec.encode(c), c.runId.encode())
+            value = codec.encode(c)
+            signed = None if self.sources is None else [*codec.headers(c),
+                                                        *sign(self.sources, c.actor.authSource, value)]
+            self.decider.pipe(NAMES.commands, value, c.runId.encode(), headers=signed)
         return self
 
     def send(self, *commands: CommandBase) -> Loop:

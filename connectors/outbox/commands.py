@@ -10,18 +10,24 @@ argument store (a table of the same database) and the proposal to the outbox in 
 transaction: the dispatcher can never see a proposal whose arguments are missing,
 and a rolled-back proposal leaves no arguments behind. The relay (runfacts.connectors.relay)
 publishes the rows to the commands topic, keyed by runId, with the commandId as eventId.
+
+With `sources` (the service's source keys, RUNFACTS_SOURCE_KEYS) each row is signed as it is
+written, for the command's `authSource` (`runfacts.processors.policy.sources`): the row holds
+the signed bytes and the signature headers, the relay publishes them unchanged, and the
+decider refuses a row edited after it was written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runfacts.connectors.args_store import ArgsStore, StoredArgs
 from runfacts.connectors.outbox.store import connect
 from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas import codec
 from runfacts.schemas.common import CommandBase
 from runfacts.topics import TopicNames
@@ -32,24 +38,30 @@ class CommandEncoder:
     """The outbox's encoder for commands: Avro single-object bytes, key runId, id commandId."""
 
     topic: str
+    sources: SourceKeys | None = field(default=None, repr=False)
+    """Signing keys of the sources this service writes for (None: rows are unsigned)."""
 
     def encode(self, command: CommandBase) -> EncodedRecord:
-        return EncodedRecord(self.topic, command.runId, codec.encode(command), command.commandId,
-                             tuple((k, v) for k, v in codec.headers(command) if v is not None))
+        value = codec.encode(command)
+        signed = () if self.sources is None else tuple(sign(self.sources, command.actor.authSource, value))
+        return EncodedRecord(self.topic, command.runId, value, command.commandId,
+                             tuple((k, v) for k, v in codec.headers(command) if v is not None) + signed)
 
 
 class CommandOutbox:
     """An outbox for commands plus the argument store, on one connection (SQLite or psycopg 3)."""
 
-    def __init__(self, conn: Any, names: TopicNames, table: str = "runfacts_outbox") -> None:
+    def __init__(self, conn: Any, names: TopicNames, table: str = "runfacts_outbox",
+                 sources: SourceKeys | None = None) -> None:
         self.conn = conn
-        self.outbox = Outbox(CommandEncoder(names.commands), table=table, commands_topic=names.commands)
+        self.outbox = Outbox(CommandEncoder(names.commands, sources), table=table, commands_topic=names.commands)
         self.outbox.install(conn)
         self.args = ArgsStore(conn)
 
     @classmethod
-    def open(cls, path: str | Path, names: TopicNames, table: str = "runfacts_outbox") -> CommandOutbox:
-        return cls(connect(str(path)), names, table)
+    def open(cls, path: str | Path, names: TopicNames, table: str = "runfacts_outbox",
+             sources: SourceKeys | None = None) -> CommandOutbox:
+        return cls(connect(str(path)), names, table, sources)
 
     def send(self, *commands: CommandBase) -> None:
         """Queue commands for publishing, in order, in one local transaction."""

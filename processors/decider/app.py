@@ -4,6 +4,11 @@ Per command record (all in the engine's transaction for the batch):
 1. The command was decoded and validated by the codec; bad bytes, records or fields over the
    `InputLimits` (issue 11: before they can reach any run's state) and `timer.fire` (internal:
    a forged one could expire approvals) go to the dead-letter topic with the reason in headers.
+   With source keys (`sources`), a record whose signature does not verify against the key of
+   the `authSource` its command claims (`policy.sources.check_source`, judged at the broker's
+   receive time) is dead-lettered too, with `dlq.reason` = `source_signature_missing` |
+   `source_signature_invalid` | `source_key_unknown` | `source_key_retired`: before the policy
+   and before it can touch a run (no event, no seen commandId a forger could squat).
 2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
 3. Load the run's state: as an earlier command of this batch left it, else from the `runs`
    store (None: no run yet).
@@ -44,6 +49,7 @@ from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state, load_state
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
+from runfacts.processors.policy.sources import SourceKeys, check_source
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
@@ -193,6 +199,8 @@ class DeciderShell:
     views: tuple[ViewFn, ...] = ()
     max_backdate_ms: int = 5_000
     limits: InputLimits = InputLimits()
+    sources: SourceKeys | None = None
+    """Every trusted source's verification keys: commands must be signed (None: not checked)."""
     cache: dict[bytes, Cached] = field(default_factory=dict, compare=False, repr=False)
     timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
         default_factory=dict, compare=False, repr=False)
@@ -228,6 +236,16 @@ class DeciderShell:
             ctx.dead_letter(InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
                                          schema=schema_name(command), version=command.schemaVersion))
             return
+        if self.sources is not None:
+            refused = check_source(self.sources, command.actor.authSource, record.message.value(), record.headers,
+                                   record.timestamp_ms)
+            if refused is not None:
+                ctx.dead_letter(InvalidInput(str(refused), schema=schema_name(command),
+                                             version=command.schemaVersion, reason=refused.reason))
+                if self.telemetry.enabled:
+                    self.telemetry.add(telemetry.POLICY_DENIALS, 1, {"reasonCode": refused.reason,
+                                                                     "commandType": command.commandType})
+                return
         command = effective_command(command, record.timestamp_ms, self.max_backdate_ms)
         tel = self.telemetry
         if not tel.enabled:

@@ -36,7 +36,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from runfacts import telemetry as telemetry_hooks
@@ -57,6 +57,7 @@ from runfacts.processors.dispatcher.adapters import (
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.capabilities import CapabilityCatalog
+from runfacts.processors.policy.sources import SourceKeys, require_signing_key, sign
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
 from runfacts.schemas.errors import ConfigError
@@ -93,6 +94,8 @@ class DispatcherSettings:
     verify: core.VerifyPolicy = core.VerifyPolicy()
     result_max_bytes: int = core.RESULT_MAX_BYTES  # cap of a result value on the log
     poll: core.PollPolicy = core.PollPolicy()  # how often a call running off the transaction is looked at
+    sources: SourceKeys | None = field(default=None, repr=False)
+    """The dispatcher's own source key (RUNFACTS_SOURCE_KEYS): its commands are signed with it."""
 
     @property
     def app_name(self) -> str:
@@ -120,6 +123,8 @@ class DispatcherShell:
         self.crash = crash
         self.codec = Codec(CodecSettings(validate=True))
         self.actor = Actor(subjectId=settings.instance, roles=("dispatcher",), authSource="dispatcher")
+        if settings.sources is not None:
+            require_signing_key(settings.sources, self.actor.authSource)
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
         self.pool = pool  # None: calls run inside the transaction (one at a time)
         self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
@@ -390,8 +395,10 @@ class DispatcherShell:
                                   actor=self.actor, issuedAt=issued, correlationId=corr,
                                   causationId=self._cause, payload=d.payload)
             self._sent += 1
-            ctx.emit(self.settings.names.commands, run_id.encode(), self.codec.encode(command),
-                     self.codec.headers(command) + self._trace)
+            value, sources = self.codec.encode(command), self.settings.sources
+            signed = sign(sources, self.actor.authSource, value) if sources is not None else []
+            ctx.emit(self.settings.names.commands, run_id.encode(), value,
+                     self.codec.headers(command) + signed + self._trace)
             log.info("sent %s for %s/%s", command.commandType, run_id,
                      getattr(d.payload, "toolCallId", "?"))
 

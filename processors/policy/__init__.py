@@ -2,8 +2,9 @@
 tokens, with the packaged defaults policy.toml and capabilities.toml beside them.
 
 Pure: access (the access policy), capabilities (manifest parsing), retry (classification,
-RetryPolicy, idempotency keys), approvals (approval-token verification). Loader: keyring
-(reads approval keys from the environment or a secret file; the one I/O of this room).
+RetryPolicy, idempotency keys), approvals (approval-token verification), sources (commands
+signed by their source: sign and check). Loader: keyring (reads approval and source keys from
+the environment or a secret file; the one I/O of this room).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ if TYPE_CHECKING:
     from runfacts.processors.policy.access import Policy, load_policy
     from runfacts.processors.policy.approvals import Keyring, verify_token
     from runfacts.processors.policy.capabilities import CapabilityCatalog, load_capabilities
-    from runfacts.processors.policy.keyring import load_keyring_if_configured
+    from runfacts.processors.policy.keyring import load_keyring_if_configured, load_source_keys_if_configured
     from runfacts.processors.policy.retry import ErrorClass, RetryPolicy
+    from runfacts.processors.policy.sources import SourceKeys, check_source, sign
 
 # the doorway is lazy: importing one module of this room does not load the others
 _HOME = {
@@ -25,9 +27,13 @@ _HOME = {
     "Keyring": "approvals",
     "Policy": "access",
     "RetryPolicy": "retry",
+    "SourceKeys": "sources",
+    "check_source": "sources",
     "load_capabilities": "capabilities",
     "load_keyring_if_configured": "keyring",
     "load_policy": "access",
+    "load_source_keys_if_configured": "keyring",
+    "sign": "sources",
     "verify_token": "approvals",
 }
 __all__ = [
@@ -36,9 +42,13 @@ __all__ = [
     "Keyring",
     "Policy",
     "RetryPolicy",
+    "SourceKeys",
+    "check_source",
     "load_capabilities",
     "load_keyring_if_configured",
     "load_policy",
+    "load_source_keys_if_configured",
+    "sign",
     "verify_token",
 ]
 

@@ -93,16 +93,16 @@ class Keyring:
     retired: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        for kid, key in self.keys.items():
+        for kid, key in self.keys.items():  # (the same keyrings hold command source keys)
             if not KID_PATTERN.match(kid):
-                raise ConfigError("approval key id", kid, f"must match {KID_PATTERN.pattern}")
+                raise ConfigError("signing key id", kid, f"must match {KID_PATTERN.pattern}")
             if len(key.secret) < MIN_KEY_BYTES:
-                raise ConfigError(f"approval key {kid}", "<secret>", f"shorter than {MIN_KEY_BYTES} bytes")
+                raise ConfigError(f"signing key {kid}", "<secret>", f"shorter than {MIN_KEY_BYTES} bytes")
         both = sorted(self.retired & set(self.keys))
         if both:
-            raise ConfigError("approval key id", both[0], "listed as retired and still holds a key")
+            raise ConfigError("signing key id", both[0], "listed as retired and still holds a key")
         if self.current is not None and self.current not in self.keys:
-            raise ConfigError("approval keyring current", self.current, "no such key")
+            raise ConfigError("keyring current", self.current, "no such key")
         object.__setattr__(self, "keys", MappingProxyType(dict(self.keys)))
 
 
@@ -209,6 +209,12 @@ def parse_keyring(text: str, source: str = "<keyring>") -> Keyring:
         data = json.loads(text)
     except ValueError:
         raise ConfigError(source, "<hidden>", "not valid JSON") from None
+    return keyring_from(data, source)
+
+
+def keyring_from(data: object, source: str = "<keyring>") -> Keyring:
+    """A keyring from its parsed JSON object (`parse_keyring`'s format; also one source's entry
+    of the source-key file, `runfacts.processors.policy.sources`)."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
         raise ConfigError(source, "<hidden>", 'expected an object with a "keys" object')
     unknown = sorted(set(data) - {"current", "keys", "retired"})

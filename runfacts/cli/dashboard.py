@@ -18,6 +18,7 @@ from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
 from runfacts.processors.policy.access import load_policy
+from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.security.identity import users_file
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix
@@ -62,7 +63,8 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                      audit=FactsFeed(kafka, FeedSettings(names.audit, group_prefix=group)),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
-                         outcome_timeout_s=settings.outcome_timeout_s, component="dashboard")),
+                         outcome_timeout_s=settings.outcome_timeout_s, component="dashboard"),
+                         sources=load_source_keys_if_configured()),  # signs as authSource "dashboard"
                      cookie_secure=cookie_secure_for(settings.cookie_secure, host or settings.host),
                      policy=load_policy(settings.policy_file), throttle=LoginThrottle(throttle))
 

@@ -25,6 +25,7 @@ from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
 from runfacts.ops.control import ControlError, Issue, Outcome
 from runfacts.ops.views import RunFilter, list_rows, operator_summary, parse_duration, view_of
 from runfacts.processors.decider.state import RunState
+from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.schemas.common import ApprovalDecision, CommandBase
 from runfacts.schemas.errors import RunfactsError
 from runfacts.security.approvals import ApprovalRequest, sign_approval
@@ -90,7 +91,7 @@ def _issue(identity: Identity) -> Issue:
 def _send(command: CommandBase, timeout: float) -> Outcome:
     """Send with a trace span (when telemetry is on), wait, print; exit 3 on rejection."""
     kafka, names, settings = _setup(timeout)
-    client = CommandClient(kafka, names, settings=settings)
+    client = CommandClient(kafka, names, settings=settings, sources=load_source_keys_if_configured())
     tel = telemetry.current() if telemetry.current().enabled else telemetry.configure_from_env("runfacts-cli")
     attrs = {"runfacts.run_id": command.runId, "runfacts.command_id": command.commandId,
              "runfacts.command_type": command.commandType, "runfacts.correlation_id": command.correlationId}

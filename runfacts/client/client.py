@@ -40,7 +40,9 @@ from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.processors.policy.retry import args_hash
+from runfacts.processors.policy.sources import SourceKeys
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -119,7 +121,7 @@ class Runfacts:
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,
                 args_store: str | Path | None = None, outbox: str | Path | None = None, relay: bool = True,
                 outbox_table: str = "runfacts_outbox", settings: ClientSettings | None = None,
-                versions: RunVersions | None = None) -> Runfacts:
+                versions: RunVersions | None = None, sources: SourceKeys | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
         `args_store`: the SQLite file or postgresql:// URL the dispatcher's `--args-store`
@@ -128,6 +130,8 @@ class Runfacts:
         `transaction()` joins them to your own writes, and a proposal's arguments are written
         in the same transaction as its outbox row, in the outbox's database (the dispatcher's
         `--args-store` then names that database; an `args_store` naming another is refused).
+        `sources`: the keys each command is signed with for its authSource (default: this
+        process's RUNFACTS_SOURCE_KEYS[_FILE]; neither: commands go unsigned).
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
@@ -138,8 +142,9 @@ class Runfacts:
             existing = _clients.get(key)
             if existing is not None:
                 return existing
-            sender: Sender = (DirectSender(kafka, names, args_store) if outbox is None
-                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table))
+            sources = sources if sources is not None else load_source_keys_if_configured()
+            sender: Sender = (DirectSender(kafka, names, args_store, sources=sources) if outbox is None
+                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table, sources))
             try:
                 settings = settings or ClientSettings()
                 client = cls(kafka, names, sender, settings,

@@ -8,6 +8,8 @@ outbox for services that write their own data in the same local transaction.
   arguments live in the outbox's own database (table runfacts_args), written in ONE local
   transaction with the proposal's outbox row (`CommandOutbox.propose`), on SQLite and on
   PostgreSQL alike; the dispatcher's `--args-store` names that database.
+Both sign each command for its `authSource` with this process's source keys
+(RUNFACTS_SOURCE_KEYS[_FILE], when set); the outbox row holds the signed bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.outbox.store import is_postgres_dsn, shown_db
 from runfacts.connectors.relay import Relay, RelaySettings
 from runfacts.partitioning import PRODUCER_PARTITIONING
+from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import ConfigError, InfrastructureError
@@ -59,8 +62,8 @@ class DirectSender:
     """Commands through one idempotent producer."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, args_store: str | Path | None,
-                 timeout_s: float = 30.0, codec: Codec | None = None) -> None:
-        self.names, self.timeout_s = names, timeout_s
+                 timeout_s: float = 30.0, codec: Codec | None = None, sources: SourceKeys | None = None) -> None:
+        self.names, self.timeout_s, self.sources = names, timeout_s, sources
         self.codec = codec or Codec()
         self.args = _args_store(args_store)
         self._lock = threading.Lock()
@@ -76,8 +79,11 @@ class DirectSender:
 
         with self._lock:
             for command in commands:
+                value = self.codec.encode(command)
                 headers: list[tuple[str, str | bytes | None]] = list(self.codec.headers(command))
-                self._producer.produce(self.names.commands, self.codec.encode(command), command.runId.encode(),
+                if self.sources is not None:
+                    headers += sign(self.sources, command.actor.authSource, value)
+                self._producer.produce(self.names.commands, value, command.runId.encode(),
                                        headers=headers, on_delivery=delivered)
             left = self._producer.flush(self.timeout_s)
         if left or errors:
@@ -108,7 +114,7 @@ class OutboxSender:
     """Commands as outbox rows in the service's database, published by a relay."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, db: str, args_store: str | Path | None,
-                 relay: bool = True, table: str = "runfacts_outbox") -> None:
+                 relay: bool = True, table: str = "runfacts_outbox", sources: SourceKeys | None = None) -> None:
         if args_store is not None and not same_database(str(args_store), db):
             raise ConfigError("args_store", shown_db(str(args_store)),
                               f"with an outbox the arguments are written in the outbox's transaction, in its "
@@ -116,7 +122,7 @@ class OutboxSender:
                               f"--args-store at {shown_db(db)}")
         self.db, self.table = db, table
         self._lock = threading.RLock()
-        self._outbox = CommandOutbox.open(db, names, table)
+        self._outbox = CommandOutbox.open(db, names, table, sources)
         self.conn, self.outbox, self.args = self._outbox.conn, self._outbox.outbox, self._outbox.args
         self._relay: Relay | None = None
         self._thread: threading.Thread | None = None

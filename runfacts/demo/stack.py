@@ -5,7 +5,10 @@ the harness's outbox relay.
 Secrets are configured the way a deployment would: the payment API key and the dashboard
 session secret in every process's environment, the approval signing keyring in the decider's
 (the story signs its approvals with it, as the dashboard would), the audit's digest key in
-the projector's. None may reach a topic.
+the projector's. Command source keys (issue 20): the decider holds every source's, the
+dispatcher only its own, the story's client (harness and approving UI) the agent harness's and
+the dashboard's; every command is signed and the decider refuses any that is not. None may
+reach a topic.
 
 Every process logs to its own file under the demo's work directory; `stop()` ends what
 `start()` started (SIGTERM, then SIGKILL after a grace period) and is safe to call twice.
@@ -31,7 +34,8 @@ from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
-from runfacts.processors.policy.keyring import ENV_KEYS, new_secret
+from runfacts.processors.policy.keyring import ENV_KEYS, ENV_SOURCE_KEYS, new_secret
+from runfacts.processors.policy.sources import SourceKeys, parse_source_keys
 from runfacts.projections.projector.app import app_name as projector_app_name
 from runfacts.schemas.errors import RunfactsError
 from runfacts.settings import KafkaSettings
@@ -85,6 +89,9 @@ class DemoOptions:
     audit_pii_key: str = field(default="", repr=False)
     """The projector's RUNFACTS_AUDIT_PII_KEY (default: fresh): personal values in audit records
     become HMAC digests, which nobody without the key can match against guessed values."""
+    source_keys: str = field(default="", repr=False)
+    """Command source keys by auth source, RUNFACTS_SOURCE_KEYS JSON (default: a fresh key for
+    each of the demo's sources: agent-harness, dashboard, dispatcher)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -93,6 +100,18 @@ class DemoOptions:
                                                                "keys": {"demo-1": new_secret()}})
         self.session_secret = self.session_secret or new_secret()
         self.audit_pii_key = self.audit_pii_key or new_secret()
+        self.source_keys = self.source_keys or json.dumps({
+            source: {"current": f"{source}-demo-1", "keys": {f"{source}-demo-1": new_secret()}}
+            for source in ("agent-harness", "dashboard", "dispatcher")})
+
+    def source_env(self, *sources: str) -> dict[str, str]:
+        """RUNFACTS_SOURCE_KEYS holding these sources' keys (none given: every source's)."""
+        keys = json.loads(self.source_keys)
+        return {ENV_SOURCE_KEYS: json.dumps({s: k for s, k in keys.items() if not sources or s in sources})}
+
+    def client_sources(self) -> SourceKeys:
+        """What the story's client signs with: the agent harness and the approving UI (dashboard)."""
+        return parse_source_keys(self.source_env("agent-harness", "dashboard")[ENV_SOURCE_KEYS], "demo source keys")
 
     @property
     def signing_env(self) -> dict[str, str]:
@@ -123,10 +142,10 @@ class DemoStack:
         (self.dir / "capabilities.toml").write_text(manifest)
         self._topics()
         self.provider_url = self._start_provider()
-        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names)
+        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names, sources=self.options.client_sources())
         self._start_relay()
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
-                           **self.options.signing_env)
+                           **self.options.signing_env, **self.options.source_env())
         self._spawn_worker("projector", [], RUNFACTS_AUDIT_PII_KEY=self.options.audit_pii_key)
         self.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
 
@@ -188,7 +207,8 @@ class DemoStack:
     def _env(self, **extra: str) -> dict[str, str]:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY"))}
+               if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY",
+                                    "RUNFACTS_SOURCE_KEYS"))}
         env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,
@@ -221,7 +241,8 @@ class DemoStack:
                    "--capabilities", str(self.dir / "capabilities.toml")]
         self._spawn_worker("dispatcher", options, f"dispatcher-{self.dispatcher_starts}.log",
                            RUNFACTS_CONSUME_BATCH="1", RUNFACTS_TRANSACTION_TIMEOUT_MS="30000",
-                           RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **(crash if crash_at else {}))
+                           RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **self.options.source_env("dispatcher"),
+                           **(crash if crash_at else {}))
 
     def dispatcher_args_store(self) -> str:
         """The argument store the dispatcher reads (the harness's SQLite file)."""

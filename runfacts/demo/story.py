@@ -74,7 +74,8 @@ class Story:
         self.say = say
         settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=stack.options.signing_env))
         self.rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix,
-                                   outbox=stack.dir / "harness.db", relay=False, settings=settings)
+                                   outbox=stack.dir / "harness.db", relay=False, settings=settings,
+                                   sources=stack.options.client_sources())
 
     def close(self) -> None:
         self.rf.close()

@@ -24,6 +24,7 @@ from runfacts.ops.control import Outcome
 from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import load_state
+from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.projections import user_view
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase, EventBase
@@ -132,8 +133,8 @@ class CommandClient:
     """Sends commands to the commands topic and waits for the run decider's outcome."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, codec: Codec | None = None,
-                 settings: ReaderSettings | None = None) -> None:
-        self.kafka, self.names = kafka, names
+                 settings: ReaderSettings | None = None, sources: SourceKeys | None = None) -> None:
+        self.kafka, self.names, self.sources = kafka, names, sources  # sources: sign for the actor's authSource
         self.codec = codec or Codec()
         self.settings = settings or ReaderSettings()
         self._producer: Producer | None = None
@@ -173,8 +174,10 @@ class CommandClient:
                 errors.append(str(err))
 
         # confluent's stub types headers as an invariant list of (str, str | bytes | None)
-        all_headers: list[tuple[str, str | bytes | None]] = [*self.codec.headers(command), *(headers or [])]
-        producer.produce(self.names.commands, self.codec.encode(command), command.runId.encode(),
+        value = self.codec.encode(command)
+        signed = sign(self.sources, command.actor.authSource, value) if self.sources is not None else []
+        all_headers: list[tuple[str, str | bytes | None]] = [*self.codec.headers(command), *signed, *(headers or [])]
+        producer.produce(self.names.commands, value, command.runId.encode(),
                          headers=all_headers, on_delivery=delivered)
         left = producer.flush(self.settings.outcome_timeout_s)
         if left or errors:

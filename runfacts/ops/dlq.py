@@ -1,7 +1,8 @@
 """Dead letters, the library side of `runfacts dlq`: read them, plan a redrive, redrive.
 
 A dead letter is the original key, value and headers plus the engine's reason headers
-(`dlq.topic/partition/offset/schema/schemaVersion/error/app`). `redrive` re-submits the
+(`dlq.topic/partition/offset/schema/schemaVersion/error/app`, and `dlq.reason` when the
+refusal has a typed code). `redrive` re-submits the
 chosen letters to their original topic and, in the SAME Kafka transaction, appends a marker
 to the dead-letter topic (`dlq.redriven` = the letter's position, `dlq.redrivenTo` = where
 the copy went): the redrive is recorded where the letters live, `list` shows it, and a second
@@ -22,7 +23,8 @@ from runfacts.logread import LogRecord
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 
-REASONS = ("topic", "partition", "offset", "schema", "schemaVersion", "error", "app")
+REASONS = ("topic", "partition", "offset", "schema", "schemaVersion", "error", "app", "reason")
+"""`dlq.<name>` headers; `reason` is a typed code where the refusal has one (e.g. source_key_retired)."""
 MARK, MARK_TO, MARK_AT, FROM = "dlq.redriven", "dlq.redrivenTo", "dlq.redrivenAt", "dlq.redrivenFrom"
 
 

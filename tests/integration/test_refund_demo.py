@@ -87,7 +87,9 @@ def test_demo_topics_hold_no_secret_anywhere_and_personal_data_only_internally_w
     keys = json.loads(options.approval_keys)["keys"]
     secrets = secret_needles(payment_api_key=API_KEY, dashboard_session_secret=options.session_secret,
                              audit_pii_key=options.audit_pii_key,
-                             **{f"approval_key_{kid}": secret for kid, secret in keys.items()})
+                             **{f"approval_key_{kid}": secret for kid, secret in keys.items()},
+                             **{f"source_key_{kid}": secret for ring in json.loads(options.source_keys).values()
+                                for kid, secret in ring["keys"].items()})
     written = {topic: records(options.kafka, topic) for topic in topics}
     personal = personal_values(m.value() for t in (names.commands, names.events) for m in written[t])
     assert {"customer-42", "alice"} <= personal and any("order-001" in v for v in personal)
@@ -102,6 +104,9 @@ def test_demo_topics_hold_no_secret_anywhere_and_personal_data_only_internally_w
     assert exposed == []
     assert scan(names.state, written[names.state], {"userId": b"customer-42"})  # the scan sees what is there
     assert written[names.dlq] == []
+    # every command was signed by its source (issue 20) and none was refused: the decider checked them
+    unsigned = [m.offset() for m in written[names.commands] if "sourceSignature" not in dict(m.headers() or [])]
+    assert written[names.commands] and unsigned == []
     for topic in (names.user_view, names.audit, names.trajectory):  # scanned, and not empty
         assert written[topic], topic
 

@@ -28,7 +28,7 @@ def test_letters_carry_their_reasons_when_read_from_the_dead_letter_topic() -> N
     assert letter.position == "t.dlq[0]@0" and letter.redriven_to == ""
     assert letter.reasons == {"topic": "t.run.commands", "partition": "2", "offset": "7", "schema": "CreateRun",
                               "schemaVersion": "1", "error": "oversized: record of 70000 bytes",
-                              "app": "t-run-decider"}
+                              "app": "t-run-decider", "reason": ""}
     assert letter.original_headers == [("commandType", b"run.create")]
 
 
@@ -52,3 +52,12 @@ def test_filter_is_refused_when_it_names_no_reason() -> None:
         parse_filters(["colour=red"])
     with pytest.raises(ConfigError):
         parse_filters(["error"])
+
+
+def test_filter_matches_the_typed_reason_when_the_refusal_has_one() -> None:
+    signed = InvalidInput("source_key_retired: key cli-1 of 'cli' is retired", schema="CancelRun", version=1,
+                          reason="source_key_retired", position=RecordPosition("t.run.commands", 0, 9))
+    letters = read_letters([_letter(0, "oversized"), LogRecord(DLQ, 0, 1, b"run-1", b"\xc3\x01...",
+                                                                (*signed.headers(), ("dlq.app", b"t-run-decider")), 0)])
+    assert [x.position for x in redrive_plan(letters, parse_filters(["reason=source_key_retired"]))] == ["t.dlq[0]@1"]
+    assert letters[1].reasons["reason"] == "source_key_retired" and letters[0].reasons["reason"] == ""

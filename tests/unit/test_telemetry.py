@@ -71,6 +71,19 @@ def test_policy_denial_is_counted_when_command_has_no_actor(otel):
     assert [(p.attributes["outcome"], p.value) for p in handled] == [("rejected", 1)]
 
 
+def test_source_signature_refusal_is_counted_as_a_policy_denial_when_the_command_is_unsigned(otel):
+    from runfacts.processors.policy.approvals import Keyring, SigningKey
+    from runfacts.processors.policy.sources import SourceKeys
+
+    tel, _, metrics = otel
+    keys = SourceKeys({"dashboard": Keyring(keys={"d1": SigningKey(b"d" * 32)}, current="d1")})
+    driver = _pipe(DeciderShell(NAMES, CTX, telemetry=tel, sources=keys), create())
+
+    assert len(driver.dead_letters()) == 1
+    (denial,) = _metric(metrics, telemetry.POLICY_DENIALS)
+    assert denial.value == 1 and denial.attributes["reasonCode"] == "source_signature_missing"
+
+
 def test_outputs_carry_no_trace_headers_when_telemetry_is_off():
     driver = _pipe(DeciderShell(NAMES, CTX, telemetry=telemetry.Telemetry()), create(), propose_refund())
 
