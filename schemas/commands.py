@@ -172,6 +172,28 @@ class MigrateRun(CommandBase):
     payload: MigrateRunPayload
 
 
+class ProposeMemoryPayload(Record):
+    """Payload of ProposeMemory."""
+
+    memoryId: str
+    statementRef: str
+    statementHash: str
+    evidence: tuple[str, ...] = ()
+    scopeTenant: str
+    scopeKind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    scopeId: str
+    expiresAt: Millis
+    summary: str | None = None
+
+
+class ProposeMemory(CommandBase):
+    """Propose what the run learned as a memory candidate."""
+
+    commandType: Literal["memory.propose"] = "memory.propose"
+    schemaVersion: Literal[1] = 1
+    payload: ProposeMemoryPayload
+
+
 class ProposeToolCallPayload(Record):
     """Payload of ProposeToolCall."""
 
@@ -386,6 +408,38 @@ class RetryToolCall(CommandBase):
     payload: RetryToolCallPayload
 
 
+class ReviewMemoryPayload(Record):
+    """Payload of ReviewMemory."""
+
+    memoryId: str
+    decision: ApprovalDecision
+    candidateHash: str
+    reviewToken: str | None = None
+
+
+class ReviewMemory(CommandBase):
+    """Confirm or reject a memory candidate (reviewer)."""
+
+    commandType: Literal["memory.review"] = "memory.review"
+    schemaVersion: Literal[1] = 1
+    payload: ReviewMemoryPayload
+
+
+class RevokeMemoryPayload(Record):
+    """Payload of RevokeMemory."""
+
+    memoryId: str
+    reason: str = ""
+
+
+class RevokeMemory(CommandBase):
+    """Withdraw a memory or a candidate."""
+
+    commandType: Literal["memory.revoke"] = "memory.revoke"
+    schemaVersion: Literal[1] = 1
+    payload: RevokeMemoryPayload
+
+
 class SaveCheckpointPayload(Record):
     """Payload of SaveCheckpoint."""
 
@@ -457,6 +511,7 @@ Command = Annotated[
     | FailRun
     | FireTimer
     | MigrateRun
+    | ProposeMemory
     | ProposeToolCall
     | RecordFeedback
     | RecordReasoning
@@ -469,6 +524,8 @@ Command = Annotated[
     | RequestReconciliation
     | ResumeRun
     | RetryToolCall
+    | ReviewMemory
+    | RevokeMemory
     | SaveCheckpoint
     | StartTurn
     | StopRun
@@ -489,6 +546,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "run.fail": FailRun,
     "timer.fire": FireTimer,
     "run.migrate": MigrateRun,
+    "memory.propose": ProposeMemory,
     "tool.call.propose": ProposeToolCall,
     "feedback.record": RecordFeedback,
     "reasoning.record": RecordReasoning,
@@ -501,6 +559,8 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.request_reconciliation": RequestReconciliation,
     "run.resume": ResumeRun,
     "tool.call.retry": RetryToolCall,
+    "memory.review": ReviewMemory,
+    "memory.revoke": RevokeMemory,
     "checkpoint.save": SaveCheckpoint,
     "turn.start": StartTurn,
     "run.stop": StopRun,

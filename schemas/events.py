@@ -170,6 +170,22 @@ class CheckpointSaved(EventBase):
     payload: CheckpointSavedPayload
 
 
+class CheckpointsArchivedPayload(Record):
+    """Payload of CheckpointsArchived."""
+
+    node: str | None = None
+    stateHash: str | None = None
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+class CheckpointsArchived(EventBase):
+    """The run's checkpoints serve no recovery any more: a retention marker stores honour."""
+
+    eventType: Literal["checkpoint.archived"] = "checkpoint.archived"
+    schemaVersion: Literal[1] = 1
+    payload: CheckpointsArchivedPayload
+
+
 class CommandRejectedPayload(Record):
     """Payload of CommandRejected."""
 
@@ -207,6 +223,95 @@ class FeedbackRecorded(EventBase):
     eventType: Literal["feedback.recorded"] = "feedback.recorded"
     schemaVersion: Literal[1] = 1
     payload: FeedbackRecordedPayload
+
+
+class GrantRevokedPayload(Record):
+    """Payload of GrantRevoked."""
+
+    toolCallId: str
+    approvalId: str | None = None
+    grantKind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
+class GrantRevoked(EventBase):
+    """A run-scoped grant ended with its run (run-end hygiene)."""
+
+    eventType: Literal["grant.revoked"] = "grant.revoked"
+    schemaVersion: Literal[1] = 1
+    payload: GrantRevokedPayload
+
+
+class MemoryConfirmedPayload(Record):
+    """Payload of MemoryConfirmed."""
+
+    memoryId: str
+    candidateHash: str
+    actor: Actor
+
+
+class MemoryConfirmed(EventBase):
+    """A reviewer promoted a candidate to memory."""
+
+    eventType: Literal["memory.confirmed"] = "memory.confirmed"
+    schemaVersion: Literal[1] = 1
+    payload: MemoryConfirmedPayload
+
+
+class MemoryProposedPayload(Record):
+    """Payload of MemoryProposed."""
+
+    memoryId: str
+    statementRef: str
+    statementHash: str
+    evidence: tuple[str, ...] = ()
+    scopeTenant: str
+    scopeKind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    scopeId: str
+    expiresAt: Millis
+    candidateHash: str
+    summary: str | None = None
+    actor: Actor
+
+
+class MemoryProposed(EventBase):
+    """A run proposed a memory candidate (refs, never raw text)."""
+
+    eventType: Literal["memory.proposed"] = "memory.proposed"
+    schemaVersion: Literal[1] = 1
+    payload: MemoryProposedPayload
+
+
+class MemoryRejectedPayload(Record):
+    """Payload of MemoryRejected."""
+
+    memoryId: str
+    candidateHash: str
+    actor: Actor
+
+
+class MemoryRejected(EventBase):
+    """A reviewer refused a candidate."""
+
+    eventType: Literal["memory.rejected"] = "memory.rejected"
+    schemaVersion: Literal[1] = 1
+    payload: MemoryRejectedPayload
+
+
+class MemoryRevokedPayload(Record):
+    """Payload of MemoryRevoked."""
+
+    memoryId: str
+    reason: str = ""
+    actor: Actor
+
+
+class MemoryRevoked(EventBase):
+    """A memory (or candidate) may no longer be relied on."""
+
+    eventType: Literal["memory.revoked"] = "memory.revoked"
+    schemaVersion: Literal[1] = 1
+    payload: MemoryRevokedPayload
 
 
 class ProgressUpdatedPayload(Record):
@@ -644,8 +749,14 @@ Event = Annotated[
     | BudgetDebited
     | BudgetExceeded
     | CheckpointSaved
+    | CheckpointsArchived
     | CommandRejected
     | FeedbackRecorded
+    | GrantRevoked
+    | MemoryConfirmed
+    | MemoryProposed
+    | MemoryRejected
+    | MemoryRevoked
     | ProgressUpdated
     | ReasoningRecorded
     | RunArchived
@@ -687,8 +798,14 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "budget.debited": BudgetDebited,
     "budget.exceeded": BudgetExceeded,
     "checkpoint.saved": CheckpointSaved,
+    "checkpoint.archived": CheckpointsArchived,
     "command.rejected": CommandRejected,
     "feedback.recorded": FeedbackRecorded,
+    "grant.revoked": GrantRevoked,
+    "memory.confirmed": MemoryConfirmed,
+    "memory.proposed": MemoryProposed,
+    "memory.rejected": MemoryRejected,
+    "memory.revoked": MemoryRevoked,
     "progress.updated": ProgressUpdated,
     "reasoning.recorded": ReasoningRecorded,
     "run.archived": RunArchived,

@@ -2,8 +2,9 @@
 command into events, `evolve` folds events into `RunState`.
 
 Pure: core (decide, decide_evolve), context (DecideContext, Draft, Rejected), run_commands
-(lifecycle, turns, approvals, budget, timers), tool_commands (the tool-call track), state
-(RunState), evolve, timers (which timers a run needs), state_json. Shell: app (DeciderShell,
+(lifecycle, turns, approvals, budget, timers, run-end hygiene), tool_commands (the tool-call
+track), memory (memory candidates and their review), state (RunState), evolve, timers (which
+timers a run needs), state_json. Shell: app (DeciderShell,
 the engine application), codec (the shell-side reader), security (policy and keyring ->
 the DecideContext checks). The worker factory is runfacts.workers:decider.
 """

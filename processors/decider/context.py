@@ -50,6 +50,7 @@ def default_check_tenant(command: CommandBase, run_tenant: str | None) -> str | 
 
 
 TokenCheck = Callable[["cmd.ResumeRun", Any], "str | None"]
+ReviewCheck = Callable[["cmd.ReviewMemory", Any], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class DecideContext:
     check_tenant: Callable[[CommandBase, str | None], str | None] = default_check_tenant
     """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
+    verify_review_token: ReviewCheck | None = None  # None: memory reviews need no signed token
 
 
 class Draft(NamedTuple):

@@ -65,7 +65,7 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if state is None:
         raise Rejected(command, "unknown_run")
     _check_tenant(command, state.tenant, ctx)
-    if state.archived:
+    if state.archived and command.commandType != "memory.revoke":  # a memory is revocable for ever
         raise Rejected(command, "run_archived")
     if command.expectedVersion is not None and command.expectedVersion != state.version:
         raise Rejected(command, "stale_version",

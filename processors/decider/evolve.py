@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runfacts.processors.decider.memory import apply_memory, remember_evidence
 from runfacts.processors.decider.state import (
     ACTION_WINDOW,
     DEDUPE_WINDOW,
@@ -52,6 +53,9 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     if apply is None:
         raise CorruptLog(event, "no evolve case for this event type")
     changes = apply(state, event)
+    evidence = remember_evidence(state, event)
+    if evidence is not None:
+        changes["evidence"] = evidence
     changes.setdefault("version", state.version + 1)
     changes["updatedAt"] = event.occurredAt
     cause, recent = event.causationId, state.recentCommands
@@ -379,6 +383,29 @@ def _progress(s: RunState, e: ev.ProgressUpdated) -> dict[str, Any]:
                                  nextSafeAction=p.nextSafeAction)}
 
 
+def _revoked(s: RunState, e: ev.GrantRevoked) -> dict[str, Any]:
+    """The call's grant ended with its run (`run_commands.end_of_run`): it is never claimed
+    nor retried again; a call that never ran is closed; a revoked approval is not consumed."""
+    p = e.payload
+    call = _call(s, e, p.toolCallId)
+    closed = "grant_revoked" if call.execution in CLOSABLE and call.closedReason is None else call.closedReason
+    changes = _with_call(s, e, p.toolCallId, revoked=True, closedReason=closed)
+    if p.approvalId is not None:
+        changes |= _with_approval(s, e, p.approvalId, status="revoked", decidedAt=e.occurredAt)
+    return changes
+
+
+def _checkpoints_archived(s: RunState, e: ev.CheckpointsArchived) -> dict[str, Any]:
+    return {"checkpointsArchived": True}
+
+
+def _memory(s: RunState, e: ev.EventBase) -> dict[str, Any]:
+    memory_id = getattr(e.payload, "memoryId", "")
+    if not isinstance(e, ev.MemoryProposed) and memory_id not in s.memories:
+        raise CorruptLog(e, f"unknown memoryId {memory_id}")
+    return apply_memory(s, e)
+
+
 _APPLY: dict[str, Apply] = {
     "run.started": _started,
     "run.paused": _paused,
@@ -415,5 +442,11 @@ _APPLY: dict[str, Apply] = {
     "budget.exceeded": _nothing,
     "progress.updated": _progress,
     "feedback.recorded": _nothing,
+    "grant.revoked": _revoked,
+    "checkpoint.archived": _checkpoints_archived,
+    "memory.proposed": _memory,
+    "memory.confirmed": _memory,
+    "memory.rejected": _memory,
+    "memory.revoked": _memory,
 }
 """Every event type but run.created (no state yet) and command.rejected (no version change)."""

@@ -6,9 +6,12 @@ the whole command contract.
 
 from __future__ import annotations
 
+from typing import Any
+
+from runfacts.processors.decider import memory as memory_commands
 from runfacts.processors.decider import tool_commands as tools
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
-from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.decider.timers import CLAIM_WAIT, claim_due
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -120,6 +123,49 @@ def _final_checkpoint(state: RunState) -> Draft:
     return draft(ev.CheckpointSaved, node="final", stateHash=state_hash(state), versions=state.versions)
 
 
+# --- run-end hygiene as facts (SEMANTICS.md §10: run state is temporary) ----------------
+# When a run completes, fails, is cancelled or archived, besides invalidating its open
+# approvals (`_closing`) the decider emits one `grant.revoked` per run-scoped grant still
+# alive (a granted approval not consumed: `approval`; an authorized call not claimed:
+# `authorization`; a call in flight: its dispatch `lease`) and one `checkpoint.archived`
+# (a retention marker: the run's checkpoints serve no recovery any more). A revoked grant
+# is refused at every later use: a claim (`grant_revoked`) and a dispatcher retry
+# (`dispatcher.core.refusal`).
+
+END_REASONS: dict[str, str] = {"completed": "run_completed", "failed": "run_failed", "cancelled": "run_cancelled"}
+
+
+def _grant_kind(state: RunState, call: ToolCallState) -> str | None:
+    """Which run-scoped grant `call` still holds, or None."""
+    if call.revoked:
+        return None
+    approval = state.approvals.get(call.approvalId or "")
+    if approval is not None and approval.status == "granted":
+        return "approval"
+    if call.in_flight:
+        return "lease"
+    if call.awaiting_claim:
+        return "authorization"
+    return None
+
+
+def end_of_run(state: RunState, reason: str, final: Draft | None = None) -> list[Draft]:
+    """The revocations and the checkpoint archive a run's end owes (nothing twice); `final`
+    is the run's final checkpoint, drafted alongside."""
+    drafts = []
+    for call in state.toolCalls.values():
+        kind = _grant_kind(state, call)
+        if kind is not None:
+            approval_id = call.approvalId if kind == "approval" else None
+            drafts.append(draft(ev.GrantRevoked, capabilityId=call.capabilityId, toolCallId=call.toolCallId,
+                                approvalId=approval_id, grantKind=kind, reason=reason))
+    if not state.checkpointsArchived:
+        last: Any = final.payload if final is not None else state.checkpoint
+        drafts.append(draft(ev.CheckpointsArchived, node=last.node if last else None,
+                            stateHash=last.stateHash if last else None, reason=reason))
+    return drafts
+
+
 def stop(c: cmd.StopRun | cmd.CancelRun, state: RunState, ctx: DecideContext) -> list[Draft]:
     """Stop new work; the run is cancelled once no call is in flight (see follow_ups)."""
     _require_active(c, state)
@@ -133,16 +179,18 @@ def complete(c: cmd.CompleteRun, state: RunState, ctx: DecideContext) -> list[Dr
     if in_flight:
         raise Rejected(c, "tool_calls_in_flight", ", ".join(in_flight))
     pending = [k for k, call in state.toolCalls.items() if call.verification == "pending"]
+    final = _final_checkpoint(state)
     return _closing(state, "run_ended") + [
         draft(ev.RunCompleted, outcomeRef=c.payload.outcomeRef, pendingVerifications=pending),
-        _final_checkpoint(state)]
+        final, *end_of_run(state, END_REASONS["completed"], final)]
 
 
 def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
     _require_active(c, state)
+    final = _final_checkpoint(state)
     return _closing(state, "run_ended") + [
         draft(ev.RunFailed, errorClass=c.payload.errorClass, detail=c.payload.detail),
-        _final_checkpoint(state)]
+        final, *end_of_run(state, END_REASONS["failed"], final)]
 
 
 def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> list[Draft]:
@@ -151,7 +199,9 @@ def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> li
         return []
     unresolved = [k for k, call in state.toolCalls.items()
                   if call.execution == "result_unknown" and call.reconciliation != "not_found"]
-    return [draft(ev.RunCancelled, unresolvedToolCalls=unresolved), _final_checkpoint(state)]
+    final = _final_checkpoint(state)
+    return [draft(ev.RunCancelled, unresolvedToolCalls=unresolved), final,
+            *end_of_run(state, END_REASONS["cancelled"], final)]
 
 
 def record_feedback(c: cmd.RecordFeedback, state: RunState, ctx: DecideContext) -> list[Draft]:
@@ -192,7 +242,7 @@ def update_progress(c: cmd.UpdateProgress, state: RunState, ctx: DecideContext) 
 def archive(c: cmd.ArchiveRun, state: RunState, ctx: DecideContext) -> list[Draft]:
     if not state.terminal:
         raise Rejected(c, "run_not_ended", f"run is {state.status}")
-    return [draft(ev.RunArchived, checkpointRef=c.payload.checkpointRef)]
+    return [draft(ev.RunArchived, checkpointRef=c.payload.checkpointRef), *end_of_run(state, "run_archived")]
 
 
 def migrate(c: cmd.MigrateRun, state: RunState, ctx: DecideContext) -> list[Draft]:
@@ -301,4 +351,7 @@ HANDLERS: dict[str, Handler] = {
     "tool.call.report_reconciled": tools.report_reconciled,
     "tool.call.retry": tools.retry,
     "tool.call.report_verification": tools.report_verification,
+    "memory.propose": memory_commands.propose_memory,
+    "memory.review": memory_commands.review_memory,
+    "memory.revoke": memory_commands.revoke_memory,
 }

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from runfacts.processors.policy.access import Policy, check_approver, check_command, check_tenant
 from runfacts.processors.policy.approvals import ApprovalBinding, Keyring, verify_token
+from runfacts.schemas import commands as cmd
 from runfacts.schemas.commands import ResumeRun
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -44,6 +45,27 @@ def approval_token_check(keyring: Keyring) -> Callable[[ResumeRun, OpenApproval]
     return check
 
 
+class Candidate(Protocol):
+    """What a review token is checked against: the memory candidate as the run's state holds it."""
+
+    memoryId: str
+    candidateHash: str
+
+
+def review_token_check(keyring: Keyring) -> Callable[[cmd.ReviewMemory, Candidate], str | None]:
+    """A `DecideContext.verify_review_token`: the approval token format, bound to the memory id
+    (as approvalId) and the candidate's hash (as argsHash); memory ids cannot collide with
+    approval ids (`memory-` prefix), so a token of one never passes for the other."""
+
+    def check(command: cmd.ReviewMemory, memory: Candidate) -> str | None:
+        binding = ApprovalBinding(run_id=command.runId, approval_id=memory.memoryId,
+                                  args_hash=memory.candidateHash, decision=command.payload.decision,
+                                  subject_id=command.actor.subjectId)
+        return verify_token(keyring, command.payload.reviewToken, binding, to_millis(command.issuedAt))
+
+    return check
+
+
 def policy_checks(policy: Policy, keyring: Keyring | None = None) -> dict[str, Any]:
     """`DecideContext` keyword arguments enforcing `policy`, and signed approvals when a keyring is given."""
     return {
@@ -53,4 +75,5 @@ def policy_checks(policy: Policy, keyring: Keyring | None = None) -> dict[str, A
         "check_approver": partial(check_approver, policy),
         "check_tenant": partial(check_tenant, policy),
         "verify_token": None if keyring is None else approval_token_check(keyring),
+        "verify_review_token": None if keyring is None else review_token_check(keyring),
     }

@@ -24,7 +24,8 @@ Execution = Literal[
     "proposed", "authorized", "dispatching", "accepted", "completed", "failed", "result_unknown",
 ]
 IN_FLIGHT: frozenset[str] = frozenset({"dispatching", "accepted", "result_unknown"})
-ApprovalStatus = Literal["open", "granted", "rejected", "expired", "invalidated", "consumed"]
+ApprovalStatus = Literal["open", "granted", "rejected", "expired", "invalidated", "consumed", "revoked"]
+MemoryStatus = Literal["proposed", "confirmed", "rejected", "revoked"]
 Reconciliation = Literal[
     "none", "requested", "found_completed", "found_failed", "not_found", "still_unknown",
 ]
@@ -36,6 +37,14 @@ KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
 STATE_FORMAT: Final = 2
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
+EVIDENCE_WINDOW = 512
+"""Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
+EVIDENCE_TYPES: frozenset[str] = frozenset({
+    "tool.call.completed", "tool.call.failed", "tool.call.reconciled", "verification.updated",
+    "reasoning.recorded", "feedback.recorded", "approval.granted", "approval.rejected",
+    "run.completed", "run.failed", "run.cancelled",
+})
+"""The facts a memory candidate may cite as evidence (what happened, not what was asked)."""
 FINAL_VERIFICATION: frozenset[str] = frozenset({"confirmed_success", "confirmed_failure", "inconclusive"})
 
 
@@ -80,6 +89,7 @@ class ToolCallState(Frozen):
     attempts: int = 0
     externalRequestId: str | None = None
     leaseEpoch: int = 0
+    revoked: bool = False  # its run-scoped grant (authorization, approval, lease) ended with the run
     reconciliation: Reconciliation = "none"
     reconcileDeadline: datetime | None = None
     errorClass: str | None = None
@@ -143,6 +153,25 @@ class Checkpoint(Frozen):
     savedAt: datetime
 
 
+class MemoryCandidate(Frozen):
+    """A memory the run proposed and where its review stands (refs and hashes only)."""
+
+    memoryId: str
+    statementRef: str
+    statementHash: str
+    evidence: tuple[str, ...]
+    scopeTenant: str
+    scopeKind: str
+    scopeId: str
+    expiresAt: datetime
+    candidateHash: str
+    proposedBy: str
+    proposedAt: datetime
+    status: MemoryStatus = "proposed"
+    decidedBy: str | None = None
+    decidedAt: datetime | None = None
+
+
 class Progress(Frozen):
     """The Progress Contract: verified items, open items, next safe action."""
 
@@ -185,6 +214,11 @@ class RunState(Frozen):
     attemptedPath: tuple[str, ...] = ()
     lastError: str | None = None
     archived: bool = False
+    checkpointsArchived: bool = False
+    """A `checkpoint.archived` marker was written: no checkpoint of the run serves recovery."""
+    evidence: tuple[str, ...] = ()
+    """Ids of the run's evidence-grade events (`EVIDENCE_TYPES`), the last `EVIDENCE_WINDOW`."""
+    memories: dict[str, MemoryCandidate] = {}
 
     @property
     def terminal(self) -> bool:

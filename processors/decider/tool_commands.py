@@ -140,6 +140,8 @@ def claim(c: cmd.ClaimToolCall, state: RunState, ctx: DecideContext) -> list[Dra
     Every claim (the first and a re-dispatch after not_found) re-checks the grant's expiry."""
     p = c.payload
     call = tool_call(c, state, p.toolCallId)
+    if call.revoked:
+        raise Rejected(c, "grant_revoked", f"{call.toolCallId}: its grant ended with the run ({state.status})")
     _check_claimable(c, call, ctx)
     if state.status not in CLAIMABLE_STATUS:
         raise Rejected(c, "run_not_active", f"run is {state.status}: no new dispatches")

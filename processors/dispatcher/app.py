@@ -210,10 +210,9 @@ class DispatcherShell:
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        lapsed = core.lapsed_grant(call, run, self._now_ms())
-        if lapsed is not None:
-            log.warning("not claiming %s/%s attempt %d: %s", run.runId, call.toolCallId,
-                        call.attempts + 1, lapsed)
+        refused = core.refusal(call, run, self._now_ms())
+        if refused is not None:
+            self._refused(refused, call, run, "claim")
             return
         claim = core.claim_draft(call, self.settings.incarnation)
         if claim is None:
@@ -325,7 +324,18 @@ class DispatcherShell:
         return (call.execution == "dispatching" and progress.phase == "retry_wait"
                 and progress.attempt == call.attempts)
 
+    def _refused(self, refused: core.Refusal, call: ToolCallState, run: RunState, use: str) -> None:
+        log.warning("refused %s of %s/%s attempt %d: %s (%s)", use, run.runId, call.toolCallId,
+                    call.attempts + (use == "claim"), refused.reason, refused.detail)
+        self.telemetry.add(telemetry_hooks.POLICY_DENIALS, 1, {"reasonCode": refused.reason,
+                                                              "commandType": f"dispatcher.{use}"})
+
     def _retry(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        refused = core.refusal(call, run, self._now_ms())
+        if refused is not None and refused.reason != "grant_expired":  # an expiry binds claims only (§6)
+            self._refused(refused, call, run, "retry")
+            self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
+            return
         holder = core.incarnation_of(call.leaseEpoch)
         if holder == self.settings.incarnation:
             self._execute(call, progress, run, ctx)

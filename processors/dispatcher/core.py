@@ -159,6 +159,10 @@ def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
     call = run.toolCalls.get(call_id) if isinstance(call_id, str) else None
     if call is None:
         return []
+    if isinstance(event, ev.GrantRevoked):
+        # nothing now: a try running off the transaction is still collected, a lookup still
+        # reconciles (a read uses no grant); a retry due later is refused then (`refusal`)
+        return []
     if isinstance(event, ev.ToolCallAuthorized | ev.ToolCallRetryRequested):
         return [Claim(call)] if claimable(call, run) else []
     if isinstance(event, ev.ToolCallDispatching):
@@ -199,6 +203,34 @@ def lapsed_grant(call: ToolCallState, run: RunState, now_ms: int) -> str | None:
     if grant is None or grant.status not in ("granted", "consumed") or now_ms < _ms(grant.expiresAt):
         return None
     return f"{grant.approvalId} expired at {grant.expiresAt.isoformat()}: the run needs a new approval"
+
+
+RefusalReason = Literal["grant_revoked", "run_ended", "grant_expired"]
+
+
+class Refusal(NamedTuple):
+    """Why a grant must not be used now: the reason is typed, the detail names the call."""
+
+    reason: RefusalReason
+    detail: str
+
+
+def refusal(call: ToolCallState, run: RunState, now_ms: int) -> Refusal | None:
+    """Why a claim, or a retry inside a claim's lease, of `call` is refused now, or None:
+    its grant was revoked when the run ended (`grant.revoked`), the run has ended (the
+    revocation not folded yet), or its approval's grant expired (SEMANTICS.md §6, §10)."""
+    if call.revoked:
+        return Refusal("grant_revoked", f"{call.toolCallId}: its grant was revoked when run "
+                                        f"{run.runId} ended ({run.status})")
+    if run.terminal or run.archived:
+        return Refusal("run_ended", f"{call.toolCallId}: run {run.runId} is {run.status}")
+    lapsed = lapsed_grant(call, run, now_ms)
+    return None if lapsed is None else Refusal("grant_expired", lapsed)
+
+
+def refused_draft(call: ToolCallState, refused: Refusal) -> Draft:
+    """A retry refused inside a lease: the last try's failure stands, no try follows."""
+    return failed_draft(call, refused.reason, False, refused.detail)
 
 
 def _ms(at: Any) -> int:

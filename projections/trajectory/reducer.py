@@ -280,7 +280,10 @@ HANDLERS: dict[str, Handler] = {
     "budget.debited": _debited,
 }
 IGNORED = frozenset({"run.migrated", "checkpoint.saved", "budget.exceeded", "progress.updated",
-                     "command.rejected", "tool.call.reconciliation_requested"})
+                     "command.rejected", "tool.call.reconciliation_requested",
+                     # run-end hygiene and memory: facts of the run's end and of its review, not steps
+                     "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
+                     "memory.rejected", "memory.revoked"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

@@ -167,4 +167,29 @@ _DECIDER = [
     ]),
 ]
 
-COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER)
+
+_MEMORY = [
+    command("ProposeMemory", "memory.propose", "Propose what the run learned as a memory candidate.", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("statementRef", STRING, "Reference to the statement, never its text."),
+        f("statementHash", STRING),
+        many("evidence", STRING, "Event ids of the run that support the statement."),
+        f("scopeTenant", STRING),
+        f("scopeKind", STRING, "capability or topic.", pattern=SNAKE_CASE),
+        f("scopeId", STRING),
+        f("expiresAt", TIMESTAMP, "Mandatory."),
+        opt("summary", STRING, pii=True),
+    ]),
+    command("ReviewMemory", "memory.review", "Confirm or reject a memory candidate (reviewer).", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("decision", DECISION),
+        f("candidateHash", STRING, "Hash of the candidate the reviewer saw."),
+        opt("reviewToken", STRING, "Signed token (the approval token format); never stored."),
+    ]),
+    command("RevokeMemory", "memory.revoke", "Withdraw a memory or a candidate.", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("reason", STRING, default="", pii=True),
+    ]),
+]
+
+COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY)

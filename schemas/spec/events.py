@@ -242,4 +242,55 @@ _OTHER = [
     ]),
 ]
 
-EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER)
+_SCOPE = [
+    f("scopeTenant", STRING, "The tenant the memory is for (the run's tenant)."),
+    f("scopeKind", STRING, "What the memory is about: capability or topic.", pattern=SNAKE_CASE),
+    f("scopeId", STRING, "The capability id or topic name."),
+]
+
+_HYGIENE = [
+    event("GrantRevoked", "grant.revoked", "A run-scoped grant ended with its run (run-end hygiene).", [
+        f("toolCallId", STRING),
+        opt("approvalId", STRING),
+        f("grantKind", STRING, "approval (granted, not consumed), authorization (not claimed) or "
+          "lease (a dispatch lease held at the run's end).", pattern=SNAKE_CASE),
+        f("reason", STRING, "run_completed, run_failed, run_cancelled or run_archived.", pattern=SNAKE_CASE),
+    ]),
+    event("CheckpointsArchived", "checkpoint.archived",
+          "The run's checkpoints serve no recovery any more: a retention marker stores honour.", [
+        opt("node", STRING, "The last checkpoint's node (e.g. langgraph:<thread>:<id>)."),
+        opt("stateHash", STRING),
+        f("reason", STRING, pattern=SNAKE_CASE),
+    ]),
+]
+
+_MEMORY = [
+    event("MemoryProposed", "memory.proposed", "A run proposed a memory candidate (refs, never raw text).", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("statementRef", STRING, "Reference to the statement, never its text."),
+        f("statementHash", STRING),
+        many("evidence", STRING, "Event ids of the run that support the statement."),
+        *_SCOPE,
+        f("expiresAt", TIMESTAMP, "Mandatory: a memory is never forever."),
+        f("candidateHash", STRING, "Hash of the candidate a reviewer's decision binds to."),
+        opt("summary", STRING, "Short plain-words summary for the reviewer.", pii=True),
+        f("actor", ACTOR),
+    ]),
+    event("MemoryConfirmed", "memory.confirmed", "A reviewer promoted a candidate to memory.", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("candidateHash", STRING),
+        f("actor", ACTOR),
+    ]),
+    event("MemoryRejected", "memory.rejected", "A reviewer refused a candidate.", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("candidateHash", STRING),
+        f("actor", ACTOR),
+    ]),
+    event("MemoryRevoked", "memory.revoked", "A memory (or candidate) may no longer be relied on.", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("reason", STRING, default="", pii=True),
+        f("actor", ACTOR),
+    ]),
+]
+
+EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY)

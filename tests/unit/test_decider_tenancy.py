@@ -64,7 +64,7 @@ def test_create_rejected_as_tenant_mismatch_when_tenant_actor_creates_tenantless
 
 def test_operator_stops_run_of_any_tenant_when_role_is_cross_tenant():
     s = acme_run().when(command(cmd.StopRun, OPERATOR, reason="incident 42"))
-    s.then("approval.invalidated", "run.cancel_requested", "run.cancelled", "checkpoint.saved")
+    s.then("approval.invalidated", "run.cancel_requested", "run.cancelled", "checkpoint.saved", "checkpoint.archived")
     assert OPERATOR.tenant is None and s.s.status == "cancelled"
 
 

@@ -128,7 +128,7 @@ def test_retry_rejected_when_max_attempts_are_used() -> None:
 
 def test_run_completes_with_verification_pending_when_work_was_handed_off() -> None:
     s = dispatched_refund().given(completed()).when(command(cmd.CompleteRun, outcomeRef="out-1"))
-    s.then("run.completed", "checkpoint.saved")
+    s.then("run.completed", "checkpoint.saved", "checkpoint.archived")
     assert s.event("run.completed").payload.pendingVerifications == ("tool-call-031",)
     s.when(report_verification("confirmed_success")).then("verification.updated")
     assert s.s.toolCalls["tool-call-031"].verification == "confirmed_success"
@@ -191,25 +191,27 @@ def test_cancel_waits_for_in_flight_call_then_cancels_when_it_settles() -> None:
     s.then("approval.invalidated", "run.cancel_requested")
     assert s.s.status == "cancelling"
     s.when(claim("tool-call-040", key=s.s.toolCalls["tool-call-040"].idempotencyKey)).rejected("tool_call_closed")
-    s.when(completed()).then("tool.call.completed", "verification.updated", "run.cancelled", "checkpoint.saved")
+    s.when(completed()).then("tool.call.completed", "verification.updated", "run.cancelled",
+                                 "checkpoint.saved", "checkpoint.archived")
     assert s.s.status == "cancelled"
 
 
 def test_cancel_lists_unresolved_calls_when_reconciliation_finds_nothing() -> None:
     s = dispatched_refund().given(unknown(), command(cmd.CancelRun, USER, reason="stop"))
-    s.when(reconciled("not_found")).then("tool.call.reconciled", "run.cancelled", "checkpoint.saved")
+    s.when(reconciled("not_found")).then("tool.call.reconciled", "run.cancelled", "checkpoint.saved",
+                                         "checkpoint.archived")
 
 
 def test_stop_closes_open_approvals_and_records_final_checkpoint_when_nothing_is_in_flight() -> None:
     s = Scenario().given(create(), propose_refund()).when(command(cmd.StopRun, USER, reason=""))
-    s.then("approval.invalidated", "run.cancel_requested", "run.cancelled", "checkpoint.saved")
+    s.then("approval.invalidated", "run.cancel_requested", "run.cancelled", "checkpoint.saved", "checkpoint.archived")
     assert s.event("checkpoint.saved").payload.node == "final"
 
 
 def test_fail_closes_open_approvals_when_run_fails() -> None:
     s = Scenario().given(create(), propose_refund())
     s.when(command(cmd.FailRun, errorClass="model_error", detail="")).then(
-        "approval.invalidated", "run.failed", "checkpoint.saved")
+        "approval.invalidated", "run.failed", "checkpoint.saved", "checkpoint.archived")
 
 
 def test_terminal_state_is_final_when_commands_arrive_after_completion() -> None:

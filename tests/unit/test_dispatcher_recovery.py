@@ -140,7 +140,7 @@ def test_cancel_reports_cancelled_when_the_call_waits_to_retry(loop: Loop) -> No
     loop.send(loop.at(cmd.CancelRun, USER, reason="customer withdrew"))
     call = loop.call()
     assert (call.execution, call.errorClass, call.retryable) == ("failed", "cancelled", False)
-    assert loop.types()[-2:] == ["run.cancelled", "checkpoint.saved"]
+    assert loop.types()[-3:] == ["run.cancelled", "checkpoint.saved", "checkpoint.archived"]
     loop.advance(10_000)
     assert len(loop.adapter.executed) == 1 and loop.sim.ledger() == []
 

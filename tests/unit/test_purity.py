@@ -27,6 +27,7 @@ PURE = [
     "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",
     "runfacts.processors.decider.state", "runfacts.processors.decider.evolve",
     "runfacts.processors.decider.timers", "runfacts.processors.decider.state_json",
+    "runfacts.processors.decider.memory",
     # policy and the dispatcher's core
     "runfacts.processors.policy.access", "runfacts.processors.policy.capabilities",
     "runfacts.processors.policy.retry", "runfacts.processors.policy.approvals",
