@@ -14,11 +14,14 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runfacts.client import outcomes
 from runfacts.client.errors import BadArgument
 from runfacts.client.outcomes import Decision
+from runfacts.processors.decider.memory import SCOPE_KINDS
+from runfacts.processors.decider.state import EVIDENCE_TYPES
 from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts
@@ -71,6 +74,33 @@ def _arguments(run_id: str, capability: str, args: Any) -> dict[str, Any]:
             raise BadArgument(run_id, f"args[{key!r}]", value,
                               f"not JSON ({exc}); arguments are stored as JSON") from exc
     return dict(args)
+
+
+def memory_scope(run_id: str, scope: Any) -> tuple[str, str, str]:
+    """(tenant, kind, id) of a scope given as `(tenant, "capability:<id>" | "topic:<name>")`."""
+    if not isinstance(scope, tuple) or len(scope) != 2 or not all(isinstance(v, str) and v for v in scope):
+        raise BadArgument(run_id, "scope", scope, "must be (tenant, 'capability:<id>' or 'topic:<name>')")
+    tenant, about = scope
+    kind, _, name = about.partition(":")
+    if kind not in SCOPE_KINDS or not name:
+        raise BadArgument(run_id, "scope", scope, "the second part is 'capability:<id>' or 'topic:<name>'")
+    return tenant, kind, name
+
+
+def _expiry(run_id: str, expires: Any) -> datetime:
+    if isinstance(expires, timedelta) and expires > timedelta(0):
+        return datetime.now(UTC) + expires
+    if isinstance(expires, datetime) and expires.tzinfo is not None:
+        return expires
+    raise BadArgument(run_id, "expires", expires, "is mandatory: a timedelta > 0 from now or an aware datetime")
+
+
+@dataclass(frozen=True)
+class ProposedMemory:
+    """A memory candidate on the log: a reviewer's `memory.review` promotes or rejects it."""
+
+    id: str
+    version: int | None
 
 
 class ToolCall:
@@ -162,6 +192,30 @@ class Run:
         return self.client.propose(self, capability, arguments, call_id, {
             "capabilityId": capability, "reasoningObjectId": self.reasoning_id, "target": target, "action": action,
             "risk": risk, "summary": summary or f"{action} {target}", "businessKey": business_key})
+
+    def evidence(self, *event_types: str) -> list[str]:
+        """Event ids of this run's evidence-grade facts in its journal (`tool.call.completed`,
+        `verification.updated`, `reasoning.recorded`, ...), optionally only of `event_types`."""
+        wanted = set(event_types) or EVIDENCE_TYPES
+        return [e.event.eventId for e in self.journal.entries if e.event_type in wanted & EVIDENCE_TYPES]
+
+    def propose_memory(self, statement_ref: str, *, evidence: Iterable[str], scope: tuple[str, str],
+                       expires: datetime | timedelta, statement_hash: str | None = None,
+                       summary: str | None = None, memory_id: str | None = None) -> ProposedMemory:
+        """Propose what the run learned as a memory candidate: `statement_ref` (where your service
+        keeps the statement; never its text), `evidence` (event ids of this run, e.g. from
+        `evidence()`), `scope` (`(tenant, "capability:<id>")` or `(tenant, "topic:<name>")`, the
+        run's tenant) and a mandatory `expires`. Only a reviewer's decision makes it memory.
+        `statement_hash` defaults to the ref's sha256. Raises CommandRejected (`evidence_required`,
+        `scope_tenant_mismatch`, `expiry_in_past`, `memory_exists`)."""
+        ref = _refs(self.id, "statement_ref", (statement_ref,))[0]
+        tenant, kind, name = memory_scope(self.id, scope)
+        refs = _refs(self.id, "evidence", evidence)
+        mid = memory_id or f"memory-{sha256(f'{self.id}|{ref}|{tenant}|{kind}:{name}')[:20]}"
+        version = self._send(cmd.ProposeMemory, memoryId=mid, statementRef=ref,
+                             statementHash=statement_hash or sha256(ref), evidence=refs, scopeTenant=tenant,
+                             scopeKind=kind, scopeId=name, expiresAt=_expiry(self.id, expires), summary=summary)
+        return ProposedMemory(mid, version)
 
     def complete(self, outcome: str | None = None) -> int | None:
         """End the run successfully (`outcome`: a ref to what it produced). Returns the version."""
