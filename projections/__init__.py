@@ -1,6 +1,7 @@
 """runfacts.projections: read models folded from the events log.
 
-Pure: facts (what a reducer receives), records (projection wire schemas), user_view.
+Pure: facts (what a reducer receives), records (projection wire schemas), user_view, memory
+(the memory view: confirmed, unexpired, unrevoked entries per scope).
 Shells: eventlog (bytes -> Fact, live and replay), sinks (topic and directory sinks).
 Rooms: audit/, trajectory/, projector/ (the live projector and the replay job).
 """
@@ -11,7 +12,7 @@ import importlib
 from typing import Any
 
 # the rooms, imported on first use
-__all__ = ["audit", "eventlog", "facts", "projector", "records", "sinks", "trajectory", "user_view"]
+__all__ = ["audit", "eventlog", "facts", "memory", "projector", "records", "sinks", "trajectory", "user_view"]
 
 
 def __getattr__(name: str) -> Any:

@@ -22,11 +22,14 @@ from decider_support import (
     resume,
     tick,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runfacts.processors.decider.memory import candidate_hash
 from runfacts.processors.decider.security import to_millis
 from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.processors.policy.retry import call_idempotency_key
+from runfacts.projections import memory as memory_view
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 
@@ -232,3 +235,59 @@ def test_candidate_hash_changes_when_any_bound_field_changes() -> None:
         ("statementRef", "lessons/other"), ("evidence", ("evt-2",)), ("scopeId", "orders.lookup"),
         ("expiresAt", base.expiresAt + timedelta(milliseconds=1)))]
     assert len({candidate_hash(RUN, p) for p in [base, *variants]}) == 5
+
+
+# --- the memory view: a property over random histories ----------------------------------------
+
+ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("propose"), st.integers(0, 3), st.integers(1, 120)),
+    st.tuples(st.sampled_from(["approve", "reject", "revoke"]), st.integers(0, 3), st.just(0)),
+    st.tuples(st.just("advance"), st.just(0), st.integers(1, 90)),
+), max_size=25)
+
+
+def _step(s: Scenario, action: tuple[str, int, int], now: datetime, evidence: str) -> datetime:
+    kind, i, n = action
+    memory = f"memory-{i}"
+    if kind == "advance":
+        return now + timedelta(seconds=n)
+    if kind == "propose":
+        c = propose((evidence,) if i != 3 else ("evt-not-of-this-run",), at=now, memory=memory,
+                    expires=now + timedelta(seconds=n))
+    elif kind == "revoke":
+        c = command(cmd.RevokeMemory, REVIEWER, at=now, memoryId=memory)
+    else:
+        c = review(s, kind, memory=memory).model_copy(update={"issuedAt": now})
+    s.when(c)
+    return now + timedelta(milliseconds=1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ACTIONS)
+def test_memory_view_never_holds_an_expired_revoked_or_unconfirmed_entry(actions: list) -> None:
+    s = acme_run()
+    evidence, now, view = evidence_of(s), s.s.updatedAt + timedelta(seconds=1), {}
+    for action in actions:
+        seen = len(s.log)
+        now = _step(s, action, now, evidence)
+        for event in s.log[seen:]:
+            view = memory_view.evolve(view, event)
+        shown = memory_view.entries(view, None, now)
+        assert all(e.status == "confirmed" and now < e.expiresAt for e in shown)
+        assert not any(e.memoryId == "memory-3" for e in shown)  # its evidence is not the run's
+        oracle = sorted(m.memoryId for m in s.s.memories.values() if m.status == "confirmed" and now < m.expiresAt)
+        assert [e.memoryId for e in shown] == oracle
+        assert memory_view.entries(view, ("acme", "capability", "payments.refund"), now) == shown
+        assert memory_view.entries(view, ("globex", "capability", "payments.refund"), now) == []
+
+
+def test_memory_view_shows_a_confirmed_entry_until_its_expiry_then_nothing() -> None:
+    s, view = acme_run(), {}
+    now = s.s.updatedAt + timedelta(seconds=1)
+    for action in [("propose", 0, 60), ("approve", 0, 0)]:
+        now = _step(s, action, now, evidence_of(s))
+    for event in s.log:
+        view = memory_view.evolve(view, event)
+    (entry,) = memory_view.entries(view, ("acme", "capability", "payments.refund"), now)
+    assert (entry.runId, entry.evidence, entry.reviewer) == (RUN, (evidence_of(s),), "rita")
+    assert memory_view.entries(view, None, now + timedelta(seconds=60)) == []

@@ -35,6 +35,7 @@ PURE = [
     "runfacts.processors.dispatcher.core",
     # projection reducers
     "runfacts.projections.facts", "runfacts.projections.records", "runfacts.projections.user_view",
+    "runfacts.projections.memory",
     "runfacts.projections.audit.reducer", "runfacts.projections.audit.summary", "runfacts.projections.audit.check",
     "runfacts.projections.trajectory.reducer", "runfacts.projections.trajectory.model",
     # connectors' pure parts
