@@ -33,11 +33,12 @@ from runfacts.client.errors import (
     WaitTimeout,
 )
 from runfacts.client.outcomes import Decision, result_value
-from runfacts.client.run import Run, ToolCall
+from runfacts.client.run import ProposedMemory, Run, ToolCall
 
 __all__ = [
     "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
-    "ClientError", "ClientSettings", "CommandRejected", "Decision", "Run", "RunCancelled", "RunEnded",
+    "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "Run", "RunCancelled",
+    "RunEnded",
     "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed", "UiSettings", "WaitTimeout",
     "current_versions", "result_value",
 ]

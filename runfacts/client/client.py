@@ -34,7 +34,7 @@ from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
-from runfacts.client.run import Run, ToolCall, budget_amounts
+from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
 from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
@@ -49,7 +49,7 @@ from runfacts.schemas import events as ev
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import ConfigError
 from runfacts.schemas.models import new_command, payload_class
-from runfacts.security.approvals import sign_approval
+from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
@@ -396,6 +396,23 @@ class Runfacts:
         finally:
             if not watched:
                 self.follower.forget(approval.run_id)
+
+    def review_memory(self, run_id: str, memory: ProposedMemory, decision: str, *, reviewer: str | Actor,
+                      timeout: float | None = None) -> int | None:
+        """Confirm ("approve") or reject a memory candidate as `reviewer` (role memory_reviewer,
+        through the UI's auth source), bound to its hash and signed like an approval (the same
+        keys). Returns the version; CommandRejected (`evidence_not_in_run`, `memory_expired`,
+        `memory_already_decided`, ...) when the decider refuses the promotion."""
+        actor = reviewer if isinstance(reviewer, Actor) else Actor(
+            subjectId=reviewer, roles=("memory_reviewer",), tenant=memory.tenant,
+            authSource=self.settings.ui.auth_source)
+        request = ApprovalRequest(run_id, memory.id, memory.candidate_hash, decision, actor.subjectId)
+        token = sign_approval(request, int(datetime.now(UTC).timestamp() * 1000),
+                              environ=self.settings.ui.signing_env)
+        payload = {"memoryId": memory.id, "decision": decision, "candidateHash": memory.candidate_hash,
+                   "reviewToken": token}
+        journal = self.follower.watch(run_id, backfill=False)
+        return self.command(Run(self, run_id, journal), cmd.ReviewMemory, payload, actor, timeout).version
 
 
 def entries_of(run: Run) -> list[Entry]:

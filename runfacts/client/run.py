@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from runfacts.client import outcomes
 from runfacts.client.errors import BadArgument
 from runfacts.client.outcomes import Decision
-from runfacts.processors.decider.memory import SCOPE_KINDS
+from runfacts.processors.decider.memory import SCOPE_KINDS, candidate_hash
 from runfacts.processors.decider.state import EVIDENCE_TYPES
 from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import commands as cmd
@@ -101,6 +101,9 @@ class ProposedMemory:
 
     id: str
     version: int | None
+    candidate_hash: str
+    """What a reviewer's decision binds to (`Runfacts.review_memory`)."""
+    tenant: str
 
 
 class ToolCall:
@@ -212,10 +215,11 @@ class Run:
         tenant, kind, name = memory_scope(self.id, scope)
         refs = _refs(self.id, "evidence", evidence)
         mid = memory_id or f"memory-{sha256(f'{self.id}|{ref}|{tenant}|{kind}:{name}')[:20]}"
-        version = self._send(cmd.ProposeMemory, memoryId=mid, statementRef=ref,
-                             statementHash=statement_hash or sha256(ref), evidence=refs, scopeTenant=tenant,
-                             scopeKind=kind, scopeId=name, expiresAt=_expiry(self.id, expires), summary=summary)
-        return ProposedMemory(mid, version)
+        payload: dict[str, Any] = {"memoryId": mid, "statementRef": ref, "statementHash": statement_hash or sha256(ref),
+                   "evidence": refs, "scopeTenant": tenant, "scopeKind": kind, "scopeId": name,
+                   "expiresAt": _expiry(self.id, expires), "summary": summary}
+        digest = candidate_hash(self.id, cmd.ProposeMemoryPayload(**payload))
+        return ProposedMemory(mid, self._send(cmd.ProposeMemory, **payload), digest, tenant)
 
     def complete(self, outcome: str | None = None) -> int | None:
         """End the run successfully (`outcome`: a ref to what it produced). Returns the version."""
