@@ -213,6 +213,13 @@ def words(event: EventBase) -> str:
         "checkpoint.saved": lambda: f"Checkpoint saved at node {p.node}",
         "progress.updated": lambda: f"Progress: next safe action {p.nextSafeAction}",
         "feedback.recorded": lambda: f"Feedback recorded: rating {p.rating}",
+        "grant.revoked": lambda: f"Grant of {p.toolCallId} revoked ({p.grantKind}): {_code(p.reason)}",
+        "checkpoint.archived": lambda: f"Checkpoints archived: {_code(p.reason)}",
+        "memory.proposed": lambda: f"Memory {p.memoryId} proposed for {p.scopeKind} {p.scopeId} "
+                                   f"({len(p.evidence)} evidence fact(s), expires {text(p.expiresAt)})",
+        "memory.confirmed": lambda: f"Memory {p.memoryId} confirmed by {p.actor.subjectId}",
+        "memory.rejected": lambda: f"Memory {p.memoryId} rejected by {p.actor.subjectId}",
+        "memory.revoked": lambda: f"Memory {p.memoryId} revoked by {p.actor.subjectId}",
         "command.rejected": lambda: f"Command {p.commandType} rejected: {_code(p.reasonCode)}"
                                     + (f" — {p.detail}" if p.detail else ""),
     }

@@ -291,3 +291,15 @@ def test_memory_view_shows_a_confirmed_entry_until_its_expiry_then_nothing() -> 
     (entry,) = memory_view.entries(view, ("acme", "capability", "payments.refund"), now)
     assert (entry.runId, entry.evidence, entry.reviewer) == (RUN, (evidence_of(s),), "rita")
     assert memory_view.entries(view, None, now + timedelta(seconds=60)) == []
+
+
+def test_console_reads_every_memory_and_hygiene_fact_in_plain_words() -> None:
+    from runfacts.dashboard.runpage import words
+
+    s = proposed()
+    s = s.given(review(s), command(cmd.RevokeMemory, REVIEWER, memoryId=MEMORY), command(cmd.CompleteRun))
+    said = {e.eventType: words(e) for e in s.log}
+    assert said["memory.proposed"].startswith(f"Memory {MEMORY} proposed for capability payments.refund")
+    assert said["memory.confirmed"] == f"Memory {MEMORY} confirmed by rita"
+    assert said["memory.revoked"] == f"Memory {MEMORY} revoked by rita"
+    assert said["checkpoint.archived"] == "Checkpoints archived: run completed"
