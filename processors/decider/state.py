@@ -37,7 +37,7 @@ KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
 STATE_FORMAT: Final = 2
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
-EVIDENCE_WINDOW = 512
+EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
 EVIDENCE_TYPES: frozenset[str] = frozenset({
     "tool.call.completed", "tool.call.failed", "tool.call.reconciled", "verification.updated",

@@ -303,3 +303,15 @@ def test_console_reads_every_memory_and_hygiene_fact_in_plain_words() -> None:
     assert said["memory.confirmed"] == f"Memory {MEMORY} confirmed by rita"
     assert said["memory.revoked"] == f"Memory {MEMORY} revoked by rita"
     assert said["checkpoint.archived"] == "Checkpoints archived: run completed"
+
+
+def test_promotion_rejected_when_the_evidence_fell_out_of_the_runs_evidence_window() -> None:
+    from runfacts.processors.decider.state import EVIDENCE_WINDOW
+
+    s = acme_run()
+    oldest = evidence_of(s)
+    s = s.given(propose((oldest,)))
+    for i in range(EVIDENCE_WINDOW):
+        s.given(command(cmd.RecordFeedback, ACME_USER, feedbackId=f"fb-{i}", rating=5))
+    assert oldest not in s.s.evidence and len(s.s.evidence) == EVIDENCE_WINDOW
+    s.when(review(s)).rejected("evidence_not_in_run")
