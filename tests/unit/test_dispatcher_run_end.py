@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from decider_support import T0, approved_refund, claim, command, dispatched_refund
+from decider_support import approved_refund, claim, command, dispatched_refund
 from dispatcher_support import POOLED, Loop
 
 from runfacts.processors.dispatcher import core
 from runfacts.schemas import commands as cmd
 
-NOW_MS = int((T0 + timedelta(minutes=1)).timestamp() * 1000)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
 
 
 def _fail() -> cmd.FailRun:
@@ -22,33 +25,33 @@ def _fail() -> cmd.FailRun:
 
 def test_refusal_is_grant_revoked_when_the_run_ended_and_revoked_the_lease() -> None:
     s = dispatched_refund().given(_fail())
-    refused = core.refusal(s.s.toolCalls["tool-call-031"], s.s, NOW_MS)
+    refused = core.refusal(s.s.toolCalls["tool-call-031"], s.s, _ms(s.s.updatedAt))
     assert refused is not None and refused.reason == "grant_revoked" and "tool-call-031" in refused.detail
 
 
 def test_refusal_is_run_ended_when_the_revocation_is_not_folded_yet() -> None:
     s = dispatched_refund()
     ended = s.s.model_copy(update={"status": "failed"})
-    refused = core.refusal(ended.toolCalls["tool-call-031"], ended, NOW_MS)
+    refused = core.refusal(ended.toolCalls["tool-call-031"], ended, _ms(s.s.updatedAt))
     assert refused is not None and refused.reason == "run_ended"
 
 
 def test_refusal_is_grant_expired_when_the_approval_lapsed_and_the_run_is_live() -> None:
     s = approved_refund()
-    late = int((T0 + timedelta(hours=2)).timestamp() * 1000)
-    refused = core.refusal(s.s.toolCalls["tool-call-031"], s.s, late)
+    late = s.s.approvals["approval-tool-call-031"].expiresAt + timedelta(milliseconds=1)
+    refused = core.refusal(s.s.toolCalls["tool-call-031"], s.s, _ms(late))
     assert refused is not None and refused.reason == "grant_expired"
 
 
 def test_no_refusal_when_the_grant_is_live() -> None:
     s = approved_refund()
-    assert core.refusal(s.s.toolCalls["tool-call-031"], s.s, NOW_MS) is None
+    assert core.refusal(s.s.toolCalls["tool-call-031"], s.s, _ms(s.s.updatedAt)) is None
 
 
 def test_refused_retry_reports_the_call_failed_not_retryable_with_the_reason() -> None:
     s = dispatched_refund().given(_fail())
     call = s.s.toolCalls["tool-call-031"]
-    d = core.refused_draft(call, core.refusal(call, s.s, NOW_MS))
+    d = core.refused_draft(call, core.refusal(call, s.s, _ms(s.s.updatedAt)))
     assert (d.command, d.payload.errorClass, d.payload.retryable) == (cmd.ReportToolFailed, "grant_revoked", False)
 
 
