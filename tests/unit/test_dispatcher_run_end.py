@@ -14,7 +14,6 @@ from runfacts.processors.dispatcher import core
 from runfacts.schemas import commands as cmd
 
 
-
 def _ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
 
