@@ -4,17 +4,21 @@
 scope, expiry) and its review (reviewer, time); `entries(view, scope, now)` answers only
 confirmed, unexpired, unrevoked entries of the scope. Expiry is judged at read time from the
 fact's `expiresAt` (a clock passed in), so the view never needs a timer to stay right.
-Not built yet: the compacted `<prefix>.memory` topic, its projector and `rf.memory(scope)`.
+`view_of_states` builds the same view from run states (the decider's authority, which
+`rf.memory(scope)` reads from the run-state topic). Not built yet: a compacted
+`<prefix>.memory` topic and its projector.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, NamedTuple
 
+from runfacts.processors.decider.state import RunState
 from runfacts.schemas.common import EventBase
 
-__all__ = ["MemoryEntry", "MemoryView", "entries", "evolve"]
+__all__ = ["MemoryEntry", "MemoryView", "entries", "evolve", "view_of_states"]
 
 Status = Literal["proposed", "confirmed", "rejected", "revoked"]
 
@@ -58,3 +62,14 @@ def entries(view: MemoryView, scope: tuple[str, str, str] | None, now: datetime)
     """Confirmed, unexpired, unrevoked entries of `scope` (None: every scope), by memoryId."""
     return [e for _, e in sorted(view.items())
             if e.status == "confirmed" and now < e.expiresAt and (scope is None or e.scope == scope)]
+
+
+def view_of_states(states: Iterable[RunState]) -> MemoryView:
+    """The memory view of the candidates the runs' states hold (the same entries `evolve` folds)."""
+    view: MemoryView = {}
+    for state in states:
+        for m in state.memories.values():
+            view[m.memoryId] = MemoryEntry(m.memoryId, state.runId, m.statementRef, m.statementHash, m.evidence,
+                                           (m.scopeTenant, m.scopeKind, m.scopeId), m.expiresAt, m.status,
+                                           m.decidedBy, m.decidedAt)
+    return view

@@ -34,7 +34,7 @@ from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
-from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts
+from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
 from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
@@ -43,6 +43,7 @@ from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.processors.policy.retry import args_hash
 from runfacts.processors.policy.sources import SourceKeys
+from runfacts.projections import memory as memory_view
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -396,6 +397,14 @@ class Runfacts:
         finally:
             if not watched:
                 self.follower.forget(approval.run_id)
+
+    def memory(self, scope: tuple[str, str]) -> list[memory_view.MemoryEntry]:
+        """What agents may rely on in `scope` (`(tenant, "capability:<id>" | "topic:<name>")`):
+        confirmed, unexpired, unrevoked memories with provenance (run, evidence, reviewer), read
+        from the run-state topic."""
+        tenant, kind, name = memory_scope("<memory>", scope)
+        view = memory_view.view_of_states(self.states.scan().values())
+        return memory_view.entries(view, (tenant, kind, name), datetime.now(UTC))
 
     def review_memory(self, run_id: str, memory: ProposedMemory, decision: str, *, reviewer: str | Actor,
                       timeout: float | None = None) -> int | None:

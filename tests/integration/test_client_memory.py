@@ -5,6 +5,7 @@ refused with the decider's typed reasons."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -67,3 +68,27 @@ def test_promotion_is_refused_when_the_evidence_is_not_a_fact_of_the_run(rf: Run
     assert empty.value.reason == "evidence_required"
     with pytest.raises(BadArgument):
         run.propose_memory("lessons/forever", evidence=foreign, scope=("acme", "topic:refunds"), expires=None)  # type: ignore[arg-type]
+
+
+def _memory_of(rf: Runfacts, scope: tuple[str, str], memory_id: str, present: bool, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(e.memoryId == memory_id for e in rf.memory(scope)) == present:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{memory_id} {'not ' if present else ''}in rf.memory({scope}) within {timeout}s")
+
+
+def test_a_later_reader_sees_a_confirmed_memory_until_it_expires(rf: Runfacts) -> None:
+    run = rf.start_run(goal="ticket:T-7004", summary="Refund order-704", user_id="customer-7", tenant="acme")
+    run.reason("order-704: carrier lost it", evidence=["order:order-704"])
+    scope = ("acme", "topic:lost-parcels")
+    lesson = run.propose_memory("lessons/lost-parcel", evidence=run.evidence(), scope=scope,
+                                expires=timedelta(seconds=6))
+    assert not any(e.memoryId == lesson.id for e in rf.memory(scope))  # a candidate is not memory
+    rf.review_memory(run.id, lesson, "approve", reviewer="rita")
+    _memory_of(rf, scope, lesson.id, present=True)
+    (entry,) = [e for e in rf.memory(scope) if e.memoryId == lesson.id]
+    assert (entry.runId, entry.reviewer, entry.evidence) == (run.id, "rita", tuple(run.evidence()))
+    assert rf.memory(("globex", "topic:lost-parcels")) == []
+    _memory_of(rf, scope, lesson.id, present=False, timeout=15)  # gone after its expiry

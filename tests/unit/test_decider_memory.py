@@ -315,3 +315,12 @@ def test_promotion_rejected_when_the_evidence_fell_out_of_the_runs_evidence_wind
         s.given(command(cmd.RecordFeedback, ACME_USER, feedbackId=f"fb-{i}", rating=5))
     assert oldest not in s.s.evidence and len(s.s.evidence) == EVIDENCE_WINDOW
     s.when(review(s)).rejected("evidence_not_in_run")
+
+
+def test_memory_view_of_run_states_equals_the_view_folded_from_the_events() -> None:
+    s = proposed()
+    s = s.given(review(s), propose((evidence_of(s),), memory="memory-2"))
+    folded: memory_view.MemoryView = {}
+    for event in s.log:
+        folded = memory_view.evolve(folded, event)
+    assert memory_view.view_of_states([s.s]) == folded
