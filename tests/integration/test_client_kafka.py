@@ -90,7 +90,7 @@ def test_start_run_twice_is_the_same_run_and_view_reads_its_own_writes(rf: Runfa
     assert version is not None and version > (run.version or 0) - 1
     view = run.view(min_version=version, timeout=30)
     assert view["version"] >= version and view["progress"]["nextSafeAction"] == "ask the customer for a photo"
-    assert run.complete() == version + 2  # run.completed + the final checkpoint
+    assert run.complete() == version + 3  # run.completed, the final checkpoint, checkpoint.archived
 
 
 def test_rejected_approval_raises_approval_rejected_and_refunds_nothing(stack: AgentStack, rf: Runfacts) -> None:
