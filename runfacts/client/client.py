@@ -423,6 +423,17 @@ class Runfacts:
         journal = self.follower.watch(run_id, backfill=False)
         return self.command(Run(self, run_id, journal), cmd.ReviewMemory, payload, actor, timeout).version
 
+    def revoke_memory(self, run_id: str, memory: ProposedMemory, *, reviewer: str | Actor, reason: str = "",
+                      timeout: float | None = None) -> int | None:
+        """Withdraw a memory (or a candidate) as `reviewer` (a memory_reviewer of its tenant):
+        `memory.revoke`; from then on `memory(scope)` no longer answers it. Returns the version."""
+        actor = reviewer if isinstance(reviewer, Actor) else Actor(
+            subjectId=reviewer, roles=("memory_reviewer",), tenant=memory.tenant,
+            authSource=self.settings.ui.auth_source)
+        journal = self.follower.watch(run_id, backfill=False)
+        return self.command(Run(self, run_id, journal), cmd.RevokeMemory, {"memoryId": memory.id, "reason": reason},
+                            actor, timeout).version
+
 
 def entries_of(run: Run) -> list[Entry]:
     """The run's facts as the client holds them (log order)."""

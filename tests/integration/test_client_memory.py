@@ -92,3 +92,18 @@ def test_a_later_reader_sees_a_confirmed_memory_until_it_expires(rf: Runfacts) -
     assert (entry.runId, entry.reviewer, entry.evidence) == (run.id, "rita", tuple(run.evidence()))
     assert rf.memory(("globex", "topic:lost-parcels")) == []
     _memory_of(rf, scope, lesson.id, present=False, timeout=15)  # gone after its expiry
+
+
+def test_a_revoked_memory_is_no_longer_answered(rf: Runfacts) -> None:
+    run = rf.start_run(goal="ticket:T-7005", summary="Refund order-705", user_id="customer-7", tenant="acme")
+    run.reason("order-705: wrong colour", evidence=["order:order-705"])
+    scope = ("acme", "topic:wrong-colour")
+    lesson = run.propose_memory("lessons/wrong-colour", evidence=run.evidence(), scope=scope,
+                                expires=timedelta(days=1))
+    rf.review_memory(run.id, lesson, "approve", reviewer="rita")
+    _memory_of(rf, scope, lesson.id, present=True)
+    assert rf.revoke_memory(run.id, lesson, reviewer="rosa", reason="the supplier fixed it") is not None
+    _memory_of(rf, scope, lesson.id, present=False)
+    with pytest.raises(CommandRejected) as again:
+        rf.revoke_memory(run.id, lesson, reviewer="rosa")
+    assert again.value.reason == "memory_revoked"
