@@ -6,6 +6,7 @@ authenticated approver through runfacts."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from runfacts.client import Runfacts
+from runfacts.projections.trajectory.export import ExportSettings, export
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -91,6 +93,17 @@ def test_example_waits_in_the_interrupt_and_the_approved_refund_reaches_the_mode
              and e.event.payload.node.startswith("langgraph:lg-refund-T-L1:")]
     assert len(steps) == 1  # the graph step is linked, once (the re-run on resume records nothing new)
     assert steps[0].versions == created.versions  # a checkpoint never moves the run to other versions
+    # the eval trajectory, folded from the events log, links the graph step to its call and approval
+    out = tmp_path / "trajectories.jsonl"
+    kafka = stack.options.kafka.model_copy(update={"topic_prefix": stack.names.prefix})
+    export(kafka, ExportSettings(out, from_events=True))
+    [trajectory] = [t for t in map(json.loads, out.read_text().splitlines()) if t["runId"] == "lg-refund-T-L1"]
+    [graph] = trajectory["graphSteps"]
+    [step] = [s for s in trajectory["steps"] if s["action"] is not None]
+    assert graph["node"] == steps[0].node and steps[0].node.endswith(":" + graph["checkpointId"])
+    assert (graph["toolCallIds"], graph["approvalIds"]) == ([step["action"]["toolCallId"]], [approval.approval_id])
+    assert step["graphStep"] == graph["index"] and step["index"] in graph["steps"]
+    assert (step["approval"]["outcome"], step["execution"]["status"]) == ("granted", "completed")
 
 
 def test_agent_killed_in_the_interrupt_resumes_from_the_sqlite_checkpointer_and_refunds_once(
