@@ -68,3 +68,14 @@ def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: d
         return Verdict("expired", tool_call_id, "the approval expired before anyone decided; "
                                                "propose the call again to re-authorize", request=request)
     return Verdict("refused", tool_call_id, str(error), request=request)
+
+
+def failure_text(tool: str, failed: errors.ToolFailed) -> str:
+    """What the model is told of a gated call that failed after runfacts authorized it (the
+    bridges hand it over as the framework's failed tool result, so the model can react).
+    Calling the tool again with the same arguments is the same runfacts call: it answers with
+    this failure again and never runs the side effect a second time."""
+    detail = f": {failed.detail}" if failed.detail else ""
+    again = "an operator may retry it through runfacts" if failed.retryable else "not retryable"
+    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and ran once; runfacts "
+            f"will not run this call again (runfacts call {failed.tool_call_id})")

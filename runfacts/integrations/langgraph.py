@@ -66,9 +66,11 @@ from runfacts.client import (  # noqa: E402
     Run,
     Runfacts,
     ToolCall,
+    ToolFailed,
     WaitTimeout,
     outcomes,
 )
+from runfacts.integrations import facts  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
 from runfacts.schemas import events as ev  # noqa: E402
 from runfacts.schemas.common import Actor, RunVersions  # noqa: E402
@@ -200,6 +202,10 @@ class RunfactsToolNode:
             value = call.result(timeout=self.result_timeout_s)
         except WaitTimeout:
             raise
+        except ToolFailed as exc:  # ran once, failed: the model sees it; the same call never runs again
+            return ToolMessage(content=facts.failure_text(tc["name"], exc), tool_call_id=tc["id"], name=tc["name"],
+                               status="error", artifact={"runfacts": "ToolFailed", "toolCallId": call.id,
+                                                         "errorClass": exc.error_class, "retryable": exc.retryable})
         except ClientError as exc:
             return ToolMessage(content=f"not done: {exc}", tool_call_id=tc["id"], name=tc["name"], status="error",
                                artifact={"runfacts": type(exc).__name__, "toolCallId": call.id})

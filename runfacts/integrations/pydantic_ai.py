@@ -15,8 +15,9 @@ dispatcher executes the registry tool once runfacts authorized it, with its idem
 reconciliation. The agent run ends with `DeferredToolRequests` carrying the runfacts approval.
 
 `resume_results` builds `DeferredToolResults` from runfacts' facts only: granted ->
-`ToolApproved` (the wrapper then returns the dispatcher's result value as the tool return),
-rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
+`ToolApproved` (the wrapper then returns the dispatcher's result value as the tool return; a
+tool that failed becomes Pydantic AI's failed tool result, `pydantic_ai.ToolFailed`, which the
+model sees), rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
 builds itself is checked again at execution: an "approved" that runfacts does not back raises
 `ForgedResume` and nothing runs. Shell (talks to runfacts through `runfacts.client`).
 """
@@ -55,11 +56,12 @@ check_version(installed_version())
 
 from pydantic_ai import ApprovalRequired, CallDeferred, RunContext  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.exceptions import ToolFailed as FailedResult  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 
-from runfacts.client import BadArgument, ClientError, Run, ToolCall, WaitTimeout  # noqa: E402
+from runfacts.client import BadArgument, ClientError, Run, ToolCall, ToolFailed, WaitTimeout  # noqa: E402
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.processors.policy.retry import args_hash  # noqa: E402
 
@@ -135,17 +137,17 @@ class RunfactsToolset(WrapperToolset[Any]):
                 return await super().call_tool(name, tool_args, ctx, tool)
             except (ApprovalRequired, CallDeferred):
                 pass  # the tool asks for approval: runfacts decides
-        return await self._propose(run, gate, tool_args)
+        return await self._propose(run, name, gate, tool_args)
 
-    async def _propose(self, run: Run, gate: Gate, args: dict[str, Any]) -> Any:
+    async def _propose(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
         target = gate.target_of(args)
         call: ToolCall = await asyncio.to_thread(
             run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
             summary=None if gate.summary is None else gate.summary(args),
             tool_call_id=facts.call_id(run.id, gate.capability, target, args))
         found = self._verdict(run, gate, call.id, target)
-        if found.status == "granted":  # by policy, or approved before (a re-run after a crash)
-            return await call.result_async(timeout=self.result_timeout_s)
+        if found.status == "granted":  # by policy, or approved before (a re-run, the model asking again)
+            return await self._result(name, call)
         raise ApprovalRequired(metadata={META_KEY: {**(found.request or {"runId": run.id, "toolCallId": call.id}),
                                                     "status": found.status, "reason": found.reason}})
 
@@ -156,8 +158,15 @@ class RunfactsToolset(WrapperToolset[Any]):
         found = self._verdict(run, gate, call_id, target)
         if found.status != "granted":
             raise ForgedResume(run.id, call_id, name, found.status, found.reason)
-        call = ToolCall(run, call_id, gate.capability, args_hash(args), None)
-        return await call.result_async(timeout=self.result_timeout_s)
+        return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+
+    async def _result(self, name: str, call: ToolCall) -> Any:
+        """The dispatcher's result; a failed tool becomes Pydantic AI's failed tool result (its
+        `ToolFailed`: the model sees the failure, no retry budget spent), never a second run."""
+        try:
+            return await call.result_async(timeout=self.result_timeout_s)
+        except ToolFailed as exc:
+            raise FailedResult(facts.failure_text(name, exc)) from exc
 
     @staticmethod
     def _verdict(run: Run, gate: Gate, call_id: str, target: str) -> facts.Verdict:

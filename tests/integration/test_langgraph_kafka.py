@@ -1,8 +1,9 @@
 """The LangGraph bridge on the real broker with real workers (decider, dispatcher, payment
 simulator as subprocesses), real langgraph and langchain-core's fake chat model: the example
 approved end to end, SIGKILL inside the interrupt and a restart from the SQLite checkpointer,
-a rejection, an expiry, a lost response, a forged resume refused, and a resume decided by an
-authenticated approver through runfacts."""
+a rejection, an expiry, a lost response, a forged resume refused, a resume decided by an
+authenticated approver through runfacts, and a tool failing after its approval shown to the model
+as an error ToolMessage, never run again."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from typing import Any
 
 import pytest
 from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from runfacts.client import Runfacts
+from runfacts.integrations.langgraph import Gate, RunfactsToolNode
 from runfacts.projections.trajectory.export import ExportSettings, export
 
 pytestmark = pytest.mark.integration
@@ -180,3 +184,42 @@ def test_resume_decided_by_an_authenticated_approver_goes_through_runfacts(stack
     assert refund["refundId"] in tool_message(result).content
     granted = [e.event for e in rf.run("lg-T-L7").journal.entries if e.event_type == "approval.granted"]
     assert [g.payload.actor.subjectId for g in granted] == ["bob"]  # decided as bob, by the decider
+
+
+def test_tool_failing_after_approval_reaches_the_model_as_an_error_tool_message_and_never_runs_again(
+        stack: AgentStack, rf: Runfacts) -> None:
+    args = {"orderId": "order-L8", "amountMinor": 2_000_000, "currency": "EUR"}  # above the provider's limit
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        """Asks for the refund; told it failed, asks for the same refund once more, then reports."""
+        told = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        if len(told) == 1:
+            reply = AIMessage("", tool_calls=[{"name": "refund", "id": "tc-again", "args": args}])
+        elif told:
+            reply = AIMessage(f"refund tool said ({told[-1].status}): {told[-1].content}")
+        else:
+            reply = AIMessage("", tool_calls=[{"name": "refund", "id": "tc-first", "args": args}])
+        return {"messages": [GenericFakeChatModel(messages=iter([reply])).invoke(state["messages"])]}
+
+    builder = StateGraph(example.State)
+    builder.add_node("model", model)
+    builder.add_node("tools", RunfactsToolNode(rf, interrupt_on={"refund": Gate("payments.refund", target="orderId")},
+                                               settle_s=2.0))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", lambda s: "tools" if s["messages"][-1].tool_calls else END)
+    builder.add_edge("tools", "model")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    run = rf.start_run(goal="ticket:T-L8", summary="Refund", user_id="customer-42", run_id="lg-T-L8")
+    config = {"configurable": {"thread_id": run.id}}
+    assert "__interrupt__" in graph.invoke({"messages": [HumanMessage("refund order-L8 2000000")]}, config)
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    result = graph.invoke(Command(resume="woken"), config)  # graph.invoke did not raise
+    first, again = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert (first.status, again.status) == ("error", "error")  # the model saw it, asked again, saw it again
+    assert "refused: refund_declined" in first.content and "will not run this call again" in first.content
+    assert first.artifact["runfacts"] == "ToolFailed" and first.artifact["retryable"] is False
+    assert result["messages"][-1].content.startswith("refund tool said (error): refund failed (refused")
+    facts = [e.event_type for e in rf.run(run.id).journal.entries]
+    assert facts.count("tool.call.dispatching") == 1 and facts.count("tool.call.failed") == 1  # ran once
+    assert facts.count("tool.call.proposed") == 1  # the model's second ask was the same runfacts call
+    assert refunds_of(stack, "order-L8") == []
