@@ -63,28 +63,11 @@ from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 
 from runfacts.client import BadArgument, ClientError, Run, ToolCall, ToolFailed, WaitTimeout  # noqa: E402
 from runfacts.integrations import facts  # noqa: E402
+from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.processors.policy.retry import args_hash  # noqa: E402
 
 META_KEY = "runfacts"
 """The key of the runfacts approval in `DeferredToolRequests.metadata[tool_call_id]`."""
-
-
-@dataclass(frozen=True)
-class Gate:
-    """How a Pydantic AI tool is proposed to runfacts: the capability the dispatcher serves
-    (same arguments), the target (an argument's name, or a function of the arguments)."""
-
-    capability: str
-    target: str | Callable[[dict[str, Any]], str]
-    action: str | None = None
-    risk: str = "medium"
-    summary: Callable[[dict[str, Any]], str] | None = None
-
-    def target_of(self, args: dict[str, Any]) -> str:
-        return str(self.target(args) if callable(self.target) else args[self.target])
-
-    def action_name(self) -> str:
-        return self.action or self.capability.rsplit(".", 1)[-1]
 
 
 def run_from_deps(ctx: RunContext[Any]) -> Run:
@@ -143,7 +126,7 @@ class RunfactsToolset(WrapperToolset[Any]):
         target = gate.target_of(args)
         call: ToolCall = await asyncio.to_thread(
             run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
-            summary=None if gate.summary is None else gate.summary(args),
+            summary=gate.summary_of(args),
             tool_call_id=facts.call_id(run.id, gate.capability, target, args))
         found = self._verdict(run, gate, call.id, target)
         if found.status == "granted":  # by policy, or approved before (a re-run, the model asking again)

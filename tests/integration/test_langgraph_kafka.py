@@ -135,7 +135,7 @@ def test_rejected_approval_reaches_the_model_as_an_error_and_refunds_nothing(sta
     rf.decide(approval_of(rf, "lg-T-L3"), "reject", approver="alice")
     result = graph.invoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
     message = tool_message(result)
-    assert message.status == "error" and "approval rejected by alice" in message.content
+    assert message.status == "error" and "not done (runfacts: rejected): rejected by alice" in message.content
     assert result["messages"][-1].content.startswith("refund tool said (error)")
     assert refunds_of(stack, "order-L3") == []
 
@@ -146,7 +146,8 @@ def test_expired_approval_reaches_the_model_as_an_error_and_refunds_nothing(stac
     time.sleep(6)  # the approval window (4 s) passes without a decision
     result = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
     message = tool_message(result)
-    assert message.status == "error" and "approval expired" in message.content, (message.content, expires)
+    assert message.status == "error" and "(runfacts: expired): the approval expired" in message.content, (
+        message.content, expires)
     assert refunds_of(stack, "order-L4") == []
 
 
