@@ -4,6 +4,7 @@ framework."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -83,3 +84,30 @@ def test_both_bridges_gate_with_the_one_shared_gate() -> None:
     gate = facts.Gate("payments.refund", target=lambda a: f"order-{a['n']}", summary=lambda a: f"refund {a['n']}")
     assert (gate.target_of({"n": 7}), gate.action_name(), gate.risk, gate.summary_of({"n": 7})) == (
         "order-7", "refund", "medium", "refund 7")
+
+
+def test_the_docs_langgraph_code_is_the_tested_example_verbatim_when_read() -> None:
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    section = (repo / "docs" / "integrations.md").read_text().split("## LangGraph", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = (repo / "examples" / "langgraph_refund.py").read_text()
+    assert len(blocks) >= 3
+    for block in blocks:
+        assert block in example, f"docs/integrations.md shows code the example does not run:\n{block}"
+
+
+def test_the_extras_pin_the_ranges_the_bridges_check_when_pyproject_is_read() -> None:
+    import tomllib
+    from pathlib import Path
+
+    import runfacts.integrations.pydantic_ai as pydantic_ai
+    from runfacts.integrations.langgraph import SUPPORTED
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    low, high = (".".join(map(str, v)) for v in SUPPORTED)
+    assert f"langgraph>={low},<{high}" in extras["langgraph"] and f"langgraph>={low},<{high}" in extras["dev"]
+    assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["pydantic-ai"]
+    assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["dev"]
