@@ -29,13 +29,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
-from runfacts.integrations.errors import IncompatibleFramework
+from runfacts.integrations.errors import IncompatibleFramework, installed
 
 SUPPORTED = ((1, 2), (1, 3))
 """The langgraph versions this bridge is tested with: >= 1.2, < 1.3 (the extra pins the same)."""
@@ -43,20 +41,10 @@ SUPPORTED = ((1, 2), (1, 3))
 
 def check_version(found: str) -> None:
     """Raise IncompatibleFramework (the bridges' one error for it) unless `found` is in SUPPORTED."""
-    numbers = tuple(int(n) for n in re.findall(r"\d+", found)[:2])
-    if len(numbers) < 2 or not SUPPORTED[0] <= numbers < SUPPORTED[1]:
-        low, high = (".".join(map(str, v)) for v in SUPPORTED)
-        raise IncompatibleFramework("langgraph", found or None, f">={low},<{high}", "langgraph")
+    IncompatibleFramework.check("langgraph", found, SUPPORTED[0], SUPPORTED[1], "langgraph")
 
 
-def _installed() -> str:
-    try:
-        return metadata.version("langgraph")
-    except metadata.PackageNotFoundError:
-        return ""
-
-
-check_version(_installed())
+check_version(installed("langgraph") or "")
 
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
 from langchain_core.runnables import RunnableConfig  # noqa: E402

@@ -25,13 +25,11 @@ builds itself is checked again at execution: an "approved" that runfacts does no
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import metadata as _metadata
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool, installed
 
 PACKAGE = "pydantic-ai-slim"
 SUPPORTED = ">=2.68,<3"
@@ -40,16 +38,11 @@ _MIN, _BELOW = (2, 68), (3, 0)
 
 def check_version(found: str | None) -> None:
     """Raise IncompatibleFramework unless `found` (pydantic-ai-slim's version) is in SUPPORTED."""
-    match = re.match(r"^(\d+)\.(\d+)", found or "")
-    if found is None or match is None or not (_MIN <= (int(match[1]), int(match[2])) < _BELOW):
-        raise IncompatibleFramework(PACKAGE, found, SUPPORTED, "pydantic-ai")
+    IncompatibleFramework.check(PACKAGE, found, _MIN, _BELOW, "pydantic-ai")
 
 
 def installed_version() -> str | None:
-    try:
-        return _metadata.version(PACKAGE)
-    except _metadata.PackageNotFoundError:
-        return None
+    return installed(PACKAGE)
 
 
 check_version(installed_version())

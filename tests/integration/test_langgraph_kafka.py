@@ -13,12 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
+from client_support import AgentStack, approval_of, bridge_fixtures, load_example, refunds_of
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -39,17 +38,7 @@ EXAMPLE = REPO / "examples" / "langgraph_refund.py"
 example = load_example(EXAMPLE)
 
 
-@pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("langgraph"), approval_ttl_ms=4_000) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def rf(stack: AgentStack) -> Iterator[Runfacts]:
-    client = stack.client()
-    yield client
-    client.close()
+stack, rf = bridge_fixtures("langgraph")
 
 
 

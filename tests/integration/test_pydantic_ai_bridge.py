@@ -12,12 +12,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
+from client_support import AgentStack, approval_of, bridge_fixtures, load_example, refunds_of
 
 from runfacts.client import Runfacts
 
@@ -41,17 +40,7 @@ EXAMPLE = REPO / "examples" / "pydantic_ai_refund.py"
 example = load_example(EXAMPLE)
 
 
-@pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("pydantic-ai"), approval_ttl_ms=4_000) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def rf(stack: AgentStack) -> Iterator[Runfacts]:
-    client = stack.client()
-    yield client
-    client.close()
+stack, rf = bridge_fixtures("pydantic-ai")
 
 
 

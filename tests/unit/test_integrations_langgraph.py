@@ -4,11 +4,11 @@ framework."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
 import pytest
+from client_support import docs_code_not_in_example
 
 from runfacts.integrations import IncompatibleFramework
 from runfacts.integrations.langgraph import asked_decision, check_version, step_ref
@@ -87,15 +87,8 @@ def test_both_bridges_gate_with_the_one_shared_gate() -> None:
 
 
 def test_the_docs_langgraph_code_is_the_tested_example_verbatim_when_read() -> None:
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[2]
-    section = (repo / "docs" / "integrations.md").read_text().split("## LangGraph", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    example = (repo / "examples" / "langgraph_refund.py").read_text()
-    assert len(blocks) >= 3
-    for block in blocks:
-        assert block in example, f"docs/integrations.md shows code the example does not run:\n{block}"
+    shown, missing = docs_code_not_in_example("LangGraph", "langgraph_refund.py")
+    assert shown >= 3 and missing == [], f"docs/integrations.md shows code the example does not run: {missing}"
 
 
 def test_the_extras_pin_the_ranges_the_bridges_check_when_pyproject_is_read() -> None:
