@@ -1,11 +1,17 @@
 """The OpenAI Agents SDK bridge on the real broker with real workers (decider, dispatcher, payment
 simulator as subprocesses) and the real SDK (its ScriptedModel: no network, no weights; tracing
-off): the example's refund agent approved, rejected, expired, with a lost response; a forged
-approval refused; a tool failing after its approval shown to the model, never run again."""
+off): the example's refund agent approved, rejected, expired, with a lost response, killed with
+SIGKILL while it waits for the approval; a forged approval refused; a tool failing after its
+approval shown to the model, never run again."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +48,8 @@ def resumed(agent: Any, state: Any) -> Any:
 
 
 def test_example_refunds_once_after_the_approval_and_the_model_gets_the_result(
-        stack: AgentStack, rf: Runfacts) -> None:
+        stack: AgentStack, rf: Runfacts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(example, "STATE", tmp_path / "state")
     done = asyncio.Event()
 
     async def approve_when_asked() -> None:
@@ -59,6 +66,7 @@ def test_example_refunds_once_after_the_approval_and_the_model_gets_the_result(
     [refund] = refunds_of(stack, "order-oa-1")
     assert done.is_set() and answer == f"refunded {refund['refundId']}"
     assert rf.state("oa-refund-T-1").status == "completed"
+    assert (tmp_path / "state" / "oa-refund-T-1.json").exists()  # the RunState it kept while it waited
 
 
 def test_interruption_carries_the_runfacts_approval_and_a_rejection_reaches_the_model(
@@ -115,3 +123,30 @@ def test_lost_response_is_reconciled_and_the_model_still_gets_the_value(stack: A
     assert "tool.call.completed" not in facts  # the value came from reconciliation
     [refund] = refunds_of(stack, "order-oa-6")
     assert final.final_output == f"refunded {refund['refundId']}"
+
+
+def test_agent_killed_while_waiting_resumes_after_approval_and_refunds_once(
+        stack: AgentStack, rf: Runfacts, tmp_path: Path) -> None:
+    env = {**os.environ, **stack.env(), "REFUND_AGENT_STATE": str(tmp_path / "state")}
+
+    def agent(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    first = agent("T-7", "order-oa-7", "3100")
+    approval = approval_of(rf, "oa-refund-T-7")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "state" / "oa-refund-T-7.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the agent saved its RunState and now waits for the approval
+    time.sleep(0.5)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    assert first.returncode == -signal.SIGKILL
+    assert refunds_of(stack, "order-oa-7") == []
+    rf.decide(approval, "approve", approver="alice")  # approved while the agent is dead
+    second = agent("--resume")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-3000:]
+    [refund] = refunds_of(stack, "order-oa-7")  # exactly one side effect
+    assert f"refunded {refund['refundId']}" in out
+    assert rf.state("oa-refund-T-7").status == "completed"
