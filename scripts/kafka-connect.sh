@@ -56,9 +56,11 @@ fetch_into() {
 
 fetch() {
   fetch_into "$here/kafka-connect/pom.xml" "$libs" "Kafka Connect"
-  # Connect's own API and client jars come from the worker (the plugin loader delegates them)
+  # The plugin keeps the kafka-clients/connect-api it was built against (4.3): the plugin loader
+  # takes org.apache.kafka classes from the worker (4.4) first and falls back to them only for a
+  # class 4.4 no longer has (Debezium 3.6's metrics use o.a.k.common.utils.Sanitizer).
   fetch_into "$here/kafka-connect/debezium-pom.xml" "$plugins/debezium-connector-postgres" \
-    "the Debezium PostgreSQL connector" -DexcludeGroupIds=org.apache.kafka
+    "the Debezium PostgreSQL connector"
 }
 
 running() {
