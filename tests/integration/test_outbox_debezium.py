@@ -9,6 +9,8 @@ letter for a row that is not a command.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -177,8 +179,19 @@ def test_an_outbox_made_before_the_header_columns_gets_them_and_prune_needs_the_
         assert store.prune_captured(connector.slot, f"{connector.slot}_pub", 3600) == 0  # nothing that old
         assert store.prune_captured(connector.slot, f"{connector.slot}_pub", 0, chunk=1) == 2
         store.close()
+        # the operator's command: one line and exit 2 naming the slot it lacks, else the count
+        missing = _prune_cli(postgres_dsn, "--prefix", "nobody", "--table", table)
+        assert missing.returncode == 2 and "no pgoutput replication slot rf_nobody_" in missing.stderr
+        assert len(missing.stderr.strip().splitlines()) == 1
+        done = _prune_cli(postgres_dsn, "--prefix", "runfacts", "--table", table, "--older-than", "0")
+        assert done.returncode == 0 and f"outbox {table}: 0 rows pruned" in done.stdout, done.stderr
     finally:
         drop_capture(postgres_dsn, connector)
+
+
+def _prune_cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", "prune", "--db", dsn, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_prune_refuses_a_publication_that_does_not_cover_the_table(postgres_dsn, unique):
