@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -99,6 +100,19 @@ class ConnectWorker:
         """PUT the connector's config and wait until its task runs (a failed task fails the test)."""
         code, body = self.call("PUT", f"/connectors/{connector.connector_name}/config", connector.config())
         assert code in (200, 201), body
+        self.wait_running(connector, timeout)
+
+    def apply_as_operator(self, connector: DebeziumOutbox, workdir: Path, timeout: float = 120) -> None:
+        """What the docs say: `runfacts outbox debezium-config ... > FILE`, `kafka-connect.sh apply FILE`."""
+        printed = subprocess.run([sys.executable, "-m", "runfacts.cli", "outbox", "debezium-config",
+                                  "--dsn", connector.dsn, "--prefix", connector.prefix, "--table", connector.table],
+                                 capture_output=True, text=True, timeout=60, check=True)
+        file = workdir / f"{connector.connector_name}.json"
+        file.write_text(printed.stdout)
+        self.script("apply", str(file))
+        self.wait_running(connector, timeout)
+
+    def wait_running(self, connector: DebeziumOutbox, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             code, status = self.call("GET", f"/connectors/{connector.connector_name}/status")

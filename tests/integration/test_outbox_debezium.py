@@ -114,7 +114,9 @@ def test_debezium_publishes_what_the_relay_publishes_and_the_decider_decides_the
         _write(postgres_dsn, by_debezium, cdc_table, commands)
         Relay(RelaySettings(db=postgres_dsn, bootstrap=kafka_bootstrap, table=relay_table,
                             exit_when_idle=True, poll_interval_s=0.1)).run()
-        kafka_connect.apply(connector)  # initial snapshot: the rows already written, then the WAL
+        # as an operator does it (CLI -> file -> scripts/kafka-connect.sh apply); the initial
+        # snapshot publishes the rows already written, then the connector streams the WAL
+        kafka_connect.apply_as_operator(connector, tmp_path)
 
         expected = len(commands) + 1
         relayed = read_all(kafka_bootstrap, by_relay.commands)
