@@ -503,7 +503,6 @@ _partition = Message.partition
 _error = Message.error  # None, or a KafkaError (always truthy)
 
 
-@contextmanager
 def consume_error(err: KafkaError) -> None:
     """What a consumer error does to the engine. A missing or forbidden topic stops it (not
     retryable: the configuration is wrong). A fatal consumer (librdkafka hands it on as a
@@ -520,6 +519,7 @@ def consume_error(err: KafkaError) -> None:
     log.warning("consumer error: %s", err)
 
 
+@contextmanager
 def _signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGTERM/SIGINT ask for a graceful stop (only in the main thread)."""
     if threading.current_thread() is not threading.main_thread():
