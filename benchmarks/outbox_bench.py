@@ -57,12 +57,18 @@ class BenchEncoder:
         return EncodedRecord(self.topic, run_id, out.getvalue(), event_id)
 
 
-def start_relay(dsn: str, bootstrap: str, table: str, *, exit_when_idle: bool):
-    command = [sys.executable, "-m", "runfacts.cli.outbox", "relay", "--db", dsn,
+def relay_command(dsn: str, bootstrap: str, table: str, *, exit_when_idle: bool) -> list[str]:
+    """`runfacts outbox relay ...` as a subprocess runs it (the CLI's module is runfacts.cli)."""
+    command = [sys.executable, "-m", "runfacts.cli", "outbox", "relay", "--db", dsn,
                "--bootstrap", bootstrap, "--table", table, "--batch-size", "5000"]
     if exit_when_idle:
         command.append("--exit-when-idle")
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return command
+
+
+def start_relay(dsn: str, bootstrap: str, table: str, *, exit_when_idle: bool):
+    return subprocess.Popen(relay_command(dsn, bootstrap, table, exit_when_idle=exit_when_idle),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def setup(dsn: str, bootstrap: str, tag: str) -> tuple[Outbox, str]:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -28,15 +29,23 @@ class State(TypedDict):
     messages: Annotated[list, add_messages]
 
 
+@tool
+def lookup_order(orderId: str) -> str:  # noqa: N803 - the tool's argument
+    """Look an order up. Ungated: the tool node runs it in the graph, as LangGraph's ToolNode does."""
+    return f"order {orderId}: paid, refundable"
+
+
 def model(state: State) -> dict[str, Any]:
-    """The fake model: asks for the refund, then reports what the tool returned."""
+    """The fake model: looks the order up and asks for the refund, then reports what the refund returned."""
     last = state["messages"][-1]
-    if isinstance(last, ToolMessage):
+    if isinstance(last, ToolMessage):  # the refund's (the last of the step's tool messages)
         reply = AIMessage(f"refund tool said ({last.status}): {last.content}")
     else:
         order, amount = last.content.split()[1:3]
-        reply = AIMessage("", tool_calls=[{"name": "refund", "id": f"tc-{order}", "args": {
-            "orderId": order, "amountMinor": int(amount), "currency": "EUR"}}])
+        reply = AIMessage("", tool_calls=[
+            {"name": "lookup_order", "id": f"tc-lookup-{order}", "args": {"orderId": order}},
+            {"name": "refund", "id": f"tc-{order}", "args": {"orderId": order, "amountMinor": int(amount),
+                                                             "currency": "EUR"}}])
     return {"messages": [GenericFakeChatModel(messages=iter([reply])).invoke(state["messages"])]}
 
 
@@ -44,8 +53,11 @@ def build(rf: Runfacts, capability: str = "payments.refund", **node_options: Any
     """model -> tools (the refund gated by runfacts) -> model, until the model stops calling tools."""
     graph = StateGraph(State)
     graph.add_node("model", model)
-    graph.add_node("tools", RunfactsToolNode(rf, interrupt_on={"refund": Gate(capability, target="orderId")},
-                                             **node_options))
+    graph.add_node("tools", RunfactsToolNode(
+        rf,
+        interrupt_on={"refund": Gate(capability, target="orderId")},  # tool name -> runfacts capability
+        tools=[lookup_order],  # ungated tools run here, as in LangGraph's ToolNode
+        **node_options))
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", lambda s: "tools" if s["messages"][-1].tool_calls else END)
     graph.add_edge("tools", "model")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A SECOND local broker with authentication and authorization, next to the shared one:
-# a SASL_PLAINTEXT listener with SCRAM-SHA-512 and the KRaft ACL authorizer
-# (StandardAuthorizer, deny when no ACL matches). It reuses scripts/kafka.sh with its own
+# a SASL_PLAINTEXT listener and a SASL_SSL (TLS) listener, both SCRAM-SHA-512, and the KRaft ACL
+# authorizer (StandardAuthorizer, deny when no ACL matches). The TLS certificate is signed by a
+# self-signed CA the script makes once with openssl ($RUNFACTS_SECURE_HOME/tls/ca.pem: what a
+# client's ssl.ca.location names; the broker's certificate is for 127.0.0.1 and localhost). It reuses scripts/kafka.sh with its own
 # state directory and ports, so the plaintext broker on 9092 is never touched.
 #
 #   scripts/kafka-secure.sh start|stop|status|logs
@@ -10,6 +12,7 @@
 #   RUNFACTS_SECURE_HOME        state directory (default <repo>/.runfacts-secure); never the shared broker's
 #   KAFKA_SECURE_PORT           SASL_PLAINTEXT listener (29092)
 #   KAFKA_SECURE_CONTROLLER_PORT controller listener, PLAINTEXT on 127.0.0.1 (29093)
+#   KAFKA_SECURE_TLS_PORT       SASL_SSL listener (29094)
 #   KAFKA_SCRAM_ADMIN           super user created at format time (admin)
 #   KAFKA_SCRAM_ADMIN_PASSWORD  its password ([A-Za-z0-9_-]); generated into
 #                               $RUNFACTS_SECURE_HOME/admin.password (mode 600) when unset
@@ -27,6 +30,8 @@ shared_home="${RUNFACTS_HOME:-$repo/.runfacts}"
 home="${RUNFACTS_SECURE_HOME:-$repo/.runfacts-secure}"
 port="${KAFKA_SECURE_PORT:-29092}"
 cport="${KAFKA_SECURE_CONTROLLER_PORT:-29093}"
+tport="${KAFKA_SECURE_TLS_PORT:-29094}"
+tls="$home/tls"
 admin="${KAFKA_SCRAM_ADMIN:-admin}"
 
 say() { printf 'kafka-secure: %s\n' "$*" >&2; }
@@ -44,17 +49,43 @@ admin_password() {
   cat "$home/admin.password"
 }
 
+# A CA and a broker certificate signed by it (once; kept in $tls): ca.pem for clients, a PKCS12
+# keystore for the broker, its password in keystore.password (mode 600).
+make_tls() {
+  command -v openssl >/dev/null || { say "openssl not found: apt-get install openssl"; exit 1; }
+  mkdir -p "$tls"
+  [ -s "$tls/broker.p12" ] && [ -s "$tls/ca.pem" ] && [ -s "$tls/keystore.password" ] && return 0
+  head -c 18 /dev/urandom | base64 | tr -d '/+=\n' > "$tls/keystore.password"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=runfacts local test CA" \
+    -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$tls/broker.key" -out "$tls/broker.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$tls/broker.ext"
+  openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$tls/broker.ext" -out "$tls/broker.pem" 2>/dev/null
+  openssl pkcs12 -export -in "$tls/broker.pem" -inkey "$tls/broker.key" -certfile "$tls/ca.pem" \
+    -name broker -out "$tls/broker.p12" -passout "file:$tls/keystore.password"
+  say "TLS: CA $tls/ca.pem, broker certificate for 127.0.0.1/localhost"
+}
+
 write_extra() {
-  local password="$1"
+  local password="$1" store_password
+  store_password="$(cat "$tls/keystore.password")"
   [[ "$password" =~ ^[A-Za-z0-9_-]+$ ]] || { say "admin password must match [A-Za-z0-9_-]+"; exit 2; }
   mkdir -p "$home"
   cat > "$home/secure.properties" <<EOF
-listeners=SASL_PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port
+listeners=SASL_PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$tport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$tport
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
 inter.broker.listener.name=SASL_PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-512
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$admin" password="$password";
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$admin" password="$password";
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$tls/broker.p12
+ssl.keystore.password=$store_password
+ssl.key.password=$store_password
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=User:$admin;User:ANONYMOUS
@@ -70,10 +101,13 @@ delegate() {
 
 case "${1:-}" in
   start)
+    [ "$tport" != "$port" ] && [ "$tport" != "${KAFKA_PORT:-9092}" ] \
+      || { say "KAFKA_SECURE_TLS_PORT must differ from the other listeners' ports"; exit 2; }
     password="$(admin_password)"
+    make_tls
     write_extra "$password"
     KAFKA_FORMAT_ARGS="--add-scram SCRAM-SHA-512=[name=$admin,password=$password]" delegate start
-    say "SASL_PLAINTEXT SCRAM-SHA-512 on 127.0.0.1:$port; super user $admin"
+    say "SCRAM-SHA-512 on SASL_PLAINTEXT 127.0.0.1:$port and SASL_SSL 127.0.0.1:$tport (CA $tls/ca.pem); super user $admin"
     ;;
   stop|status) delegate "$1" ;;
   logs) delegate logs "${2:-100}" ;;

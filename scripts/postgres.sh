@@ -10,18 +10,24 @@
 #   scripts/postgres.sh dsn       print the dsn
 #
 # Settings (environment): RUNFACTS_HOME (default <repo>/.runfacts), RUNFACTS_PG_PORT (55432),
-# RUNFACTS_PG_BIN (default: newest /usr/lib/postgresql/*/bin), RUNFACTS_PG_START_TIMEOUT (60 s).
+# RUNFACTS_PG_DIR (state directory, default $RUNFACTS_HOME/postgres: a second server on another
+# port needs its own), RUNFACTS_PG_BIN (default: newest /usr/lib/postgresql/*/bin),
+# RUNFACTS_PG_START_TIMEOUT (60 s).
 # The server listens on 127.0.0.1 only, with trust auth on loopback. initdb refuses to run as
 # root, so as root the server runs as the `postgres` system user.
+# Change data capture (Debezium, scripts/kafka-connect.sh): the server runs with
+# wal_level=logical, and the role `runfacts` has REPLICATION. `start` on a server that runs with
+# another wal_level sets it (ALTER SYSTEM) and restarts that server once (wal_level needs a
+# restart); a server already logical is left running.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 home="${RUNFACTS_HOME:-$repo/.runfacts}"
-pdir="$home/postgres"
+pdir="${RUNFACTS_PG_DIR:-$home/postgres}"
 # As root the server runs as `postgres`, which must be able to reach its data directory; a
 # checkout under a private directory (e.g. /root) gets its state under /var/tmp instead.
-if [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 \
+if [ -z "${RUNFACTS_PG_DIR:-}" ] && [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1 \
    && ! runuser -u postgres -- test -x "$(dirname "$home")" 2>/dev/null; then
   pdir="/var/tmp/runfacts-postgres-${RUNFACTS_PG_PORT:-55432}"
 fi
@@ -81,22 +87,52 @@ init_cluster() {
     echo "unix_socket_directories = '$sock'"
     echo "max_connections = 200"
     echo "shared_buffers = 128MB"
+    echo "wal_level = logical"
+    echo "max_replication_slots = 20"
+    echo "max_wal_senders = 20"
   } >> "$data/postgresql.conf"
+}
+
+psql_admin() {
+  as_owner "$(find_bin)/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtAX "$@"
 }
 
 create_role_and_db() {
   local psql=("$(find_bin)/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtAX)
   if [ -z "$(as_owner "${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname='runfacts'")" ]; then
-    as_owner "${psql[@]}" -c "CREATE ROLE runfacts LOGIN CREATEDB" >/dev/null
+    as_owner "${psql[@]}" -c "CREATE ROLE runfacts LOGIN CREATEDB REPLICATION" >/dev/null
+  fi
+  # Debezium streams the WAL over a replication connection as runfacts (older clusters lack it)
+  if [ "$(as_owner "${psql[@]}" -c "SELECT rolreplication FROM pg_roles WHERE rolname='runfacts'")" != t ]; then
+    as_owner "${psql[@]}" -c "ALTER ROLE runfacts REPLICATION" >/dev/null
   fi
   if [ -z "$(as_owner "${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname='runfacts'")" ]; then
     as_owner "${psql[@]}" -c "CREATE DATABASE runfacts OWNER runfacts" >/dev/null
   fi
 }
 
+# wal_level=logical (for Debezium) on a cluster made before it was the default here: set it
+# and restart once; a server already logical is not touched.
+ensure_logical() {
+  [ "$(psql_admin -c "SHOW wal_level")" = logical ] && return 0
+  say "wal_level is $(psql_admin -c "SHOW wal_level"); setting wal_level=logical and restarting once"
+  psql_admin -c "ALTER SYSTEM SET wal_level = logical" >/dev/null
+  if [ "$(psql_admin -c "SHOW max_replication_slots")" -lt 20 ]; then
+    psql_admin -c "ALTER SYSTEM SET max_replication_slots = 20" >/dev/null
+  fi
+  if [ "$(psql_admin -c "SHOW max_wal_senders")" -lt 20 ]; then
+    psql_admin -c "ALTER SYSTEM SET max_wal_senders = 20" >/dev/null
+  fi
+  as_owner "$(find_bin)/pg_ctl" -D "$data" -l "$log" -m fast -w -t "$timeout_s" restart >/dev/null \
+    || { say "restart failed:"; tail -40 "$log" >&2; exit 1; }
+  [ "$(psql_admin -c "SHOW wal_level")" = logical ] || { say "wal_level is still not logical: see $log"; exit 1; }
+}
+
 start() {
   install_if_missing
-  if running; then say "already running on 127.0.0.1:$port"; create_role_and_db; return 0; fi
+  if running; then
+    say "already running on 127.0.0.1:$port"; ensure_logical; create_role_and_db; return 0
+  fi
   if port_busy; then
     say "port $port is taken by a server this script did not start (set RUNFACTS_PG_PORT)"; exit 1
   fi
@@ -105,6 +141,7 @@ start() {
   touch "$log"; [ "$(id -u)" = 0 ] && chown postgres: "$log"
   as_owner "$(find_bin)/pg_ctl" -D "$data" -l "$log" -w -t "$timeout_s" start >/dev/null \
     || { say "start failed:"; tail -40 "$log" >&2; exit 1; }
+  ensure_logical
   create_role_and_db
   say "started; dsn $dsn"
 }

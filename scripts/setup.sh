@@ -2,7 +2,8 @@
 # Idempotent set-up of a fresh checkout: Python venv with runfacts and its dev tools,
 # the Kafka broker jars (Maven Central) and, when asked, PostgreSQL.
 #   scripts/setup.sh            venv + Kafka jars
-#   scripts/setup.sh --all      also PostgreSQL (outbox tests) and Chromium (dashboard browser test)
+#   scripts/setup.sh --all      also PostgreSQL (outbox tests), Kafka Connect with Debezium (outbox CDC
+#                               tests) and Chromium (dashboard browser test)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -23,6 +24,7 @@ fi
 scripts/kafka.sh fetch
 if [ "${1:-}" = "--all" ]; then
   scripts/postgres.sh install
+  scripts/kafka-connect.sh fetch   # Connect + Debezium jars (Maven Central) for the outbox CDC tests
   scripts/chromium.sh install   # the dashboard's browser test drives Debian's chromium
 fi
 echo "setup: done" >&2

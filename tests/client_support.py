@@ -5,6 +5,7 @@ its in-process relay and without arming a crash unless asked)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 from runfacts.client import Approval, ClientSettings, Runfacts, UiSettings
 from runfacts.demo.stack import DemoOptions, DemoStack, demo_manifest
@@ -90,3 +93,34 @@ def load_example(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def bridge_fixtures(name: str, approval_ttl_ms: int = 4_000) -> tuple[Any, Any]:
+    """A module's `stack` (a real stack with a short approval window for the expiry tests) and
+    `rf` (the agent's client on it) fixtures, as the framework bridges' tests use them:
+    `stack, rf = bridge_fixtures("langgraph")` at module level."""
+
+    @pytest.fixture(scope="module", name="stack")
+    def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
+        with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp(name), approval_ttl_ms=approval_ttl_ms) as running:
+            yield running
+
+    @pytest.fixture(scope="module", name="rf")
+    def rf(stack: AgentStack) -> Iterator[Runfacts]:
+        client = stack.client()
+        yield client
+        client.close()
+
+    return stack, rf
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def docs_code_not_in_example(section: str, example: str) -> tuple[int, list[str]]:
+    """(how many ```python blocks docs/integrations.md's `## <section>` shows, those that are not
+    verbatim in examples/<example>): the docs show only code the tested example runs."""
+    text = (REPO / "docs" / "integrations.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0], flags=re.S)
+    code = (REPO / "examples" / example).read_text()
+    return len(blocks), [b for b in blocks if b not in code]

@@ -8,6 +8,12 @@ Tables, for an outbox named `<base>` (default `runfacts_outbox`):
   names its Kafka transactional id, so relays of two databases never fence each other.
 - `<base>_archive`: published rows moved out by the `archive` retention mode.
 
+PostgreSQL only: `<base>` also carries the headers a consumer reads as plain text columns
+(HEADER_COLUMNS: command_type, event_type, schema_version, command_id, traceparent, tracestate;
+NULL when the record has no such header), so change data capture (Debezium's outbox event
+router, runfacts.connectors.debezium) can put them on the record as Kafka headers; the relay
+publishes the `headers` column, which holds them all.
+
 Statements are written with `%s` placeholders; `Sql.q` turns them into `?` for SQLite.
 """
 
@@ -27,6 +33,16 @@ IDENTITY_NAME = "identity"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 _SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 _COLUMNS = "seq, event_id, run_id, topic, value, headers, created_at"
+# (Kafka header, PostgreSQL column): the headers Debezium places on the record, in this order
+HEADER_COLUMNS = (("commandType", "command_type"), ("eventType", "event_type"),
+                  ("schemaVersion", "schema_version"), ("commandId", "command_id"),
+                  ("traceparent", "traceparent"), ("tracestate", "tracestate"))
+
+
+def header_values(headers: tuple[tuple[str, bytes], ...] | list[tuple[str, bytes]]) -> tuple[str | None, ...]:
+    """The HEADER_COLUMNS values of a record's headers (UTF-8 text; None when absent)."""
+    found = dict(headers)
+    return tuple(None if found.get(name) is None else found[name].decode() for name, _ in HEADER_COLUMNS)
 
 
 class Dialect(Enum):
@@ -109,9 +125,10 @@ class Sql:
         row = (f"event_id text NOT NULL, run_id text NOT NULL, topic text NOT NULL, "
                f"value {blob} NOT NULL, headers text NOT NULL, "
                f"created_at {ts} NOT NULL DEFAULT ({self.now})")
+        header_columns = "".join(f", {column} text" for _, column in HEADER_COLUMNS) if self.pg else ""
         return [
             f"CREATE TABLE IF NOT EXISTS {b} (seq {key}, {row}, "
-            f"status smallint NOT NULL DEFAULT 0, published_at {ts})",
+            f"status smallint NOT NULL DEFAULT 0, published_at {ts}{header_columns})",
             f"CREATE UNIQUE INDEX IF NOT EXISTS {b}_event_id ON {b} (event_id)",
             f"CREATE INDEX IF NOT EXISTS {b}_pending ON {b} (seq) WHERE status = 0",
             f"CREATE INDEX IF NOT EXISTS {b}_published ON {b} (published_at) WHERE status = 1",
@@ -126,8 +143,22 @@ class Sql:
         ]
 
     def insert(self) -> str:
-        return self.q(f"INSERT INTO {self.base} (event_id, run_id, topic, value, headers) "
-                      "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING")
+        """Insert one row: event_id, run_id, topic, value, headers (+ HEADER_COLUMNS on PostgreSQL)."""
+        columns = ["event_id", "run_id", "topic", "value", "headers"]
+        if self.pg:
+            columns += [column for _, column in HEADER_COLUMNS]
+        return self.q(f"INSERT INTO {self.base} ({', '.join(columns)}) "
+                      f"VALUES ({', '.join(['%s'] * len(columns))}) ON CONFLICT (event_id) DO NOTHING")
+
+    def header_columns_present(self) -> str:
+        """PostgreSQL: the HEADER_COLUMNS the outbox table has (a table made before them has none)."""
+        names = ", ".join(f"'{column}'" for _, column in HEADER_COLUMNS)
+        return ("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                f"AND table_name = '{self.base}' AND column_name IN ({names})")
+
+    def add_header_columns(self, missing: list[str]) -> str:
+        """PostgreSQL: add the `missing` header columns (NULL in older rows)."""
+        return f"ALTER TABLE {self.base} " + ", ".join(f"ADD COLUMN IF NOT EXISTS {c} text" for c in missing)
 
     def run_lock(self) -> str:
         """PostgreSQL: hold the run's advisory lock until commit, so seq order is commit order."""
@@ -205,6 +236,21 @@ class Sql:
                     f"INSERT INTO {b}_archive ({cols}) SELECT {cols} FROM moved"]
         return [self.q(f"INSERT INTO {b}_archive ({cols}) SELECT {cols} FROM {b} WHERE {cond}"),
                 self.q(delete)]
+
+    def capture_slot(self) -> str:
+        """PostgreSQL: the replication slot %s (pgoutput, this database) and whether publication
+        %s covers this outbox table: the proof that change data capture reads it."""
+        return ("SELECT s.confirmed_flush_lsn, EXISTS (SELECT 1 FROM pg_publication_tables p "
+                "WHERE p.pubname = %s AND p.schemaname = current_schema() "
+                f"AND p.tablename = '{self.base}') FROM pg_replication_slots s "
+                "WHERE s.slot_name = %s AND s.plugin = 'pgoutput' AND s.database = current_database()")
+
+    def prune_captured(self) -> str:
+        """PostgreSQL: delete up to %s rows created before the cutoff %s, published or not
+        (Debezium decodes the WAL, not the table: a committed row's insert is already there)."""
+        b = self.base
+        return (f"DELETE FROM {b} WHERE seq IN (SELECT seq FROM {b} WHERE created_at <= %s "
+                "ORDER BY seq LIMIT %s)")
 
     def cutoff(self) -> str:
         """The sweep cutoff 'now minus retention', computed once so every statement agrees."""

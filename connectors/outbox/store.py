@@ -230,6 +230,34 @@ class OutboxStore:
                 removed = conn.execute(statement, (cutoff,)).rowcount
         return removed
 
+    def prune_captured(self, slot: str, publication: str, older_than_s: float, chunk: int = 10_000) -> int:
+        """Delete rows older than `older_than_s` from an outbox that Debezium publishes.
+
+        Refuses (ConfigError naming the slot) unless the replication slot `slot` exists in
+        this database and `publication` covers this table: without them nothing guarantees the
+        rows were captured. Rows go in chunks of `chunk`, each its own transaction.
+        """
+        if not self.sql.pg:
+            raise ConfigError("--db", shown_db(self.db), "Debezium reads PostgreSQL only; "
+                              "a SQLite outbox is published by the relay (runfacts outbox relay --retention)")
+        self.check_installed()
+        found = self.conn.execute(self.sql.capture_slot(), (publication, slot)).fetchone()
+        if found is None:
+            raise ConfigError("--prefix", slot, f"no pgoutput replication slot {slot} in this database: "
+                              "the Debezium connector makes it on its first start; prune after that")
+        if not found[1]:
+            raise ConfigError("--prefix", publication, f"publication {publication} does not cover "
+                              f"{self.sql.base}: is the connector reading another table?")
+        removed = 0
+        with self._tx() as conn:
+            cutoff = conn.execute(self.sql.cutoff(), (older_than_s,)).fetchone()[0]
+        while True:
+            with self._tx() as conn:
+                deleted = conn.execute(self.sql.prune_captured(), (cutoff, chunk)).rowcount
+            removed += deleted
+            if deleted < chunk:
+                return removed
+
     def metrics(self) -> OutboxMetrics:
         pending, age, parked = self.conn.execute(self.sql.metrics()).fetchone()
         return OutboxMetrics(int(pending), float(age or 0.0), int(parked))

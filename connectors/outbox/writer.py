@@ -13,6 +13,8 @@ nothing reaches the relay. Invariants the relay relies on:
 2. Within a run, `seq` order is commit order: SQLite serialises writers; PostgreSQL takes
    the run's advisory lock (held until commit) before the row gets its `seq`.
 3. PostgreSQL: the commit sends NOTIFY on the outbox's channel, waking the relay.
+4. PostgreSQL: the headers a consumer reads are also plain columns (sql.HEADER_COLUMNS), for
+   change data capture (Debezium) as an alternative to the relay.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from runfacts.connectors.outbox.sql import Dialect, Sql, dialect_of
+from runfacts.connectors.outbox.sql import HEADER_COLUMNS, Dialect, Sql, dialect_of, header_values
 from runfacts.schemas.errors import InvalidInput
 
 COMMANDS_TOPIC = "runfacts.run.commands"
@@ -67,6 +69,10 @@ def install(conn: Any, table: str = "runfacts_outbox") -> None:
             conn.execute(f"SELECT pg_advisory_xact_lock({sql.lock_class})")
             for statement in sql.ddl():
                 conn.execute(statement)
+            present = {row[0] for row in conn.execute(sql.header_columns_present())}
+            missing = [column for _, column in HEADER_COLUMNS if column not in present]
+            if missing:  # an outbox made before the header columns: add them once
+                conn.execute(sql.add_header_columns(missing))
         return
     if conn.in_transaction:
         conn.commit()
@@ -166,8 +172,10 @@ class OutboxTx:
         record = _checked(record, record)
         if self.sql.dialect is Dialect.POSTGRES:
             self._pg_prepare(record.key)
-        params = (record.event_id, record.key, record.topic, bytes(record.value),
-                  encode_headers(record))
+        params: tuple[Any, ...] = (record.event_id, record.key, record.topic, bytes(record.value),
+                                   encode_headers(record))
+        if self.sql.pg:
+            params += header_values(record.headers)
         cursor = self.conn.execute(self.sql.insert(), params)
         return cursor.rowcount == 1
 

@@ -217,10 +217,7 @@ class Engine:
             self._tel.gauge(telemetry.CONSUMER_LAG, lag, {**self._labels, "topic": topic, "partition": partition})
 
     def _consume_error(self, err: KafkaError) -> None:
-        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                         KafkaError.TOPIC_AUTHORIZATION_FAILED):
-            raise InfrastructureError(f"consumer error: {err}", retryable=False)
-        log.warning("consumer error: %s", err)
+        consume_error(err)
 
     def _fire_timers(self) -> None:
         now_ms = int(self._clock() * 1000)
@@ -504,6 +501,22 @@ def note_fencing(path: Path, now_s: float, window_s: float) -> int:
 
 _partition = Message.partition
 _error = Message.error  # None, or a KafkaError (always truthy)
+
+
+def consume_error(err: KafkaError) -> None:
+    """What a consumer error does to the engine. A missing or forbidden topic stops it (not
+    retryable: the configuration is wrong). A fatal consumer (librdkafka hands it on as a
+    message error whose code is _FATAL while its fatal flag is not set, e.g. a static member
+    fenced by a rejoin after its session timed out in a broker outage) stops it too, retryable:
+    that consumer never consumes again, and only a new process (a new consumer) rejoins the
+    group. Before, the engine logged it and lived on consuming nothing, so no supervisor
+    restarted it (cluster row cluster-two-down). Anything else is logged; librdkafka recovers."""
+    if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+        raise InfrastructureError(f"consumer error: {err}", retryable=False)
+    if err.fatal() or err.code() == KafkaError._FATAL:
+        raise InfrastructureError(f"the consumer failed for good ({err}); restart the process so a new consumer "
+                                  "rejoins the group", retryable=True)
+    log.warning("consumer error: %s", err)
 
 
 @contextmanager

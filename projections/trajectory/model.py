@@ -1,8 +1,10 @@
 """The eval-trajectory records: the folded state, the export/topic record, its encodings.
 
 Format version `FORMAT_VERSION` (documented in docs/projections.md): the JSONL export and
-the Avro schema `schemas/avro/projections/Trajectory.v1.avsc` carry the same fields in the
-same order. Timestamps are epoch milliseconds. Pure.
+the Avro schema `schemas/avro/projections/Trajectory.v2.avsc` carry the same fields in the
+same order (v2 = v1 plus graph steps, added at the end of their records). A v1 body (the
+projector's store before the upgrade) still decodes: `decode` tells them apart by their
+first byte, the formatVersion. Timestamps are epoch milliseconds. Pure.
 
 The fold replaces a few fields of these tuples per event, so each class gets a generated
 `_replace` (same result as namedtuple's, without its `_make`/`map`/`pop` round trip).
@@ -14,7 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from runfacts.projections.records import ProjectionSchema, load
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _new = tuple.__new__  # a NamedTuple from a tuple, without its Python-level __new__
 
 
@@ -105,6 +107,23 @@ class Step(NamedTuple):
     verification: Verification | None = None
     feedback: tuple[Feedback, ...] = ()
     budgetUsed: Budget = Budget()
+    graphStep: int | None = None
+    """The index of the graph step (`GraphStep`) this step ran in, None: none recorded."""
+
+
+class GraphStep(NamedTuple):
+    """An agent framework's step, as a `checkpoint.saved` names it (a LangGraph bridge step:
+    node `langgraph:<thread>:<checkpoint id>`), with the trajectory steps, tool calls and
+    approvals in it."""
+
+    index: int  # type: ignore[assignment]  # the Avro field name; shadows tuple.index (never called)
+    node: str
+    checkpointId: str | None
+    stateHash: str
+    savedAt: int
+    steps: tuple[int, ...] = ()
+    toolCallIds: tuple[str, ...] = ()
+    approvalIds: tuple[str, ...] = ()
 
 
 class Trajectory(NamedTuple):
@@ -125,6 +144,7 @@ class Trajectory(NamedTuple):
     eventCount: int
     lastEventId: str
     lastOccurredAt: int
+    graphSteps: tuple[GraphStep, ...]
 
 
 class RunPart(NamedTuple):
@@ -137,6 +157,7 @@ class RunPart(NamedTuple):
     outcome: str | None = None
     feedback: tuple[Feedback, ...] = ()
     turns: tuple[Turn, ...] = ()
+    graphSteps: tuple[GraphStep, ...] = ()
 
 
 class State(NamedTuple):
@@ -169,7 +190,7 @@ def _fast_replace(cls: type[T]) -> None:
 
 
 for _cls in (Budget, Reasoning, Action, Approval, Execution, Verification, Feedback, Turn, Step,
-             Trajectory, RunPart, State):
+             GraphStep, Trajectory, RunPart, State):
     _fast_replace(_cls)
 
 
@@ -178,12 +199,12 @@ def trajectory_of(view: State) -> Trajectory:
     run = view.run
     return Trajectory(FORMAT_VERSION, view.runId, run.status, run.goalRef, run.createdAt,
                       run.endedAt, run.outcome, view.steps, run.feedback, view.budget, run.turns,
-                      view.eventCount, view.lastEventId, view.lastOccurredAt)
+                      view.eventCount, view.lastEventId, view.lastOccurredAt, run.graphSteps)
 
 
 def schema() -> ProjectionSchema:
-    """The trajectory's shipped schema."""
-    return load("Trajectory")
+    """The trajectory's shipped schema (the version the projector writes)."""
+    return load("Trajectory", FORMAT_VERSION)
 
 
 def encode(view: State) -> bytes:
@@ -192,15 +213,20 @@ def encode(view: State) -> bytes:
 
 
 def decode(body: bytes) -> State:
-    """The state an `encode`d (unframed) body came from: the live projector stores these."""
-    return state_of(schema().read(body, 0))
+    """The state an `encode`d (unframed) body came from: the live projector stores these. A body
+    of an older format (its first byte: formatVersion, zigzag) is read with that version's schema."""
+    version = body[0] >> 1 if body else FORMAT_VERSION
+    return state_of((load("Trajectory", version) if 1 <= version < FORMAT_VERSION else schema()).read(body, 0))
 
 
 def state_of(values: dict[str, Any]) -> State:
     """The State of a decoded Trajectory record (the record holds every field of the state)."""
     run = RunPart(values["status"], values["goalRef"], values["createdAt"], values["endedAt"],
                   values["outcome"], _feedback(values["feedback"]),
-                  tuple(Turn(**t) for t in values["turns"]))
+                  tuple(Turn(**t) for t in values["turns"]),
+                  tuple(GraphStep(**{**g, "steps": tuple(g["steps"]), "toolCallIds": tuple(g["toolCallIds"]),
+                                     "approvalIds": tuple(g["approvalIds"])})
+                        for g in values.get("graphSteps", ())))
     return State(values["runId"], run, tuple(_step(s) for s in values["steps"]),
                  Budget(**values["budgetUsed"]), values["eventCount"], values["lastEventId"],
                  values["lastOccurredAt"])
@@ -215,7 +241,7 @@ def _step(v: dict[str, Any]) -> Step:
         None if approval is None else Approval(**{**approval,
                                                   "decidedByRoles": tuple(approval["decidedByRoles"])}),
         _maybe(Execution, v["execution"]), _maybe(Verification, v["verification"]),
-        _feedback(v["feedback"]), Budget(**v["budgetUsed"]))
+        _feedback(v["feedback"]), Budget(**v["budgetUsed"]), v.get("graphStep"))
 
 
 def _maybe(cls: Any, value: dict[str, Any] | None) -> Any:

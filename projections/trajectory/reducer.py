@@ -12,9 +12,17 @@ verification events join the step of their toolCallId; feedback joins the step o
 target tool call, reasoning object or turn (the turn's first step), else the run; a budget
 debit joins the latest step of its turn, and always counts in the run total.
 
+Graph steps (an agent framework's steps, e.g. the LangGraph bridge's tool-node runs): a
+`checkpoint.saved` closes one and holds the trajectory steps begun since the previous
+checkpoint (a suffix of the steps: each checkpoint takes all not yet held), with their tool
+calls and approvals; a checkpoint that would hold no step opens none (the decider's `final`).
+A later approval (or a proposal joining a held step) is added to the graph step of its call.
+A checkpoint with the same node as the latest graph step (a re-save of that step) adds to it
+instead of opening another. The node `langgraph:<thread>:<id>` gives the checkpoint id.
+
 The trajectory holds references and hashes only: no personal data (summaries, user ids,
 comments, actors' subject ids are left out). Format: `FORMAT_VERSION`, documented in
-docs/projections.md; the Avro schema is `schemas/avro/projections/Trajectory.v1.avsc`.
+docs/projections.md; the Avro schema is `schemas/avro/projections/Trajectory.v2.avsc`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from runfacts.projections.trajectory.model import (
     Budget,
     Execution,
     Feedback,
+    GraphStep,
     Reasoning,
     RunPart,
     State,
@@ -145,7 +154,72 @@ def _proposed(view: State, event: dict[str, Any], p: dict[str, Any]) -> Parts:
         and s.reasoning.reasoningObjectId == rid)
     if index is None:
         return _new_step(view, event, action=action)
-    return _put(view, index, view.steps[index]._replace(action=action))
+    step = view.steps[index]
+    run, steps, budget = _put(view, index, step._replace(action=action))
+    if step.graphStep is not None:
+        run = _in_graph(run, step.graphStep, call=p["toolCallId"])
+    return run, steps, budget
+
+
+# -- graph steps ------------------------------------------------------------------------------
+
+LANGGRAPH = "langgraph:"
+
+
+def checkpoint_id(node: str) -> str | None:
+    """The framework's checkpoint id a node names: `langgraph:<thread>:<id>` -> id (None: other
+    nodes, or the bridge's "none" for a step without one)."""
+    if not node.startswith(LANGGRAPH) or node.count(":") < 2:
+        return None
+    found = node.rsplit(":", 1)[1]
+    return None if found in ("", "none") else found
+
+
+def _checkpoint(view: State, event: dict[str, Any], p: dict[str, Any]) -> Parts:
+    run, steps = view.run, view.steps
+    start = len(steps)
+    while start > 0 and steps[start - 1].graphStep is None:
+        start -= 1
+    if start == len(steps):  # holds no step: e.g. the decider's "final" checkpoint of a completed run
+        return run, steps, view.budget
+    graph = run.graphSteps
+    again = bool(graph) and graph[-1].node == p["node"]
+    number = graph[-1].index if again else len(graph) + 1
+    held = tuple(s._replace(graphStep=number) for s in steps[start:])
+    calls = tuple(s.action.toolCallId for s in held if s.action is not None)
+    approvals = tuple(s.approval.approvalId for s in held
+                      if s.approval is not None and s.approval.approvalId is not None)
+    indexes = tuple(s.index for s in held)
+    if again:
+        last = graph[-1]
+        graph = (*graph[:-1], last._replace(steps=(*last.steps, *indexes), toolCallIds=(*last.toolCallIds, *calls),
+                                            approvalIds=(*last.approvalIds, *approvals)))
+    else:
+        graph = (*graph, GraphStep(number, p["node"], checkpoint_id(p["node"]), p["stateHash"],
+                                   event["occurredAt"], indexes, calls, approvals))
+    return run._replace(graphSteps=graph), (*steps[:start], *held), view.budget
+
+
+def _in_graph(run: RunPart, number: int, call: str | None = None, approval: str | None = None) -> RunPart:
+    """The run with a tool call or approval added to graph step `number` (once)."""
+    graph = run.graphSteps
+    i = number - 1
+    found = graph[i]
+    if call is not None and call not in found.toolCallIds:
+        found = found._replace(toolCallIds=(*found.toolCallIds, call))
+    if approval is not None and approval not in found.approvalIds:
+        found = found._replace(approvalIds=(*found.approvalIds, approval))
+    return run._replace(graphSteps=(*graph[:i], found, *graph[i + 1:]))
+
+
+def _required(view: State, event: dict[str, Any], p: dict[str, Any]) -> Parts:
+    """approval.required: the call's step, and the graph step it ran in."""
+    run, steps, budget = _pending(view, event, p)
+    index = _of_call(view, p["toolCallId"])
+    number = None if index is None else steps[index].graphStep
+    if number is not None:
+        run = _in_graph(run, number, approval=p["approvalId"])
+    return run, steps, budget
 
 
 def _on_call(update: Callable[[Step, dict[str, Any], dict[str, Any]], Step]) -> Handler:
@@ -246,6 +320,8 @@ def _debited(view: State, event: dict[str, Any], p: dict[str, Any]) -> Parts:
     return view.run, steps, budget
 
 
+_pending = _on_call(_approval("pending"))
+
 HANDLERS: dict[str, Handler] = {
     "run.created": _created,
     "run.started": _status("running"),
@@ -261,7 +337,7 @@ HANDLERS: dict[str, Handler] = {
     "turn.completed": _turn,
     "reasoning.recorded": _reasoning,
     "tool.call.proposed": _proposed,
-    "approval.required": _on_call(_approval("pending")),
+    "approval.required": _required,
     "approval.granted": _on_call(_approval("granted")),
     "approval.rejected": _on_call(_approval("rejected")),
     "approval.expired": _on_call(_approval("expired")),
@@ -278,8 +354,9 @@ HANDLERS: dict[str, Handler] = {
     "verification.updated": _on_call(_verified),
     "feedback.recorded": _feedback,
     "budget.debited": _debited,
+    "checkpoint.saved": _checkpoint,
 }
-IGNORED = frozenset({"run.migrated", "checkpoint.saved", "budget.exceeded", "progress.updated",
+IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "command.rejected", "tool.call.reconciliation_requested",
                      # run-end hygiene and memory: facts of the run's end and of its review, not steps
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
@@ -320,6 +397,7 @@ READS = ReadSettings(
         "feedback.recorded": _fields("feedbackId", "rating", "targetTurnId", "targetToolCallId",
                                      "targetReasoningObjectId"),
         "budget.debited": _fields("amounts"),
+        "checkpoint.saved": _fields("node", "stateHash"),
     },
     envelope=frozenset({"occurredAt"}),
     envelope_of={"turn.started": _TURN, "turn.completed": _TURN, "budget.debited": _TURN,

@@ -1,4 +1,5 @@
-"""`runfacts outbox ...`: run the relay, show an outbox's backlog, unpark a run, install tables.
+"""`runfacts outbox ...`: run the relay, show an outbox's backlog, unpark a run, install tables;
+print the Debezium connector that publishes a PostgreSQL outbox instead, prune what it captured.
 
 Also runnable as `python -m runfacts.cli outbox relay --db ...` (the whole command tree).
 (the crash tests start it that way and kill -9 it).
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from runfacts.connectors.outbox.debezium import DebeziumOutbox
 from runfacts.connectors.outbox.store import OutboxStore, connect
 from runfacts.connectors.outbox.writer import install as install_tables
 from runfacts.connectors.relay import Relay, RelaySettings
@@ -123,3 +125,58 @@ def install(db: Db, table: Table = "runfacts_outbox") -> None:
         conn.close()
     typer.echo(f"outbox {table} installed")
 
+
+
+Prefix = Annotated[str, typer.Option(help="runfacts topic prefix (RUNFACTS_KAFKA_TOPIC_PREFIX), e.g. runfacts")]
+
+
+@app.command("debezium-config")
+def debezium_config(
+    dsn: Annotated[str, typer.Option(help="postgresql:// DSN of the outbox's database (as Debezium reaches it)")],
+    prefix: Prefix,
+    table: Table = "runfacts_outbox",
+    schema: Annotated[str, typer.Option(help="the table's PostgreSQL schema")] = "public",
+    kind: Annotated[str, typer.Option(help="commands (a CommandOutbox) or events")] = "commands",
+    snapshot: Annotated[str, typer.Option(
+        help="initial: publish the rows already in the table first; no_data: only rows written later")] = "initial",
+    poll_interval_ms: Annotated[int, typer.Option(help="Debezium's poll.interval.ms")] = 50,
+    name: Annotated[str, typer.Option(help="connector name (default runfacts-outbox-<prefix>-<table>)")] = "",
+) -> None:
+    """Print the Kafka Connect connector (JSON) that publishes this outbox with Debezium.
+
+    Apply it with `scripts/kafka-connect.sh apply FILE` (or POST it to /connectors). The record
+    on the topic equals the relay's: key runId, the Avro bytes, the decider's headers. Never run
+    the relay on the same table as well. A password in --dsn is printed in the config.
+    """
+    try:
+        connector = DebeziumOutbox(dsn, prefix, table=table, schema=schema, kind=kind,  # type: ignore[arg-type]
+                                   snapshot=snapshot, poll_interval_ms=poll_interval_ms, name=name)
+        typer.echo(connector.as_json())
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def prune(
+    db: Db,
+    prefix: Prefix,
+    table: Table = "runfacts_outbox",
+    older_than: Annotated[float, typer.Option(help="delete rows created more than this many s ago")] = 3600.0,
+) -> None:
+    """Delete old rows of an outbox that Debezium publishes (the relay's --retention does it otherwise).
+
+    Debezium decodes the WAL, so a committed row is captured whether or not it is still in the
+    table; the command refuses unless the connector's replication slot and publication exist.
+    Run it after the connector's first start finished its initial snapshot.
+    """
+    store = _installed(db, table)
+    connector = DebeziumOutbox(db, prefix, table=table)
+    try:
+        removed = store.prune_captured(connector.slot, f"{connector.slot}_pub", older_than)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        store.close()
+    typer.echo(f"outbox {table}: {removed} rows pruned")

@@ -80,3 +80,16 @@ def _run_script(name: str, *args: str) -> None:
     done = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise ServiceError(f"{name} {' '.join(args)} failed (exit {done.returncode}):\n{done.stderr}")
+
+
+def run_script_logged(name: str, action: str, env: dict[str, str], log: Path, what: str,
+                      timeout_s: float = 180.0) -> None:
+    """Run scripts/`name` `action` with `env` added to ours, its output appended to `log`; an
+    InfrastructureError naming `what` and the log when it fails (a service of a test's own)."""
+    from runfacts.schemas.errors import InfrastructureError
+
+    with log.open("a") as sink:
+        done = subprocess.run([str(SCRIPTS / name), action], env={**os.environ, **env}, stdout=sink,
+                              stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise InfrastructureError(f"{name} {action} {what} failed; see {log}", retryable=False)

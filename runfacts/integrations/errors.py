@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib import metadata
+
 from runfacts.schemas.errors import RunfactsError
 
 
@@ -19,6 +22,15 @@ class IncompatibleFramework(BridgeError, ImportError):
         super().__init__(f"{package} {have}; runfacts.integrations supports {package}{supported}: "
                          f"pip install 'runfacts[{extra}]' (or '{package}{supported}')")
 
+    @classmethod
+    def check(cls, package: str, found: str | None, minimum: tuple[int, int], below: tuple[int, int],
+              extra: str) -> None:
+        """Raise unless `found` (major.minor...; None or "": not installed) is in [minimum, below)."""
+        match = re.match(r"^(\d+)\.(\d+)", found or "")
+        if not found or match is None or not (minimum <= (int(match[1]), int(match[2])) < below):
+            low, high = (".".join(map(str, v)) for v in (minimum, below))
+            raise cls(package, found or None, f">={low},<{high}", extra)
+
 
 class ForgedResume(BridgeError):
     """A resume claims a decision runfacts never recorded (e.g. "approved" for a call it never
@@ -28,7 +40,7 @@ class ForgedResume(BridgeError):
         self.run_id, self.tool_call_id, self.tool, self.status = run_id, tool_call_id, tool, status
         super().__init__(f"run {run_id}, tool call {tool_call_id} ({tool}): the resume says approved but runfacts "
                          f"says {status} ({reason}); nothing was executed. Resume with the results the bridge "
-                         f"builds from runfacts' facts (resume_results)")
+                         f"builds from runfacts' facts (resume_results, resume_state)")
 
 
 class UngatedTool(BridgeError):
@@ -39,3 +51,11 @@ class UngatedTool(BridgeError):
         super().__init__(f"tool {tool!r} requires approval but has no runfacts gate: add "
                          f"gates={{{tool!r}: Gate('<capabilityId>', target='<argument>')}}; the framework's own "
                          f"approval is not an authorization boundary")
+
+
+def installed(package: str) -> str | None:
+    """The installed version of a framework's distribution (None: not installed)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

@@ -3,20 +3,45 @@
 A bridge never resumes on what its client sends (a resume value, an "approved" flag): it reads
 the run's journal and asks `verdict`. The framework's own approval is a UI convenience; this is
 the authorization boundary (role-checked, signed, single-use, expiring, bound to the argsHash).
+Both bridges share this: the `Gate` of a tool, its call id, its approval as a UI (`approval_request`)
+and `rf.decide` (`approval_of`) take it, the verdict, and the text a failed call shows the model.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from runfacts.client import errors, outcomes
+from runfacts.client.approvals import Approval
 from runfacts.client.outcomes import Entry
 from runfacts.processors.policy.retry import args_hash
 
 Status = Literal["unknown", "pending", "granted", "rejected", "expired", "refused"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How a framework tool is proposed to runfacts: the capability the dispatcher serves (same
+    arguments), the target (an argument's name, or a function of the arguments), the action and
+    risk the proposal names (default: the capability's last part, "medium"), and its summary."""
+
+    capability: str
+    target: str | Callable[[Mapping[str, Any]], str]
+    action: str | None = None
+    risk: str = "medium"
+    summary: Callable[[Mapping[str, Any]], str] | None = None
+
+    def target_of(self, args: Mapping[str, Any]) -> str:
+        return str(self.target(args) if callable(self.target) else args[self.target])
+
+    def action_name(self) -> str:
+        return self.action or self.capability.rsplit(".", 1)[-1]
+
+    def summary_of(self, args: Mapping[str, Any]) -> str | None:
+        return None if self.summary is None else self.summary(args)
 
 
 @dataclass(frozen=True)
@@ -40,15 +65,27 @@ def call_id(run_id: str, capability: str, target: str, arguments: dict[str, Any]
     return f"call-{hashlib.sha256(f'{run_id}|{capability}|{target}|{digest}'.encode()).hexdigest()[:20]}"
 
 
-def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> dict[str, Any] | None:
-    """The call's latest approval request in the words a UI shows (None: it asked for none)."""
+def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> Approval | None:
+    """The call's open approval as `rf.decide` takes it (and `rf.approvals()` lists it), from the
+    run's facts (None: it asked for none)."""
     found = outcomes.pending_approval(entries, tool_call_id)
     if found is None:
         return None
     p = found.payload
-    return {"runId": found.runId, "toolCallId": tool_call_id, "approvalId": p.approvalId,
-            "asks": f"{action} on {target} ({p.risk} risk)", "risk": p.risk, "requiredRole": p.requiredRole,
-            "expiresAt": p.expiresAt.isoformat(), "argsHash": p.argsHash}
+    created = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
+    return Approval(found.runId, p.approvalId, tool_call_id, f"{action} on {target} ({p.risk} risk)", p.risk,
+                    p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None),
+                    created.actor.subjectId if created is not None else "")  # type: ignore[attr-defined]
+
+
+def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> dict[str, Any] | None:
+    """The call's latest approval request in the words a UI shows (None: it asked for none)."""
+    found = approval_of(entries, tool_call_id, action, target)
+    if found is None:
+        return None
+    return {"runId": found.run_id, "toolCallId": tool_call_id, "approvalId": found.approval_id,
+            "asks": found.asks, "risk": found.risk, "requiredRole": found.required_role,
+            "expiresAt": found.expires_at.isoformat(), "argsHash": found.args_hash}
 
 
 def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: dict[str, Any] | None = None) -> Verdict:
@@ -68,3 +105,14 @@ def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: d
         return Verdict("expired", tool_call_id, "the approval expired before anyone decided; "
                                                "propose the call again to re-authorize", request=request)
     return Verdict("refused", tool_call_id, str(error), request=request)
+
+
+def failure_text(tool: str, failed: errors.ToolFailed) -> str:
+    """What the model is told of a gated call that failed after runfacts authorized it (the
+    bridges hand it over as the framework's failed tool result, so the model can react).
+    Calling the tool again with the same arguments is the same runfacts call: it answers with
+    this failure again and never runs the side effect a second time."""
+    detail = f": {failed.detail}" if failed.detail else ""
+    again = "an operator may retry it through runfacts" if failed.retryable else "not retryable"
+    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and ran once; runfacts "
+            f"will not run this call again (runfacts call {failed.tool_call_id})")

@@ -10,28 +10,30 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    derived from capability, target and arguments, so a re-run returns the same call;
 2. the graph step is recorded as the run's checkpoint (`checkpoint.save`, node
    `langgraph:<thread>:<checkpoint id>`), so audit and trajectories link to it;
-3. while runfacts holds an open approval for a call, `interrupt({approvalId, asks, expiresAt,
-   argsHash, ...})`;
+3. while runfacts' verdict on a call is pending (`facts.verdict`, the one the Pydantic AI bridge
+   resumes on), `interrupt({approvalId, asks, expiresAt, argsHash, ...})`: the approval as
+   `facts.approval_request` words it;
 4. on `Command(resume=...)` the value is not trusted: only the decision runfacts recorded counts.
    A resume naming `approvalId` and `decision` is submitted through `rf.decide` when the node's
    `approver` hook authenticates someone (the decider checks role, expiry, arguments); a value
    claiming a decision runfacts never recorded interrupts again with `refused` saying why;
-5. the result comes from the dispatcher (`call.result()`: idempotency key, reconciliation after a
-   lost response) as the ToolMessage; a rejection or expiry becomes an error ToolMessage.
+5. granted: the result comes from the dispatcher (`call.result()`: idempotency key,
+   reconciliation after a lost response) as the ToolMessage, and a tool that failed is an error
+   ToolMessage saying so (`facts.failure_text`); rejected, expired or refused: an error
+   ToolMessage with the verdict's reason.
 Other tool calls run locally, as LangGraph's ToolNode runs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
-from runfacts.integrations.errors import IncompatibleFramework
+from runfacts.integrations.errors import IncompatibleFramework, installed
 
 SUPPORTED = ((1, 2), (1, 3))
 """The langgraph versions this bridge is tested with: >= 1.2, < 1.3 (the extra pins the same)."""
@@ -39,20 +41,10 @@ SUPPORTED = ((1, 2), (1, 3))
 
 def check_version(found: str) -> None:
     """Raise IncompatibleFramework (the bridges' one error for it) unless `found` is in SUPPORTED."""
-    numbers = tuple(int(n) for n in re.findall(r"\d+", found)[:2])
-    if len(numbers) < 2 or not SUPPORTED[0] <= numbers < SUPPORTED[1]:
-        low, high = (".".join(map(str, v)) for v in SUPPORTED)
-        raise IncompatibleFramework("langgraph", found or None, f">={low},<{high}", "langgraph")
+    IncompatibleFramework.check("langgraph", found, SUPPORTED[0], SUPPORTED[1], "langgraph")
 
 
-def _installed() -> str:
-    try:
-        return metadata.version("langgraph")
-    except metadata.PackageNotFoundError:
-        return ""
-
-
-check_version(_installed())
+check_version(installed("langgraph") or "")
 
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
 from langchain_core.runnables import RunnableConfig  # noqa: E402
@@ -66,30 +58,20 @@ from runfacts.client import (  # noqa: E402
     Run,
     Runfacts,
     ToolCall,
+    ToolFailed,
     WaitTimeout,
-    outcomes,
 )
+from runfacts.integrations import facts  # noqa: E402
+from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
-from runfacts.schemas import events as ev  # noqa: E402
 from runfacts.schemas.common import Actor, RunVersions  # noqa: E402
 
 
-@dataclass(frozen=True)
-class Gate:
-    """A tool whose calls go through runfacts: the capability it is, and where its target is."""
-
-    capability: str
-    target: str | Callable[[Mapping[str, Any]], str]
-    """The argument holding the call's target (e.g. "orderId"), or a function of the arguments."""
-    summary: Callable[[Mapping[str, Any]], str] | None = None
-
-    def target_of(self, args: Mapping[str, Any]) -> str:
-        return str(self.target(args) if callable(self.target) else args[self.target])
-
-
-def claimed(resume: Any) -> tuple[str | None, str | None]:
-    """(approvalId, decision) a resume value claims: `{"approvalId", "decision"}`, a HITL-style
-    `{"decisions": [{"type": "approve"}]}` or a bare "approve" / "reject" (no approval named)."""
+def asked_decision(resume: Any) -> tuple[str | None, str | None]:
+    """(approvalId, decision) a resume value asks runfacts to record: `{"approvalId", "decision"}`,
+    a HITL-style `{"decisions": [{"type": "approve"}]}` or a bare "approve" / "reject" (no
+    approval named). Never a verdict: it is submitted through `rf.decide` only for an approver
+    the node's `approver` hook authenticates, and only what runfacts then records counts."""
     if isinstance(resume, str):
         return None, resume
     if not isinstance(resume, Mapping):
@@ -124,20 +106,23 @@ class RunfactsToolNode:
         if not isinstance(message, AIMessage):
             raise TypeError(f"RunfactsToolNode needs an AIMessage last in state['messages'], got {type(message)}")
         run = self.rf.run(self.run_id(config))
-        gated = {str(tc["id"]): self._propose(run, tc) for tc in message.tool_calls if tc["name"] in self.gates}
+        gated = {str(tc["id"]): Gated(tc, self.gates[tc["name"]], self._propose(run, tc))
+                 for tc in message.tool_calls if tc["name"] in self.gates}
         if gated:
             self._checkpoint(run, config, message)
-            self._await_decisions(run, gated, config)
+            self._await_decisions(run, list(gated.values()), config)
         out = []
         for tc in message.tool_calls:
             call = gated.get(str(tc["id"])) if tc["name"] in self.gates else None
-            out.append(self._local(tc) if call is None else self._outcome(tc, call))
+            out.append(self._local(tc) if call is None else self._outcome(run, call))
         return {"messages": out}
 
     def _propose(self, run: Run, tc: Mapping[str, Any]) -> ToolCall:
         gate, args = self.gates[tc["name"]], tc["args"]
-        summary = gate.summary(args) if gate.summary else None
-        return run.propose(gate.capability, args, target=gate.target_of(args), summary=summary)
+        target = gate.target_of(args)
+        return run.propose(gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
+                           summary=gate.summary_of(args),
+                           tool_call_id=facts.call_id(run.id, gate.capability, target, args))
 
     def _checkpoint(self, run: Run, config: RunnableConfig, message: AIMessage) -> None:
         """Record the graph step as the run's checkpoint, once per step."""
@@ -149,62 +134,70 @@ class RunfactsToolNode:
         self.rf.command(run, cmd.SaveCheckpoint, {"node": node, "stateHash": hashlib.sha256(calls.encode())
                                                   .hexdigest(), "versions": run_versions(run)})
 
-    def _await_decisions(self, run: Run, gated: Mapping[str, ToolCall], config: RunnableConfig) -> None:
-        """Interrupt while a call's approval is open; each resume is checked against runfacts."""
+    def _await_decisions(self, run: Run, gated: Sequence[Gated], config: RunnableConfig) -> None:
+        """Interrupt while runfacts' verdict on a call is pending; each resume is checked against runfacts."""
         refused: str | None = None
-        while (waiting := self._undecided(run, gated.values())) is not None:
-            resume = interrupt(self._request(run, waiting, refused))
-            refused = self._settle(run, waiting, resume, config)
+        while (waiting := self._pending(run, gated)) is not None:
+            call, request = waiting
+            resume = interrupt({**request, "capability": call.gate.capability,
+                                **({"refused": refused} if refused else {})})
+            refused = self._settle(run, call, request, resume, config)
 
-    def _undecided(self, run: Run, calls: Any) -> ToolCall | None:
-        for call in calls:
-            if outcomes.call_decision(run.id, run.journal.entries, call.id) is None and call.approval_id:
-                return call
+    def _pending(self, run: Run, gated: Sequence[Gated]) -> tuple[Gated, dict[str, Any]] | None:
+        """The first call runfacts holds an open approval for, with that approval in a UI's words."""
+        for call in gated:
+            found = call.verdict(run)
+            if found.status == "pending" and found.request is not None:
+                return call, found.request
         return None
 
-    def _request(self, run: Run, call: ToolCall, refused: str | None) -> dict[str, Any]:
-        """What the interrupt surfaces: the approval as runfacts holds it (never a decision)."""
-        required = outcomes.pending_approval(run.journal.entries, call.id)
-        assert required is not None
-        p = required.payload
-        return {"runId": run.id, "toolCallId": call.id, "approvalId": p.approvalId, "asks": _asks(run, call, p.risk),
-                "expiresAt": p.expiresAt.isoformat(), "argsHash": p.argsHash, "requiredRole": p.requiredRole,
-                "capability": call.capability, **({"refused": refused} if refused else {})}
-
-    def _settle(self, run: Run, call: ToolCall, resume: Any, config: RunnableConfig) -> str | None:
+    def _settle(self, run: Run, call: Gated, request: Mapping[str, Any], resume: Any,
+                config: RunnableConfig) -> str | None:
         """None once runfacts recorded the call's decision; else why the resume value was refused."""
-        approval_id, decision = claimed(resume)
+        approval_id, decision = asked_decision(resume)
         note = ""
-        if approval_id == call.approval_id and decision in ("approve", "reject") and self.approver is not None:
+        if approval_id == request["approvalId"] and decision in ("approve", "reject") and self.approver is not None:
             who = self.approver(config)
             if who is not None:
                 note = self._submit(run, call, decision, who)
-        try:
-            call.decision(timeout=self.settle_s)
-        except WaitTimeout:
-            return (f"resume value {resume!r} is not a decision: runfacts recorded none for approval "
-                    f"{call.approval_id}{note}; decide it through runfacts (rf.decide) and resume again")
-        except ClientError:
-            return None  # rejected, expired, ...: `_outcome` reports it
-        return None
+        with contextlib.suppress(WaitTimeout, ClientError):
+            call.tool_call.decision(timeout=self.settle_s)  # waits for runfacts to record one
+        if call.verdict(run).status != "pending":
+            return None
+        return (f"resume value {resume!r} is not a decision: runfacts recorded none for approval "
+                f"{request['approvalId']}{note}; decide it through runfacts (rf.decide) and resume again")
 
-    def _submit(self, run: Run, call: ToolCall, decision: str, who: str | Actor) -> str:
+    def _submit(self, run: Run, call: Gated, decision: str, who: str | Actor) -> str:
+        approval = call.approval(run)
+        if approval is None:
+            return ""
         try:
-            self.rf.decide(_approval(run, call), decision, approver=who)
+            self.rf.decide(approval, decision, approver=who)
         except CommandRejected as exc:
             return "" if exc.reason == "approval_already_decided" else f" (the decision was refused: {exc.reason})"
         return ""
 
-    def _outcome(self, tc: Mapping[str, Any], call: ToolCall) -> ToolMessage:
+    def _outcome(self, run: Run, call: Gated) -> ToolMessage:
+        """The ToolMessage of a gated call: the dispatcher's result if runfacts granted it, else
+        an error saying runfacts' verdict (rejected, expired, refused: with the reason)."""
+        tc, found = call.tc, call.verdict(run)
+        if found.status != "granted":
+            return ToolMessage(content=f"not done (runfacts: {found.status}): {found.reason}", tool_call_id=tc["id"],
+                               name=tc["name"], status="error",
+                               artifact={"runfacts": found.status, "toolCallId": call.tool_call.id})
         try:
-            value = call.result(timeout=self.result_timeout_s)
+            value = call.tool_call.result(timeout=self.result_timeout_s)
         except WaitTimeout:
             raise
-        except ClientError as exc:
+        except ToolFailed as exc:  # ran once, failed: the model sees it; the same call never runs again
+            return ToolMessage(content=facts.failure_text(tc["name"], exc), tool_call_id=tc["id"], name=tc["name"],
+                               status="error", artifact={"runfacts": "ToolFailed", "toolCallId": call.tool_call.id,
+                                                         "errorClass": exc.error_class, "retryable": exc.retryable})
+        except ClientError as exc:  # authorized, then the run was cancelled, ended or needs review
             return ToolMessage(content=f"not done: {exc}", tool_call_id=tc["id"], name=tc["name"], status="error",
-                               artifact={"runfacts": type(exc).__name__, "toolCallId": call.id})
+                               artifact={"runfacts": type(exc).__name__, "toolCallId": call.tool_call.id})
         return ToolMessage(content=json.dumps(value, sort_keys=True), tool_call_id=tc["id"], name=tc["name"],
-                           artifact={"runfacts": "completed", "toolCallId": call.id})
+                           artifact={"runfacts": "completed", "toolCallId": call.tool_call.id})
 
     def _local(self, tc: Mapping[str, Any]) -> Any:
         tool = self.tools.get(tc["name"])
@@ -213,6 +206,26 @@ class RunfactsToolNode:
             return ToolMessage(content=f"unknown tool {tc['name']!r}; known: {', '.join(known)}",
                                tool_call_id=tc["id"], name=tc["name"], status="error")
         return tool.invoke({**tc, "type": "tool_call"})
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A gated tool call of the AI message: the model's call, its gate, the runfacts call."""
+
+    tc: Mapping[str, Any]
+    gate: Gate
+    tool_call: ToolCall
+
+    def verdict(self, run: Run) -> facts.Verdict:
+        """runfacts' verdict on the call, from the run's facts (the shared `facts.verdict`)."""
+        entries = run.journal.entries
+        return facts.verdict(run.id, entries, self.tool_call.id, facts.approval_request(
+            entries, self.tool_call.id, self.gate.action_name(), self.gate.target_of(self.tc["args"])))
+
+    def approval(self, run: Run) -> Approval | None:
+        """The call's open approval as `rf.decide` takes it."""
+        return facts.approval_of(run.journal.entries, self.tool_call.id, self.gate.action_name(),
+                                 self.gate.target_of(self.tc["args"]))
 
 
 def run_versions(run: Run) -> RunVersions:
@@ -229,25 +242,5 @@ def run_versions(run: Run) -> RunVersions:
     return found
 
 
-def _asks(run: Run, call: ToolCall, risk: str) -> str:
-    """The approval in plain words, as `rf.approvals()` and the user view's banner say it."""
-    proposed = next((e.event for e in run.journal.entries
-                     if e.event_type == "tool.call.proposed" and e.tool_call_id == call.id), None)
-    if proposed is None:
-        return f"tool call {call.id} ({risk} risk)"
-    p = proposed.payload
-    return f"{p.action} on {p.target} ({risk} risk)"  # type: ignore[attr-defined]
-
-
-def _approval(run: Run, call: ToolCall) -> Approval:
-    """The call's open approval as `rf.decide` takes it, from the run's facts."""
-    required = outcomes.pending_approval(run.journal.entries, call.id)
-    assert required is not None
-    p = required.payload
-    created = next(e.event for e in run.journal.entries if isinstance(e.event, ev.RunCreated))
-    return Approval(run.id, p.approvalId, call.id, _asks(run, call, p.risk), p.risk, p.requiredRole, p.expiresAt,
-                    p.argsHash, created.payload.tenant, created.payload.actor.subjectId)
-
-
-__all__ = ["SUPPORTED", "Gate", "RunfactsToolNode", "check_version", "claimed", "run_versions",
+__all__ = ["SUPPORTED", "Gate", "Gated", "RunfactsToolNode", "asked_decision", "check_version", "run_versions",
            "step_ref"]

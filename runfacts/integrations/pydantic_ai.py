@@ -15,8 +15,9 @@ dispatcher executes the registry tool once runfacts authorized it, with its idem
 reconciliation. The agent run ends with `DeferredToolRequests` carrying the runfacts approval.
 
 `resume_results` builds `DeferredToolResults` from runfacts' facts only: granted ->
-`ToolApproved` (the wrapper then returns the dispatcher's result value as the tool return),
-rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
+`ToolApproved` (the wrapper then returns the dispatcher's result value as the tool return; a
+tool that failed becomes Pydantic AI's failed tool result, `pydantic_ai.ToolFailed`, which the
+model sees), rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
 builds itself is checked again at execution: an "approved" that runfacts does not back raises
 `ForgedResume` and nothing runs. Shell (talks to runfacts through `runfacts.client`).
 """
@@ -24,13 +25,11 @@ builds itself is checked again at execution: an "approved" that runfacts does no
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import metadata as _metadata
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool, installed
 
 PACKAGE = "pydantic-ai-slim"
 SUPPORTED = ">=2.68,<3"
@@ -39,50 +38,29 @@ _MIN, _BELOW = (2, 68), (3, 0)
 
 def check_version(found: str | None) -> None:
     """Raise IncompatibleFramework unless `found` (pydantic-ai-slim's version) is in SUPPORTED."""
-    match = re.match(r"^(\d+)\.(\d+)", found or "")
-    if found is None or match is None or not (_MIN <= (int(match[1]), int(match[2])) < _BELOW):
-        raise IncompatibleFramework(PACKAGE, found, SUPPORTED, "pydantic-ai")
+    IncompatibleFramework.check(PACKAGE, found, _MIN, _BELOW, "pydantic-ai")
 
 
 def installed_version() -> str | None:
-    try:
-        return _metadata.version(PACKAGE)
-    except _metadata.PackageNotFoundError:
-        return None
+    return installed(PACKAGE)
 
 
 check_version(installed_version())
 
 from pydantic_ai import ApprovalRequired, CallDeferred, RunContext  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.exceptions import ToolFailed as FailedResult  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 
-from runfacts.client import BadArgument, ClientError, Run, ToolCall, WaitTimeout  # noqa: E402
+from runfacts.client import BadArgument, ClientError, Run, ToolCall, ToolFailed, WaitTimeout  # noqa: E402
 from runfacts.integrations import facts  # noqa: E402
+from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.processors.policy.retry import args_hash  # noqa: E402
 
 META_KEY = "runfacts"
 """The key of the runfacts approval in `DeferredToolRequests.metadata[tool_call_id]`."""
-
-
-@dataclass(frozen=True)
-class Gate:
-    """How a Pydantic AI tool is proposed to runfacts: the capability the dispatcher serves
-    (same arguments), the target (an argument's name, or a function of the arguments)."""
-
-    capability: str
-    target: str | Callable[[dict[str, Any]], str]
-    action: str | None = None
-    risk: str = "medium"
-    summary: Callable[[dict[str, Any]], str] | None = None
-
-    def target_of(self, args: dict[str, Any]) -> str:
-        return str(self.target(args) if callable(self.target) else args[self.target])
-
-    def action_name(self) -> str:
-        return self.action or self.capability.rsplit(".", 1)[-1]
 
 
 def run_from_deps(ctx: RunContext[Any]) -> Run:
@@ -135,17 +113,17 @@ class RunfactsToolset(WrapperToolset[Any]):
                 return await super().call_tool(name, tool_args, ctx, tool)
             except (ApprovalRequired, CallDeferred):
                 pass  # the tool asks for approval: runfacts decides
-        return await self._propose(run, gate, tool_args)
+        return await self._propose(run, name, gate, tool_args)
 
-    async def _propose(self, run: Run, gate: Gate, args: dict[str, Any]) -> Any:
+    async def _propose(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
         target = gate.target_of(args)
         call: ToolCall = await asyncio.to_thread(
             run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
-            summary=None if gate.summary is None else gate.summary(args),
+            summary=gate.summary_of(args),
             tool_call_id=facts.call_id(run.id, gate.capability, target, args))
         found = self._verdict(run, gate, call.id, target)
-        if found.status == "granted":  # by policy, or approved before (a re-run after a crash)
-            return await call.result_async(timeout=self.result_timeout_s)
+        if found.status == "granted":  # by policy, or approved before (a re-run, the model asking again)
+            return await self._result(name, call)
         raise ApprovalRequired(metadata={META_KEY: {**(found.request or {"runId": run.id, "toolCallId": call.id}),
                                                     "status": found.status, "reason": found.reason}})
 
@@ -156,8 +134,15 @@ class RunfactsToolset(WrapperToolset[Any]):
         found = self._verdict(run, gate, call_id, target)
         if found.status != "granted":
             raise ForgedResume(run.id, call_id, name, found.status, found.reason)
-        call = ToolCall(run, call_id, gate.capability, args_hash(args), None)
-        return await call.result_async(timeout=self.result_timeout_s)
+        return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+
+    async def _result(self, name: str, call: ToolCall) -> Any:
+        """The dispatcher's result; a failed tool becomes Pydantic AI's failed tool result (its
+        `ToolFailed`: the model sees the failure, no retry budget spent), never a second run."""
+        try:
+            return await call.result_async(timeout=self.result_timeout_s)
+        except ToolFailed as exc:
+            raise FailedResult(facts.failure_text(name, exc)) from exc
 
     @staticmethod
     def _verdict(run: Run, gate: Gate, call_id: str, target: str) -> facts.Verdict:

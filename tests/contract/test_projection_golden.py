@@ -6,7 +6,9 @@ when a format change is intended and versioned):
 - `runlog.events`: a scripted log (RunScript seed 5, 4 runs), each framed event prefixed by
   its 4-byte big-endian length;
 - `audit.records`: the audit record bodies of that log, same framing;
-- `trajectories.jsonl`: the trajectory export of that log.
+- `trajectories.jsonl`: the trajectory export of that log (format 2);
+- `trajectories.v1.jsonl`: the format-1 export of that log, as format 1 wrote it: format 2 only
+  added fields, so the format-2 export without them must give it back byte for byte.
 """
 
 from __future__ import annotations
@@ -77,8 +79,25 @@ def test_golden_log_gives_the_golden_trajectories_when_replayed() -> None:
     assert _trajectories(values) == (GOLDEN / "trajectories.jsonl").read_text()
 
 
+def _as_v1(line: str) -> str:
+    record = json.loads(line)
+    record.pop("graphSteps")
+    for step in record["steps"]:
+        step.pop("graphStep")
+    return json.dumps({**record, "formatVersion": 1}, separators=(",", ":")) + "\n"
+
+
+def test_golden_trajectories_are_the_format_1_ones_plus_graph_steps_when_replayed() -> None:
+    lines = _trajectories(_frames(GOLDEN / "runlog.events")).splitlines(keepends=True)
+    assert "".join(map(_as_v1, lines)) == (GOLDEN / "trajectories.v1.jsonl").read_text()
+    # the scripted runs checkpoint at the end of each turn: every step is in a graph step
+    graph = [json.loads(line)["graphSteps"] for line in lines]
+    assert all(g for g in graph) and all(s["graphStep"] for line in lines for s in json.loads(line)["steps"])
+
+
 def write_golden() -> None:
-    """Rewrite the golden files (by hand, for an intended and versioned format change)."""
+    """Rewrite the golden files (by hand, for an intended and versioned format change; the
+    format-1 trajectories stay as they were written)."""
     values = [encode_event(e) for e in RunScript(seed=5).log(4)]
     (GOLDEN / "runlog.events").write_bytes(b"".join(len(v).to_bytes(4, "big") + v for v in values))
     bodies = _audit(values)

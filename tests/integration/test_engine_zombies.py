@@ -91,19 +91,9 @@ def test_producer_is_replaced_and_exactly_once_holds_when_a_commit_times_out(
         real(name)
 
     monkeypatch.setattr(commit, "crash_point", time_out_second_commit)
-    total = produce(kafka_bootstrap, topics[0], keyed(1000))
-    runner = EngineThread(app_for(unique, topics), settings(kafka_bootstrap, tmp_path, "r", commit_every=200,
-                                                            consume_batch=100)).start()
-    runner.wait_until(lambda: runner.engine.stats.producers_renewed == 1 and runner.engine.stats.commits >= 2, 60)
-    total += produce(kafka_bootstrap, topics[0], keyed(1000, start=1000))
-    runner.wait_until(lambda: runner.engine.stats.processed >= total and not runner.engine._txn.open, 90)
-    deadline = time.monotonic() + 60
-    while len(committed := outputs(kafka_bootstrap, topics[1])) < total and time.monotonic() < deadline:
-        time.sleep(0.5)
-    runner.stop()
+    runner = _two_thousand_through_a_renewal(kafka_bootstrap, unique, topics, tmp_path, commits=2)
 
     assert runner.engine.stats.aborts == 1
-    check_exactly_once(committed, expected(total))
 
 
 def test_a_commit_that_landed_although_the_client_timed_out_is_finished_not_processed_again(
@@ -126,16 +116,25 @@ def test_a_commit_that_landed_although_the_client_timed_out_is_finished_not_proc
         return real_call(fn, *args)
 
     monkeypatch.setattr(commit, "call", landed_but_timed_out)
+    runner = _two_thousand_through_a_renewal(kafka_bootstrap, unique, topics, tmp_path, commits=3)
+
+    assert runner.engine.stats.aborts == 0  # nothing was rolled back: the batch had committed
+
+
+def _two_thousand_through_a_renewal(kafka_bootstrap: str, unique: str, topics: tuple[str, str, str],
+                                    tmp_path: Path, commits: int) -> EngineThread:
+    """1000 inputs, until the producer was renewed once after `commits` commits, 1000 more;
+    then exactly-once over all 2000 outputs. Returns the stopped runner."""
     total = produce(kafka_bootstrap, topics[0], keyed(1000))
     runner = EngineThread(app_for(unique, topics), settings(kafka_bootstrap, tmp_path, "r", commit_every=200,
                                                             consume_batch=100)).start()
-    runner.wait_until(lambda: runner.engine.stats.producers_renewed == 1 and runner.engine.stats.commits >= 3, 60)
+    runner.wait_until(lambda: runner.engine.stats.producers_renewed == 1
+                      and runner.engine.stats.commits >= commits, 60)
     total += produce(kafka_bootstrap, topics[0], keyed(1000, start=1000))
     runner.wait_until(lambda: runner.engine.stats.processed >= total and not runner.engine._txn.open, 90)
     deadline = time.monotonic() + 60
     while len(committed := outputs(kafka_bootstrap, topics[1])) < total and time.monotonic() < deadline:
         time.sleep(0.5)
     runner.stop()
-
     check_exactly_once(committed, expected(total))
-    assert runner.engine.stats.aborts == 0  # nothing was rolled back: the batch had committed
+    return runner

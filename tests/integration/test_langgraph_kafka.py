@@ -1,27 +1,32 @@
 """The LangGraph bridge on the real broker with real workers (decider, dispatcher, payment
 simulator as subprocesses), real langgraph and langchain-core's fake chat model: the example
 approved end to end, SIGKILL inside the interrupt and a restart from the SQLite checkpointer,
-a rejection, an expiry, a lost response, a forged resume refused, and a resume decided by an
-authenticated approver through runfacts."""
+a rejection, an expiry, a lost response, a forged resume refused, a resume decided by an
+authenticated approver through runfacts, and a tool failing after its approval shown to the model
+as an error ToolMessage, never run again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
-from langchain_core.messages import HumanMessage, ToolMessage
+from client_support import AgentStack, approval_of, bridge_fixtures, load_example, refunds_of
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from runfacts.client import Runfacts
+from runfacts.integrations.langgraph import Gate, RunfactsToolNode
+from runfacts.projections.trajectory.export import ExportSettings, export
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -33,17 +38,7 @@ EXAMPLE = REPO / "examples" / "langgraph_refund.py"
 example = load_example(EXAMPLE)
 
 
-@pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("langgraph"), approval_ttl_ms=4_000) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def rf(stack: AgentStack) -> Iterator[Runfacts]:
-    client = stack.client()
-    yield client
-    client.close()
+stack, rf = bridge_fixtures("langgraph")
 
 
 
@@ -66,8 +61,8 @@ def graph_run(rf: Runfacts, ticket: str, order: str, amount: int, capability: st
     return graph, config, pending.value
 
 
-def tool_message(result: dict[str, Any]) -> ToolMessage:
-    [message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+def tool_message(result: dict[str, Any], name: str = "refund") -> ToolMessage:
+    [message] = [m for m in result["messages"] if isinstance(m, ToolMessage) and m.name == name]
     return message
 
 
@@ -91,6 +86,17 @@ def test_example_waits_in_the_interrupt_and_the_approved_refund_reaches_the_mode
              and e.event.payload.node.startswith("langgraph:lg-refund-T-L1:")]
     assert len(steps) == 1  # the graph step is linked, once (the re-run on resume records nothing new)
     assert steps[0].versions == created.versions  # a checkpoint never moves the run to other versions
+    # the eval trajectory, folded from the events log, links the graph step to its call and approval
+    out = tmp_path / "trajectories.jsonl"
+    kafka = stack.options.kafka.model_copy(update={"topic_prefix": stack.names.prefix})
+    export(kafka, ExportSettings(out, from_events=True))
+    [trajectory] = [t for t in map(json.loads, out.read_text().splitlines()) if t["runId"] == "lg-refund-T-L1"]
+    [graph] = trajectory["graphSteps"]
+    [step] = [s for s in trajectory["steps"] if s["action"] is not None]
+    assert graph["node"] == steps[0].node and steps[0].node.endswith(":" + graph["checkpointId"])
+    assert (graph["toolCallIds"], graph["approvalIds"]) == ([step["action"]["toolCallId"]], [approval.approval_id])
+    assert step["graphStep"] == graph["index"] and step["index"] in graph["steps"]
+    assert (step["approval"]["outcome"], step["execution"]["status"]) == ("granted", "completed")
 
 
 def test_agent_killed_in_the_interrupt_resumes_from_the_sqlite_checkpointer_and_refunds_once(
@@ -118,7 +124,7 @@ def test_rejected_approval_reaches_the_model_as_an_error_and_refunds_nothing(sta
     rf.decide(approval_of(rf, "lg-T-L3"), "reject", approver="alice")
     result = graph.invoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
     message = tool_message(result)
-    assert message.status == "error" and "approval rejected by alice" in message.content
+    assert message.status == "error" and "not done (runfacts: rejected): rejected by alice" in message.content
     assert result["messages"][-1].content.startswith("refund tool said (error)")
     assert refunds_of(stack, "order-L3") == []
 
@@ -129,7 +135,8 @@ def test_expired_approval_reaches_the_model_as_an_error_and_refunds_nothing(stac
     time.sleep(6)  # the approval window (4 s) passes without a decision
     result = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
     message = tool_message(result)
-    assert message.status == "error" and "approval expired" in message.content, (message.content, expires)
+    assert message.status == "error" and "(runfacts: expired): the approval expired" in message.content, (
+        message.content, expires)
     assert refunds_of(stack, "order-L4") == []
 
 
@@ -141,6 +148,9 @@ def test_lost_tool_response_is_reconciled_and_the_model_still_gets_the_value(sta
     [refund] = refunds_of(stack, "order-L5")
     message = tool_message(result)
     assert message.status == "success" and refund["refundId"] in message.content
+    assert refund["refundId"] in result["messages"][-1].content  # the model got the value
+    looked_up = tool_message(result, "lookup_order")  # the ungated tool ran in the graph, once
+    assert (looked_up.status, looked_up.content) == ("success", "order order-L5: paid, refundable")
     facts = [e.event_type for e in rf.run("lg-T-L5").journal.entries]
     assert "tool.call.result_unknown" in facts and "tool.call.reconciled" in facts
     assert "tool.call.completed" not in facts
@@ -167,3 +177,42 @@ def test_resume_decided_by_an_authenticated_approver_goes_through_runfacts(stack
     assert refund["refundId"] in tool_message(result).content
     granted = [e.event for e in rf.run("lg-T-L7").journal.entries if e.event_type == "approval.granted"]
     assert [g.payload.actor.subjectId for g in granted] == ["bob"]  # decided as bob, by the decider
+
+
+def test_tool_failing_after_approval_reaches_the_model_as_an_error_tool_message_and_never_runs_again(
+        stack: AgentStack, rf: Runfacts) -> None:
+    args = {"orderId": "order-L8", "amountMinor": 2_000_000, "currency": "EUR"}  # above the provider's limit
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        """Asks for the refund; told it failed, asks for the same refund once more, then reports."""
+        told = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        if len(told) == 1:
+            reply = AIMessage("", tool_calls=[{"name": "refund", "id": "tc-again", "args": args}])
+        elif told:
+            reply = AIMessage(f"refund tool said ({told[-1].status}): {told[-1].content}")
+        else:
+            reply = AIMessage("", tool_calls=[{"name": "refund", "id": "tc-first", "args": args}])
+        return {"messages": [GenericFakeChatModel(messages=iter([reply])).invoke(state["messages"])]}
+
+    builder = StateGraph(example.State)
+    builder.add_node("model", model)
+    builder.add_node("tools", RunfactsToolNode(rf, interrupt_on={"refund": Gate("payments.refund", target="orderId")},
+                                               settle_s=2.0))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", lambda s: "tools" if s["messages"][-1].tool_calls else END)
+    builder.add_edge("tools", "model")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    run = rf.start_run(goal="ticket:T-L8", summary="Refund", user_id="customer-42", run_id="lg-T-L8")
+    config = {"configurable": {"thread_id": run.id}}
+    assert "__interrupt__" in graph.invoke({"messages": [HumanMessage("refund order-L8 2000000")]}, config)
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    result = graph.invoke(Command(resume="woken"), config)  # graph.invoke did not raise
+    first, again = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert (first.status, again.status) == ("error", "error")  # the model saw it, asked again, saw it again
+    assert "refused: refund_declined" in first.content and "will not run this call again" in first.content
+    assert first.artifact["runfacts"] == "ToolFailed" and first.artifact["retryable"] is False
+    assert result["messages"][-1].content.startswith("refund tool said (error): refund failed (refused")
+    facts = [e.event_type for e in rf.run(run.id).journal.entries]
+    assert facts.count("tool.call.dispatching") == 1 and facts.count("tool.call.failed") == 1  # ran once
+    assert facts.count("tool.call.proposed") == 1  # the model's second ask was the same runfacts call
+    assert refunds_of(stack, "order-L8") == []

@@ -186,7 +186,7 @@ def test_trajectories_export_gives_the_same_file_when_read_from_topic_or_events(
     assert from_topic.read_bytes() == from_events.read_bytes()
     lines = [json.loads(line) for line in from_topic.read_text().splitlines()]
     assert [t["runId"] for t in lines] == sorted({e["runId"] for e in events})
-    assert {t["formatVersion"] for t in lines} == {1}
+    assert {t["formatVersion"] for t in lines} == {2}  # format 2: graph steps
     avro_out = tmp_path / "t.avro"
     assert runner.invoke(app, ["trajectories", "export", "--out", str(avro_out), "--format",
                                "avro"]).exit_code == 0

@@ -1,7 +1,8 @@
 """The Pydantic AI bridge on the real broker with real workers (decider, dispatcher, payment
 simulator as subprocesses) and real pydantic-ai (FunctionModel: no network, no weights): the
 example's refund agent approved, rejected, expired, with a lost response, killed with SIGKILL
-while it waits for the approval; a forged resume refused."""
+while it waits for the approval; a forged resume refused; a tool failing after its approval
+shown to the model, never run again."""
 
 from __future__ import annotations
 
@@ -11,18 +12,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, agent_stack, approval_of, load_example, refunds_of
+from client_support import AgentStack, approval_of, bridge_fixtures, load_example, refunds_of
 
 from runfacts.client import Runfacts
 
 pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pydantic-ai-slim")
 from pydantic_ai import Agent, ApprovalRequired, CallDeferred  # noqa: E402
-from pydantic_ai.messages import ToolReturnPart  # noqa: E402
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # noqa: E402
 from pydantic_ai.models.function import FunctionModel  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
@@ -40,17 +40,7 @@ EXAMPLE = REPO / "examples" / "pydantic_ai_refund.py"
 example = load_example(EXAMPLE)
 
 
-@pytest.fixture(scope="module")
-def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("pydantic-ai"), approval_ttl_ms=4_000) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def rf(stack: AgentStack) -> Iterator[Runfacts]:
-    client = stack.client()
-    yield client
-    client.close()
+stack, rf = bridge_fixtures("pydantic-ai")
 
 
 
@@ -185,3 +175,33 @@ def test_a_tool_raising_a_deferral_is_proposed_and_its_body_never_runs_again(
     [refund_done] = refunds_of(stack, order)
     assert final.output == f"refunded {refund_done['refundId']}"
     assert bodies == [order]  # asked once; on resume runfacts' result came back, the body did not run
+
+
+def test_tool_failing_after_approval_reaches_the_model_as_a_failed_result_and_never_runs_again(
+        stack: AgentStack, rf: Runfacts) -> None:
+    failures: list[Any] = []
+
+    def model(messages: list[Any], info: object) -> ModelResponse:
+        """Asks for the refund; told it failed, asks for the same refund once more, then reports."""
+        failed = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart) and p.outcome == "failed"]
+        failures.extend(failed)
+        if failed and len(failures) == 1:
+            return ModelResponse(parts=[ToolCallPart("refund", {"orderId": "order-pa-8", "amountMinor": 2_000_000})])
+        if failed:
+            return ModelResponse(parts=[TextPart(f"not refunded: {failed[0].content}")])
+        return ModelResponse(parts=[ToolCallPart("refund", {"orderId": "order-pa-8", "amountMinor": 2_000_000})])
+
+    agent = Agent(FunctionModel(model), toolsets=[example.tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")})])
+    run = rf.start_run(goal="ticket:T-8", summary="Refund", user_id="customer-42", run_id="pa-T-8")
+    result = asyncio.run(agent.run("refund order-pa-8 2000000", deps=run))  # above the provider's limit
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    results = asyncio.run(resume_results(run, result.output, timeout=60))
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=results, deps=run))
+    assert final.output.startswith("not refunded: refund failed (refused: refund_declined")  # agent.run did not raise
+    assert [f.tool_name for f in failures] == ["refund", "refund"]  # the model saw it, asked again, saw it again
+    assert "will not run this call again" in failures[0].content
+    facts = [e.event_type for e in run.journal.entries]
+    assert facts.count("tool.call.dispatching") == 1 and facts.count("tool.call.failed") == 1  # ran once
+    assert facts.count("tool.call.proposed") == 1  # the model's second ask was the same runfacts call
+    assert refunds_of(stack, "order-pa-8") == []

@@ -1,7 +1,8 @@
 """SASL/SCRAM and ACLs on a real secured broker (scripts/kafka-secure.sh), never the shared one.
 
-One secured broker for the session (ports 29092/29093, state in a tmp dir): SCRAM-SHA-512
-on a SASL_PLAINTEXT listener, StandardAuthorizer, no access without an ACL. Clients get
+One secured broker for the session (ports 29092/29093/29094, state in a tmp dir): SCRAM-SHA-512
+on a SASL_PLAINTEXT and a SASL_SSL listener (the script's self-signed CA), StandardAuthorizer,
+no access without an ACL. Clients get
 their SASL options only through KafkaSettings (RUNFACTS_KAFKA_CONFIG), as deployments do;
 the run decider runs on the engine as its own SCRAM principal with only its printed ACLs.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sqlite3
 import subprocess
@@ -17,9 +19,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AclBindingFilter, AdminClient
 from decider_support import RUN, USER, Scenario, command, create, policy_ctx, propose_refund, resume
 from engine_support import EngineThread
@@ -42,11 +45,12 @@ from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames, apply_topics, runfacts_topics
+from runfacts.topics import TopicNames, apply_topics, group_prefix, runfacts_topics
 
 pytestmark = pytest.mark.integration
 
-PORT, CONTROLLER_PORT = 29092, 29093
+PORT, CONTROLLER_PORT, TLS_PORT = 29092, 29093, 29094
+README = Path(__file__).resolve().parents[2] / "README.md"
 SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
 
 
@@ -54,6 +58,8 @@ SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"
 class SecureBroker:
     bootstrap: str
     admin_password: str
+    tls_bootstrap: str = ""
+    ca: str = ""  # the script's self-signed CA, which signed the SASL_SSL listener's certificate
 
     def admin(self, prefix: str = "runfacts") -> KafkaSettings:
         config = {**SASL, "sasl.username": "admin", "sasl.password": self.admin_password}
@@ -63,17 +69,18 @@ class SecureBroker:
 @pytest.fixture(scope="session")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
     """A secured broker started (and stopped) by this session only."""
-    if port_open("127.0.0.1", PORT) or port_open("127.0.0.1", CONTROLLER_PORT):
-        pytest.fail(f"ports {PORT}/{CONTROLLER_PORT} are taken: stop the other secured broker first")
+    if any(port_open("127.0.0.1", p) for p in (PORT, CONTROLLER_PORT, TLS_PORT)):
+        pytest.fail(f"ports {PORT}/{CONTROLLER_PORT}/{TLS_PORT} are taken: stop the other secured broker first")
     password = secrets.token_urlsafe(18)
-    env = {**os.environ, "RUNFACTS_SECURE_HOME": str(tmp_path_factory.mktemp("secure-kafka")),
+    home = tmp_path_factory.mktemp("secure-kafka")
+    env = {**os.environ, "RUNFACTS_SECURE_HOME": str(home),
            "KAFKA_SECURE_PORT": str(PORT), "KAFKA_SECURE_CONTROLLER_PORT": str(CONTROLLER_PORT),
-           "KAFKA_SCRAM_ADMIN_PASSWORD": password}
+           "KAFKA_SECURE_TLS_PORT": str(TLS_PORT), "KAFKA_SCRAM_ADMIN_PASSWORD": password}
     script = ["bash", str(SCRIPTS / "kafka-secure.sh")]
     started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True, timeout=240, check=False)
     try:
         assert started.returncode == 0, started.stderr
-        yield SecureBroker(f"127.0.0.1:{PORT}", password)
+        yield SecureBroker(f"127.0.0.1:{PORT}", password, f"127.0.0.1:{TLS_PORT}", str(home / "tls" / "ca.pem"))
     finally:
         subprocess.run([*script, "stop"], env=env, capture_output=True, timeout=60, check=False)
 
@@ -154,6 +161,50 @@ def test_scram_client_fails_authentication_when_password_is_wrong(secure_broker)
         if errors:
             break
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+def readme_sasl_ssl_config() -> dict[str, str]:
+    """The RUNFACTS_KAFKA_CONFIG example of the README ("Using an existing Kafka cluster")."""
+    match = re.search(r"export RUNFACTS_KAFKA_CONFIG='(\{.*?\})'", README.read_text(), re.DOTALL)
+    assert match, "README lost its RUNFACTS_KAFKA_CONFIG example"
+    return json.loads(match.group(1))
+
+
+def test_readme_sasl_ssl_config_reads_over_tls_and_refuses_an_unknown_ca(secure_broker, monkeypatch):
+    example = readme_sasl_ssl_config()
+    assert example["security.protocol"] == "SASL_SSL" and example["sasl.mechanism"] == "SCRAM-SHA-512"
+    names = TopicNames("runfacts")  # the example's user runfacts-decider is the decider of prefix runfacts
+    admin = secure_broker.admin(names.prefix)
+    apply_topics(admin, runfacts_topics(names, partitions=1))
+    user = example["sasl.username"]
+    create_scram_user(admin, user, f"pw-{user}")
+    apply_acls(admin, [e for a in component_access(names) if a.principal == f"User:{user}" for e in acl_entries(a)])
+    assert produce(admin, names.commands) is None  # over SASL_PLAINTEXT, as the admin
+
+    config = {**example, "sasl.password": f"pw-{user}", "ssl.ca.location": secure_broker.ca}
+    monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", secure_broker.tls_bootstrap)
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", json.dumps(config))
+    settings = KafkaSettings()
+    consumer = Consumer(settings.client_config(**{"group.id": f"{group_prefix(names.prefix, 'run-decider')}-tls",
+                                                  "auto.offset.reset": "earliest"}))
+    consumer.subscribe([names.commands])
+    try:
+        msg = None
+        for _ in range(30):
+            msg = consumer.poll(1)
+            if msg is not None:
+                break
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        assert msg.key() == b"run-1"
+    finally:
+        consumer.close()
+
+    # without the CA the broker's certificate cannot be verified: no connection at all
+    untrusted = {k: v for k, v in config.items() if k != "ssl.ca.location"}  # the system's CAs only
+    client = AdminClient({"bootstrap.servers": secure_broker.tls_bootstrap, **untrusted})
+    with pytest.raises(KafkaException) as refused:
+        client.list_topics(timeout=5)
+    assert refused.value.args[0].code() == KafkaError._TRANSPORT
 
 
 def test_security_cli_creates_user_and_applies_acls_when_run_with_admin_settings(secure_broker, unique, monkeypatch):

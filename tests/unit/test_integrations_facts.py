@@ -53,3 +53,14 @@ def test_call_id_depends_on_the_arguments_not_their_order() -> None:
     assert call_id("refund-T-1", "payments.refund", "order-001", args) == same  # key order does not matter
     assert call_id("refund-T-1", "payments.refund", "order-001", {**args, "amountMinor": 4201}) != same
     assert same.startswith("call-") and len(same) == 25
+
+
+def test_failure_text_tells_the_model_what_failed_and_that_the_call_never_runs_again() -> None:
+    from runfacts.client.errors import ToolFailed
+    from runfacts.integrations.facts import failure_text
+
+    text = failure_text("refund", ToolFailed(RUN, CALL, "refused", False, "refund_declined"))
+    assert text == ("refund failed (refused: refund_declined; not retryable). It was authorized and ran once; "
+                    f"runfacts will not run this call again (runfacts call {CALL})")
+    retryable = failure_text("refund", ToolFailed(RUN, CALL, "tool_down", True))
+    assert "(tool_down; an operator may retry it through runfacts)" in retryable

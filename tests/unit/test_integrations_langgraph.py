@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from client_support import docs_code_not_in_example
 
 from runfacts.integrations import IncompatibleFramework
-from runfacts.integrations.langgraph import check_version, claimed, step_ref
+from runfacts.integrations.langgraph import asked_decision, check_version, step_ref
 
 FAKE_VERSION = """
 import importlib.metadata as md
@@ -56,8 +57,8 @@ def test_check_version_accepts_the_tested_range(found: str) -> None:
     (None, (None, None)),
     (42, (None, None)),
 ])
-def test_claimed_reads_what_a_resume_value_claims_without_trusting_it(resume: object, expected: tuple) -> None:
-    assert claimed(resume) == expected
+def test_asked_decision_reads_what_a_resume_value_asks_without_trusting_it(resume: object, expected: tuple) -> None:
+    assert asked_decision(resume) == expected
 
 
 def test_step_ref_names_the_thread_and_the_root_checkpoint_of_the_step() -> None:
@@ -72,3 +73,34 @@ def test_the_integrations_doorway_imports_no_framework() -> None:
             "print([m for m in ('langgraph', 'langchain_core', 'pydantic_ai') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_both_bridges_gate_with_the_one_shared_gate() -> None:
+    import runfacts.integrations.pydantic_ai as pydantic_ai
+    from runfacts.integrations import facts
+    from runfacts.integrations.langgraph import Gate
+
+    assert Gate is facts.Gate is pydantic_ai.Gate
+    gate = facts.Gate("payments.refund", target=lambda a: f"order-{a['n']}", summary=lambda a: f"refund {a['n']}")
+    assert (gate.target_of({"n": 7}), gate.action_name(), gate.risk, gate.summary_of({"n": 7})) == (
+        "order-7", "refund", "medium", "refund 7")
+
+
+def test_the_docs_langgraph_code_is_the_tested_example_verbatim_when_read() -> None:
+    shown, missing = docs_code_not_in_example("LangGraph", "langgraph_refund.py")
+    assert shown >= 3 and missing == [], f"docs/integrations.md shows code the example does not run: {missing}"
+
+
+def test_the_extras_pin_the_ranges_the_bridges_check_when_pyproject_is_read() -> None:
+    import tomllib
+    from pathlib import Path
+
+    import runfacts.integrations.pydantic_ai as pydantic_ai
+    from runfacts.integrations.langgraph import SUPPORTED
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    low, high = (".".join(map(str, v)) for v in SUPPORTED)
+    assert f"langgraph>={low},<{high}" in extras["langgraph"] and f"langgraph>={low},<{high}" in extras["dev"]
+    assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["pydantic-ai"]
+    assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["dev"]

@@ -3,12 +3,12 @@ doorway, a gate-less approval tool refused (real pydantic-ai, TestModel), deps w
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from client_support import docs_code_not_in_example
 
 pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pydantic-ai-slim")
 from pydantic_ai import Agent, ApprovalRequired  # noqa: E402
@@ -30,13 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_pydantic_ai_code_is_the_tested_example_verbatim_when_read() -> None:
-    text = (REPO / "docs" / "integrations.md").read_text()
-    section = text.split("## Pydantic AI", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    example = (REPO / "examples" / "pydantic_ai_refund.py").read_text()
-    assert len(blocks) >= 3
-    for block in blocks:
-        assert block in example, f"docs/integrations.md shows code the example does not run:\n{block}"
+    shown, missing = docs_code_not_in_example("Pydantic AI", "pydantic_ai_refund.py")
+    assert shown >= 3 and missing == [], f"docs/integrations.md shows code the example does not run: {missing}"
 
 
 def test_installed_pydantic_ai_is_in_the_supported_range_when_checked() -> None:

@@ -12,7 +12,7 @@ from projection_support import facts_of, run_values
 from runfacts.dev.runscript import RunScript
 from runfacts.projections.facts import Fact
 from runfacts.projections.trajectory import reducer as trajectory
-from runfacts.projections.trajectory.model import FORMAT_VERSION, as_json, encode, schema, trajectory_of
+from runfacts.projections.trajectory.model import FORMAT_VERSION, as_json, decode, encode, schema, trajectory_of
 from runfacts.schemas.catalog import default_catalog
 
 T0 = 1_714_564_800_000
@@ -161,3 +161,84 @@ def _state_bytes(events) -> list[bytes]:
     for fact in facts_of(events, trajectory.READS):
         views[fact.run_id] = trajectory.evolve(views.get(fact.run_id), fact)
     return [encode(v) for v in views.values()]
+
+
+# -- graph steps (the LangGraph bridge's checkpoint.saved) -----------------------------------
+
+def _proposal(n: int, call: str) -> dict:
+    return _event(n, "tool.call.proposed", {"toolCallId": call, "argsHash": f"h-{call}", "argsRef": f"args-{call}",
+                                            "target": "order-1", "action": "refund", "risk": "high",
+                                            "summary": "Refund", "businessKey": None},
+                  capability="payments.refund")
+
+
+def _required(n: int, call: str) -> dict:
+    return _event(n, "approval.required", {"approvalId": f"a-{call}", "toolCallId": call, "argsHash": f"h-{call}",
+                                           "risk": "high", "requiredRole": "approver", "expiresAt": T0 + 99,
+                                           "summary": "Allow"})
+
+
+def _saved(n: int, node: str) -> dict:
+    return _event(n, "checkpoint.saved", {"node": node, "stateHash": f"state-{n}",
+                                          "versions": CREATED["versions"]})
+
+
+def _graph_run() -> list[dict]:
+    """As the LangGraph tool node writes it: the step's gated calls are proposed, then the step
+    is checkpointed; the node re-runs on resume (already_proposed, the same checkpoint again)."""
+    return [
+        _event(1, "run.created", CREATED),
+        _proposal(2, "c1"), _required(3, "c1"), _proposal(4, "c2"),
+        _saved(5, "langgraph:th-1:1f0-aaa"),
+        _required(6, "c2"),  # an approval asked after the checkpoint joins the call's graph step
+        _event(7, "approval.granted", {"approvalId": "a-c1", "toolCallId": "c1", "argsHash": "h-c1", "actor": ACTOR}),
+        _saved(8, "langgraph:th-1:1f0-aaa"),  # re-saved on resume: the same graph step
+        _proposal(9, "c3"),
+        _saved(10, "langgraph:th-1:1f0-bbb"),
+        _saved(11, "final"),  # the decider's checkpoint of a completed run holds no step: no graph step
+    ]
+
+
+def test_graph_steps_hold_the_calls_and_approvals_of_their_langgraph_step_when_checkpoints_are_saved() -> None:
+    record = trajectory_of(_fold(_graph_run()))
+    first, second = record.graphSteps
+    assert (first.index, first.node, first.checkpointId, first.stateHash, first.savedAt) == (
+        1, "langgraph:th-1:1f0-aaa", "1f0-aaa", "state-5", T0 + 5)
+    assert (first.steps, first.toolCallIds, first.approvalIds) == ((1, 2), ("c1", "c2"), ("a-c1", "a-c2"))
+    assert (second.index, second.checkpointId, second.steps, second.toolCallIds, second.approvalIds) == (
+        2, "1f0-bbb", (3,), ("c3",), ())
+    assert [(s.action.toolCallId, s.graphStep) for s in record.steps] == [("c1", 1), ("c2", 1), ("c3", 2)]
+    assert record.steps[0].approval.outcome == "granted"  # the steps themselves are as before
+
+
+def test_steps_after_the_last_checkpoint_are_in_no_graph_step_when_none_closed_them() -> None:
+    record = trajectory_of(_fold([*_graph_run(), _proposal(12, "c4")]))
+    assert record.steps[-1].graphStep is None and len(record.graphSteps) == 2
+
+
+def test_checkpoint_id_is_read_only_from_a_langgraph_node_when_the_node_is_parsed() -> None:
+    assert trajectory.checkpoint_id("langgraph:thread:with:colons:1f0-x") == "1f0-x"
+    assert trajectory.checkpoint_id("langgraph:th-1:none") is None  # the bridge's "no checkpoint id"
+    assert trajectory.checkpoint_id("node-3") is None and trajectory.checkpoint_id("langgraph:x") is None
+
+
+def test_graph_steps_round_trip_through_avro_and_json_when_encoded() -> None:
+    view = _fold(_graph_run())
+    assert schema().decode(schema().frame(encode(view))) == as_json(view)
+    assert trajectory_of(decode(encode(view))) == trajectory_of(view)
+    assert as_json(view)["graphSteps"][0]["toolCallIds"] == ["c1", "c2"]
+
+
+def test_a_format_1_body_decodes_with_no_graph_steps_when_the_projector_store_predates_format_2() -> None:
+    from runfacts.projections.records import load
+
+    view = _fold(_approval_run())
+    old = as_json(view)
+    old.pop("graphSteps")
+    for step in old["steps"]:
+        step.pop("graphStep")
+    body = load("Trajectory", 1).write({**old, "formatVersion": 1})
+    state = decode(body)
+    assert trajectory_of(state) == trajectory_of(view)._replace(formatVersion=FORMAT_VERSION)
+    assert trajectory_of(trajectory.evolve(state, facts_of([_saved(15, "langgraph:r1:c")], trajectory.READS)[0])
+                         ).graphSteps[0].steps == (1,)

@@ -39,7 +39,8 @@ PURE = [
     "runfacts.projections.audit.reducer", "runfacts.projections.audit.summary", "runfacts.projections.audit.check",
     "runfacts.projections.trajectory.reducer", "runfacts.projections.trajectory.model",
     # connectors' pure parts
-    "runfacts.connectors.outbox.sql", "runfacts.connectors.relay.decisions",
+    "runfacts.connectors.outbox.sql", "runfacts.connectors.outbox.debezium",
+    "runfacts.connectors.relay.decisions",
     # operator views and renderings
     "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
     "runfacts.dashboard.runpage", "runfacts.dashboard.console", "runfacts.dashboard.runlist",

@@ -16,7 +16,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from runfacts.dev.crash.workload import Input
-from runfacts.dev.services import REPO
+from runfacts.dev.services import REPO, run_script_logged
 from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.settings import KafkaSettings
@@ -92,7 +92,7 @@ class OwnBroker:
 
     def _run(self, action: str, timeout_s: float = 180.0) -> None:
         libs = Path(os.environ.get("KAFKA_LIBS", REPO / ".runfacts/kafka/libs"))
-        env = {**os.environ, "RUNFACTS_HOME": str(self.home), "KAFKA_PORT": str(self.port),
+        env = {"RUNFACTS_HOME": str(self.home), "KAFKA_PORT": str(self.port),
                "KAFKA_CONTROLLER_PORT": str(self.controller_port), "KAFKA_HEAP": "384m"}
         if (libs / ".complete").exists():
             env["KAFKA_LIBS"] = str(libs)
@@ -100,12 +100,7 @@ class OwnBroker:
             extra = self.home / "advertised.properties"
             extra.write_text(f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}\n")
             env["KAFKA_EXTRA_PROPERTIES"] = str(extra)
-        with (self.home / "kafka-sh.log").open("a") as log:
-            done = subprocess.run([str(REPO / "scripts/kafka.sh"), action], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise InfrastructureError(f"kafka.sh {action} on port {self.port} failed; see "
-                                      f"{self.home / 'kafka-sh.log'}", retryable=False)
+        run_script_logged("kafka.sh", action, env, self.home / "kafka-sh.log", f"on port {self.port}", timeout_s)
 
     def start(self) -> str:
         self.home.mkdir(parents=True, exist_ok=True)

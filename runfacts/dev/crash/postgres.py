@@ -3,12 +3,9 @@ so a row can restart the database without touching the shared server other tests
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
-from runfacts.dev.services import REPO
-from runfacts.schemas.errors import InfrastructureError
+from runfacts.dev.services import run_script_logged
 
 
 class OwnPostgres:
@@ -22,13 +19,9 @@ class OwnPostgres:
         return f"postgresql://runfacts@127.0.0.1:{self.port}/runfacts"
 
     def _run(self, action: str, timeout_s: float = 180.0) -> None:
-        env = {**os.environ, "RUNFACTS_HOME": str(self.home), "RUNFACTS_PG_PORT": str(self.port)}
-        with (self.home / "postgres-sh.log").open("a") as log:
-            done = subprocess.run([str(REPO / "scripts/postgres.sh"), action], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
-        if done.returncode != 0:
-            raise InfrastructureError(f"postgres.sh {action} on port {self.port} failed; see "
-                                      f"{self.home / 'postgres-sh.log'}", retryable=False)
+        env = {"RUNFACTS_HOME": str(self.home), "RUNFACTS_PG_PORT": str(self.port)}
+        run_script_logged("postgres.sh", action, env, self.home / "postgres-sh.log", f"on port {self.port}",
+                          timeout_s)
 
     def start(self) -> str:
         self.home.mkdir(parents=True, exist_ok=True)

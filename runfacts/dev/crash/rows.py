@@ -891,6 +891,10 @@ def storm_scenario(row: Row, stage: Stage) -> Finished:
     for worker in deciders:
         if not worker.alive():
             worker.start()
+    # all three running again before the final check: on a loaded machine the oracle can be met
+    # by the others while a just-started one still imports, and a SIGTERM then kills it there
+    wait_until(lambda: all(w.log().exists() and w.recovered("assigned partitions") for w in deciders), 120,
+               "every decider rejoined", 0.5)
     stage.settle(timeout_s=180)
     extra = [] if sent.is_set() else ["the producer did not send every input"]
     extra += _state_went_back(stage)
