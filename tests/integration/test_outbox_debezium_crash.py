@@ -63,20 +63,28 @@ def test_kill_9_of_the_connect_worker_mid_stream_loses_nothing_and_the_decider_d
     try:
         worker.apply(connector)
 
+        half_written = threading.Event()
+
         def write() -> None:
-            for tx in plan:
+            for i, tx in enumerate(plan):
                 outbox.send(*tx)
+                if i + 1 == len(plan) // 2:
+                    half_written.set()
+                    time.sleep(3.0)  # the kill lands here, with half the plan still to write
                 time.sleep(0.08)
 
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
         deadline = time.monotonic() + 60
-        while len(_commands_seen(kafka_bootstrap, names.commands)) < len(expected) // 4:
-            assert time.monotonic() < deadline, "Debezium published too little before the kill"
+        # kill once half the plan is written and Debezium has published some of it (a loaded
+        # machine can let Debezium catch up with the writer: the writer's progress, not the
+        # topic's, says "mid-stream")
+        while not (half_written.is_set() and _commands_seen(kafka_bootstrap, names.commands)):
+            assert time.monotonic() < deadline, "Debezium published nothing before the kill"
             time.sleep(0.2)
         before_kill = len(_commands_seen(kafka_bootstrap, names.commands))
         worker.kill9()  # mid-stream: the writer keeps writing while the worker is down
-        assert before_kill < len(expected)
+        assert 0 < before_kill < len(expected)
         worker.start()
         worker.apply(connector)
         writer.join(60)
