@@ -17,18 +17,18 @@ import typer
 from rich.console import Console
 
 from runfacts.cli import demo
-from runfacts.cli import dev as devcli
 from runfacts.cli import events as events_cli
 from runfacts.cli import projections as projections_cli
 from runfacts.cli.capabilities import app as capabilities_app
+from runfacts.cli.dev import dev_app, provider_app
 from runfacts.cli.dispatcher import app as dispatcher_app
 from runfacts.cli.dlq import app as dlq_app
 from runfacts.cli.engine import app as engine_app
 from runfacts.cli.ops import app as ops_app
 from runfacts.cli.outbox import app as outbox_app
-from runfacts.cli.provider import app as provider_app
 from runfacts.cli.schemas import app as schemas_app
 from runfacts.cli.security import app as security_app
+from runfacts.cli.topics import topics_app
 from runfacts.cli.worker import app as worker_app
 from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
@@ -40,8 +40,8 @@ app = typer.Typer(
 )
 app.command("demo")(demo.demo)
 app.command("events")(events_cli.events)
-app.add_typer(devcli.dev_app, name="dev")
-app.add_typer(devcli.topics_app, name="topics")
+app.add_typer(dev_app, name="dev")
+app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 app.add_typer(outbox_app, name="outbox")
 app.add_typer(provider_app, name="provider")

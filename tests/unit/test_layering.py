@@ -116,7 +116,7 @@ def test_the_table_forbids_what_the_rules_forbid_when_asked() -> None:
     assert not allows("runfacts.ops.client", "runfacts.dev.services")  # nothing shipped imports runfacts.dev
     assert not allows("runfacts.processors.engine.runner", "runfacts.processors.decider.core")
     assert allows("runfacts.connectors.refund_adapter", "runfacts.processors.dispatcher.adapters")
-    assert allows("runfacts.cli.crash", "runfacts.dev.crash.rows")
+    assert allows("runfacts.cli.dev.crash", "runfacts.dev.crash.rows")
     # the framework bridges are a services room: on top of runfacts.client, below the CLI
     assert room("runfacts.integrations.pydantic_ai") == "services"
     assert allows("runfacts.integrations.pydantic_ai", "runfacts.client.run")
