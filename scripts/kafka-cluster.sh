@@ -43,6 +43,7 @@ cluster_id="cnVuZmFjdHMtY2x1c3Rlcg"   # fixed 22-char base64 id: formatting is i
 NODES=(1 2 3)
 
 say() { printf 'kafka-cluster: %s\n' "$*" >&2; }
+source "$here/lib/common.sh"
 
 for p in 9092 9093 29092 29093; do
   if [ "$p" -ge "$base" ] && [ "$p" -le $((base + 2)) ] || { [ "$p" -ge "$cbase" ] && [ "$p" -le $((cbase + 2)) ]; }; then
@@ -76,10 +77,6 @@ voters() {
   (IFS=,; echo "${out[*]}")
 }
 
-port_busy() {
-  if command -v ss >/dev/null; then [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; return; fi
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 write_config() {
   local n="$1" d; d="$(ndir "$n")"
@@ -134,7 +131,7 @@ start() {
   for n in "$@"; do
     if running "$n"; then continue; fi
     for p in "$(port_of "$n")" "$(cport_of "$n")"; do
-      if port_busy "$p"; then say "node $n: port $p is already in use: stop that process or set KAFKA_CLUSTER_PORT / KAFKA_CLUSTER_CONTROLLER_PORT"; exit 1; fi
+      if port_listening "$p"; then say "node $n: port $p is already in use: stop that process or set KAFKA_CLUSTER_PORT / KAFKA_CLUSTER_CONTROLLER_PORT"; exit 1; fi
     done
     todo+=("$n")
   done

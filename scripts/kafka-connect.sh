@@ -42,24 +42,15 @@ flush_ms="${KAFKA_CONNECT_OFFSET_FLUSH_MS:-1000}"
 rest="http://127.0.0.1:$port"
 
 say() { printf 'kafka-connect: %s\n' "$*" >&2; }
+source "$here/lib/common.sh"
 
-# copy the runtime dependencies of pom $1 into $2 (once: a .complete marker)
-fetch_into() {
-  local pom="$1" dir="$2" what="$3"; shift 3
-  if [ -f "$dir/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || { say "mvn not found: install Maven (apt-get install maven)"; exit 1; }
-  say "fetching $what from Maven Central into $dir"
-  mkdir -p "$dir"
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dir" -DincludeScope=runtime "$@"
-  touch "$dir/.complete"
-}
 
 fetch() {
-  fetch_into "$here/kafka-connect/pom.xml" "$libs" "Kafka Connect"
+  maven_fetch "$here/kafka-connect/pom.xml" "$libs" "Kafka Connect"
   # The plugin keeps the kafka-clients/connect-api it was built against (4.3): the plugin loader
   # takes org.apache.kafka classes from the worker (4.4) first and falls back to them only for a
   # class 4.4 no longer has (Debezium 3.6's metrics use o.a.k.common.utils.Sanitizer).
-  fetch_into "$here/kafka-connect/debezium-pom.xml" "$plugins/debezium-connector-postgres" \
+  maven_fetch "$here/kafka-connect/debezium-pom.xml" "$plugins/debezium-connector-postgres" \
     "the Debezium PostgreSQL connector"
 }
 
@@ -67,14 +58,7 @@ running() {
   [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
 }
 
-listener_pid() {
-  ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
-}
 
-port_listening() {
-  if command -v ss >/dev/null; then [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; return; fi
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 write_config() {
   mkdir -p "$cdir"

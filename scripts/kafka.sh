@@ -35,43 +35,15 @@ timeout_s="${KAFKA_START_TIMEOUT:-120}"
 cluster_id="cnVuZmFjdHMtbG9jYWwtMQ"   # fixed 22-char base64 id: formatting is idempotent
 
 say() { printf 'kafka: %s\n' "$*" >&2; }
+source "$here/lib/common.sh"
 
-fetch() {
-  if [ -f "$libs/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || { say "mvn not found: install Maven (apt-get install maven)"; exit 1; }
-  say "fetching broker jars from Maven Central into $libs"
-  mkdir -p "$libs"
-  mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies \
-      -DoutputDirectory="$libs" -DincludeScope=runtime
-  touch "$libs/.complete"
-}
+fetch() { maven_fetch "$here/kafka/pom.xml" "$libs" "broker jars"; }
 
 running() {
   [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
 }
 
-# The pid listening on TCP port $1 (empty when none, or when this user cannot see it).
-listener_pid() {
-  local p="$1" hex inode fd
-  if command -v ss >/dev/null; then
-    ss -ltnpH "sport = :$p" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
-    return 0
-  fi
-  hex="$(printf ':%04X' "$p")"
-  inode="$(awk -v h="$hex" '$4 == "0A" && substr($2, length($2) - 4) == h { print $10; exit }' \
-           /proc/net/tcp /proc/net/tcp6 2>/dev/null)"
-  [ -n "$inode" ] || return 0
-  for fd in /proc/[0-9]*/fd/*; do
-    if [ "$(readlink "$fd" 2>/dev/null)" = "socket:[$inode]" ]; then
-      fd="${fd#/proc/}"; echo "${fd%%/*}"; return 0
-    fi
-  done
-}
 
-port_listening() {
-  if command -v ss >/dev/null; then [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; return; fi
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 
 cmdline_of() { tr '\0\n' '  ' < "/proc/$1/cmdline" 2>/dev/null | cut -c1-300; }
 
