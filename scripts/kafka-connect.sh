@@ -54,10 +54,6 @@ fetch() {
     "the Debezium PostgreSQL connector"
 }
 
-running() {
-  [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
-}
-
 
 
 write_config() {
@@ -107,17 +103,6 @@ start() {
     sleep 0.3
   done
   say "started in $((SECONDS - t0))s (pid $(cat "$pidf")); REST $rest"
-}
-
-stop() {
-  if ! running; then say "not running"; rm -f "$pidf"; return 0; fi
-  local pid; pid="$(cat "$pidf")"
-  say "stopping pid $pid"
-  kill -TERM "$pid"
-  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then say "did not stop in 30s; killing"; kill -KILL "$pid"; fi
-  rm -f "$pidf"
-  say "stopped"
 }
 
 status() {

@@ -39,10 +39,6 @@ source "$here/lib/common.sh"
 
 fetch() { maven_fetch "$here/kafka/pom.xml" "$libs" "broker jars"; }
 
-running() {
-  [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
-}
-
 
 
 cmdline_of() { tr '\0\n' '  ' < "/proc/$1/cmdline" 2>/dev/null | cut -c1-300; }
@@ -130,17 +126,6 @@ start() {
     sleep 0.2
   done
   say "started in $((SECONDS - t0))s (pid $(cat "$pidf")); bootstrap 127.0.0.1:$port"
-}
-
-stop() {
-  if ! running; then say "not running"; rm -f "$pidf"; return 0; fi
-  local pid; pid="$(cat "$pidf")"
-  say "stopping pid $pid"
-  kill -TERM "$pid"
-  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then say "did not stop in 30s; killing"; kill -KILL "$pid"; fi
-  rm -f "$pidf"
-  say "stopped"
 }
 
 status() {

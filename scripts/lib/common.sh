@@ -1,4 +1,6 @@
 # Shared by the service scripts (kafka.sh, kafka-cluster.sh, kafka-connect.sh): sourced, not run.
+# running/stop work on the pid file $pidf of a script that runs one process (kafka-cluster.sh
+# defines its own for its nodes after sourcing this).
 # Each script defines its own `say` (its name as the prefix) before using these.
 
 # maven_fetch POM DIR WHAT [mvn args…]: copy POM's runtime dependencies from Maven Central into DIR,
@@ -36,4 +38,21 @@ listener_pid() {
 port_listening() {
   if command -v ss >/dev/null; then [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; return; fi
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The process recorded in the script's pid file ($pidf) is alive.
+running() {
+  [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null
+}
+
+# Stop the process of $pidf: TERM, up to 30 s for it to exit, then KILL; the pid file goes.
+stop() {
+  if ! running; then say "not running"; rm -f "$pidf"; return 0; fi
+  local pid; pid="$(cat "$pidf")"
+  say "stopping pid $pid"
+  kill -TERM "$pid"
+  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then say "did not stop in 30s; killing"; kill -KILL "$pid"; fi
+  rm -f "$pidf"
+  say "stopped"
 }
