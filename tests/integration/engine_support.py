@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from runfacts.dev.apps import counter_app
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.runner import Engine
 from runfacts.processors.engine.settings import EngineSettings
@@ -145,3 +146,16 @@ def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> 
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not met in {timeout}s")
         time.sleep(0.2)
+
+
+def counter_topics(bootstrap: str, tag: str, unique: str) -> tuple[str, str, str]:
+    """Created input, output and dead-letter topics for a counter_app test named `tag`."""
+    names = (f"{tag}-in-{unique}", f"{tag}-out-{unique}", f"{tag}-dlq-{unique}")
+    create_topics(bootstrap, names)
+    return names
+
+
+def counter_on(tag: str, unique: str, topics: tuple[str, str, str], **kw: Any) -> Application:
+    """The counter_app fixture reading topics[0], writing topics[1], dead-lettering to topics[2]."""
+    return counter_app(name=f"{tag}-{unique}", source=topics[0], output=topics[1],
+                       dead_letter_topic=topics[2], **kw)

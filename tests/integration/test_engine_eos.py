@@ -9,39 +9,29 @@ import pytest
 from engine_support import (
     EngineThread,
     check_exactly_once,
-    create_topics,
+    counter_on,
+    counter_topics,
+    expected,
+    keyed,
     outputs,
     produce,
     settings,
 )
 
-from runfacts.dev.apps import counter_app
 from runfacts.processors.engine import commit
 from runfacts.processors.engine.api import ProcessingError
 from runfacts.processors.engine.commit import TransactionAborted
 
 pytestmark = pytest.mark.integration
-KEYS = 40
-
-
-def keyed(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:
-    return [(f"k{i % KEYS}".encode(), b"x") for i in range(start, start + n)]
-
-
-def expected(total: int) -> dict[str, int]:
-    return {f"k{k}": len(range(k, total, KEYS)) for k in range(KEYS)}
 
 
 @pytest.fixture
 def topics(kafka_bootstrap: str, unique: str) -> tuple[str, str, str]:
-    names = (f"eos-in-{unique}", f"eos-out-{unique}", f"eos-dlq-{unique}")
-    create_topics(kafka_bootstrap, names)
-    return names
+    return counter_topics(kafka_bootstrap, "eos", unique)
 
 
 def app_for(unique: str, topics: tuple[str, str, str], **kw: str):
-    return counter_app(name=f"eos-{unique}", source=topics[0], output=topics[1],
-                       dead_letter_topic=topics[2], **kw)
+    return counter_on("eos", unique, topics, **kw)
 
 
 def test_outputs_have_no_duplicates_or_gaps_when_a_transaction_aborts(

@@ -9,34 +9,33 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from engine_support import EngineThread, check_exactly_once, create_topics, outputs, produce, read_all, settings
+from engine_support import (
+    EngineThread,
+    check_exactly_once,
+    counter_on,
+    counter_topics,
+    expected,
+    keyed,
+    outputs,
+    produce,
+    read_all,
+    settings,
+)
 
-from runfacts.dev.apps import counter_app
 from runfacts.processors.engine import commit
 from runfacts.processors.engine.commit import ProducerFenced
 from runfacts.processors.engine.settings import EngineSettings, producer_config
 
 pytestmark = pytest.mark.integration
-KEYS = 40
-
-
-def keyed(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:
-    return [(f"k{i % KEYS}".encode(), b"x") for i in range(start, start + n)]
-
-
-def expected(total: int) -> dict[str, int]:
-    return {f"k{k}": len(range(k, total, KEYS)) for k in range(KEYS)}
 
 
 @pytest.fixture
 def topics(kafka_bootstrap: str, unique: str) -> tuple[str, str, str]:
-    names = (f"zmb-in-{unique}", f"zmb-out-{unique}", f"zmb-dlq-{unique}")
-    create_topics(kafka_bootstrap, names)
-    return names
+    return counter_topics(kafka_bootstrap, "zmb", unique)
 
 
-def app_for(unique: str, topics: tuple[str, str, str]):
-    return counter_app(name=f"zmb-{unique}", source=topics[0], output=topics[1], dead_letter_topic=topics[2])
+def app_for(unique: str, topics: tuple[str, str, str], **kw: str):
+    return counter_on("zmb", unique, topics, **kw)
 
 
 def test_restart_fences_the_predecessors_open_transaction_when_the_id_comes_from_the_state_dir(
