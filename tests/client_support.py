@@ -5,10 +5,14 @@ its in-process relay and without arming a crash unless asked)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -112,6 +116,39 @@ def bridge_fixtures(name: str, approval_ttl_ms: int = 4_000) -> tuple[Any, Any]:
         client.close()
 
     return stack, rf
+
+
+def killed_while_waiting_then_resumed(stack: AgentStack, rf: Runfacts, example: Path, run_id: str, order: str,
+                                      start: list[str], resume: list[str], env: dict[str, str],
+                                      waiting: Callable[[subprocess.Popen[str]], bool]) -> str:
+    """The story every bridge's example holds: the agent asks for an approval and waits; it is
+    SIGKILLed; the approval is given while it is dead; the restarted agent (`resume` arguments)
+    resumes and refunds exactly once. `waiting(first)` is true once the agent saved what it needs
+    to resume. Returns the restarted agent's stdout."""
+    env = {**os.environ, **stack.env(), **env}
+
+    def agent(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(example), *args], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    first = agent(*start)
+    approval = approval_of(rf, run_id)
+    deadline = time.monotonic() + 30
+    while not waiting(first) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    assert first.returncode == -signal.SIGKILL
+    assert refunds_of(stack, order) == []
+    rf.decide(approval, "approve", approver="alice")  # approved while the agent is dead
+    second = agent(*resume)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-3000:]
+    [refund] = refunds_of(stack, order)  # exactly one side effect
+    assert refund["refundId"] in out
+    assert rf.state(run_id).status == "completed"
+    return out
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,16 +7,18 @@ shown to the model, never run again."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from client_support import AgentStack, approval_of, bridge_fixtures, load_example, refunds_of
+from client_support import (
+    AgentStack,
+    approval_of,
+    bridge_fixtures,
+    killed_while_waiting_then_resumed,
+    load_example,
+    refunds_of,
+)
 
 from runfacts.client import Runfacts
 
@@ -129,27 +131,12 @@ def test_forged_approval_is_refused_and_nothing_runs(stack: AgentStack, rf: Runf
 
 def test_agent_killed_while_waiting_resumes_after_approval_and_refunds_once(
         stack: AgentStack, rf: Runfacts, tmp_path: Path) -> None:
-    env = {**os.environ, **stack.env(), "REFUND_AGENT_STATE": str(tmp_path / "state")}
-
-    def agent(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    first = agent("T-6", "order-pa-6", "3100")
-    approval = approval_of(rf, "refund-T-6")
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "state" / "refund-T-6.requests.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)  # the agent saved its history and now waits for the approval
-    first.send_signal(signal.SIGKILL)
-    first.wait(30)
-    assert first.returncode == -signal.SIGKILL
-    rf.decide(approval, "approve", approver="alice")  # approved while the agent is dead
-    second = agent("--resume")
-    out, err = second.communicate(timeout=120)
-    assert second.returncode == 0, err[-3000:]
-    [refund] = refunds_of(stack, "order-pa-6")  # exactly one side effect
+    saved = tmp_path / "state" / "refund-T-6.requests.json"  # the agent saved its history and waits
+    out = killed_while_waiting_then_resumed(
+        stack, rf, EXAMPLE, "refund-T-6", "order-pa-6", ["T-6", "order-pa-6", "3100"], ["--resume"],
+        {"REFUND_AGENT_STATE": str(tmp_path / "state")}, lambda _: saved.exists())
+    [refund] = refunds_of(stack, "order-pa-6")
     assert f"refunded {refund['refundId']}" in out
-    assert rf.state("refund-T-6").status == "completed"
 
 
 @pytest.mark.parametrize("deferral", [ApprovalRequired, CallDeferred])
