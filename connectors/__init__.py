@@ -7,14 +7,10 @@ outbox/ (the transactional outbox), relay/ (outbox -> Kafka).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runfacts.doorway import lazy_modules
 
 # the rooms, imported on first use
 __all__ = ["args_store", "outbox", "refund_adapter", "relay"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_modules(__name__, __all__)

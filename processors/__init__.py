@@ -8,14 +8,10 @@ approval tokens). Each room's docstring says which of its modules are pure.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runfacts.doorway import lazy_modules
 
 # the rooms, imported on first use
 __all__ = ["decider", "dispatcher", "engine", "policy"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_modules(__name__, __all__)

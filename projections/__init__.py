@@ -8,14 +8,10 @@ Rooms: audit/, trajectory/, projector/ (the live projector and the replay job).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runfacts.doorway import lazy_modules
 
 # the rooms, imported on first use
 __all__ = ["audit", "eventlog", "facts", "memory", "projector", "records", "sinks", "trajectory", "user_view"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_modules(__name__, __all__)

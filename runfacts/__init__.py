@@ -9,8 +9,7 @@ connectors: workers (the composition roots), ops/, security/, dashboard/, demo/,
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runfacts.doorway import lazy_modules
 
 __version__ = "0.1.0"
 
@@ -33,7 +32,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_modules(__name__, __all__)

@@ -9,8 +9,9 @@ PostgreSQL outbox instead of the relay). Shells: writer (Outbox, what a service 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.connectors.outbox.commands import CommandOutbox
@@ -32,7 +33,4 @@ _HOME = {
 __all__ = ["CommandOutbox", "DebeziumOutbox", "EncodedRecord", "Inbox", "InboxSettings", "Outbox", "OutboxStore"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

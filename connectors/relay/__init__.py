@@ -6,8 +6,9 @@ Pure: decisions (which rows, settlement, backoff). Shells: loop (Relay), publish
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.connectors.relay.loop import Relay, RelaySettings
@@ -18,7 +19,4 @@ _HOME = {"KafkaPublisher": "publisher", "Relay": "loop", "RelaySettings": "loop"
 __all__ = ["KafkaPublisher", "Relay", "RelaySettings"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -11,8 +11,9 @@ the DecideContext checks). The worker factory is runfacts.workers:decider.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.processors.decider.app import DeciderShell
@@ -33,7 +34,4 @@ _HOME = {
 __all__ = ["DecideContext", "DeciderShell", "RunState", "decide", "decide_evolve", "evolve"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -6,8 +6,9 @@ Pure: reducer (the hash-chain step), summary (what a record says, PII digested),
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.projections.audit.check import ChainCheck
@@ -27,7 +28,4 @@ _HOME = {
 __all__ = ["AuditConfig", "AuditRecord", "ChainCheck", "ChainHead", "VerifyReport", "verify"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

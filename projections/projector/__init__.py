@@ -7,8 +7,9 @@ the events log into a fresh topic or a directory).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.projections.projector.app import ProjectorShell, app_name
@@ -19,7 +20,4 @@ _HOME = {"ProjectorShell": "app", "ReplayReport": "replay", "ReplaySettings": "r
 __all__ = ["ProjectorShell", "ReplayReport", "ReplaySettings", "app_name"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

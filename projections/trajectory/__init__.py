@@ -6,8 +6,9 @@ export (`runfacts trajectories export`).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.projections.trajectory.export import ExportSettings, export
@@ -19,7 +20,4 @@ _HOME = {"ExportSettings": "export", "Trajectory": "model", "evolve": "reducer",
 __all__ = ["ExportSettings", "Trajectory", "evolve", "export"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -9,8 +9,9 @@ sessions, CSRF), guard (server-side sessions, the live users file, login throttl
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.dashboard.app import Dashboard, create_app
@@ -22,7 +23,4 @@ _HOME = {"Dashboard": "app", "SessionSigner": "session", "ViewFeed": "feed", "cr
 __all__ = ["Dashboard", "SessionSigner", "ViewFeed", "create_app"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -7,8 +7,9 @@ prints).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.demo.run import DemoResult, run_demo
@@ -19,7 +20,4 @@ _HOME = {"DemoOptions": "stack", "DemoResult": "run", "run_demo": "run"}
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

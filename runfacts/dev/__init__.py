@@ -8,8 +8,9 @@ runscript (scripted run logs for tests, golden logs and benchmarks).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.dev.apps import counter_app
@@ -26,7 +27,4 @@ _HOME = {
 __all__ = ["LocalKafka", "LocalPostgres", "RunScript", "counter_app"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

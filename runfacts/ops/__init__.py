@@ -7,8 +7,9 @@ plan, re-drive in one transaction).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.ops.client import CommandClient, StateReader
@@ -29,7 +30,4 @@ _HOME = {
 __all__ = ["DeadLetter", "redrive", "redrive_plan", "CommandClient", "ControlError", "StateReader", "operator_summary"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

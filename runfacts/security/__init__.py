@@ -6,8 +6,9 @@ secrets). Pure: approvals (sign an approval token; verification is processors.po
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.security.acls import acl_entries, component_access
@@ -24,7 +25,4 @@ _HOME = {
 __all__ = ["UserDirectory", "acl_entries", "component_access", "sign_approval"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -7,8 +7,9 @@ Shells: kafka (its own broker), postgres (its own database), procs (worker proce
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.dev.crash.oracle import verdict
@@ -20,7 +21,4 @@ _HOME = {"Lab": "stage", "rows": "rows", "run_row": "rows", "verdict": "oracle"}
 __all__ = ["Lab", "rows", "run_row", "verdict"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)

@@ -5,8 +5,9 @@ Pure: book (the refund book). Shells: http (the request handler), server (Paymen
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
     from runfacts.dev.provider.book import RefundBook
@@ -17,7 +18,4 @@ _HOME = {"PaymentSimulator": "server", "RefundBook": "book", "SimSettings": "ser
 __all__ = ["PaymentSimulator", "RefundBook", "SimSettings"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOME)
