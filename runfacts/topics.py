@@ -224,10 +224,28 @@ def _config_drift(admin: AdminClient, spec: TopicSpec, timeout: float, replicas:
 
 
 def _alter(admin: AdminClient, topic: str, drift: dict[str, str], timeout: float) -> None:
+    """Set the drifted configs and wait until a describe shows them (read-your-write): on a cluster
+    the broker that answers may apply the change later than the controller took it. The SET is
+    idempotent, so it is sent again while the change is not visible."""
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in drift.items()]
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    for future in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
-        future.result()
+    deadline = time.monotonic() + timeout
+    while True:
+        for future in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
+            future.result()
+        for _ in range(10):
+            described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)],
+                                               request_timeout=timeout)
+            seen = {k: v.value for k, v in next(iter(described.values())).result().items()}
+            behind = {k: seen.get(k) for k, v in drift.items() if seen.get(k) != v}
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise InfrastructureError(
+                    f"topic {topic}: the brokers still report {behind} after setting {drift} for "
+                    f"{timeout:.0f}s; check the controller's log, then run `runfacts topics apply` again",
+                    retryable=True)
+            time.sleep(0.3)
 
 
 def delete_topics(settings: KafkaSettings, names: list[str], timeout: float = 30) -> None:
