@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,10 +57,20 @@ def _consumer(kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings)
 
 
 class StateReader:
-    """Reads the latest State of runs from the compacted run-state topic."""
+    """Reads the latest State of runs from the compacted run-state topic.
+
+    `scan()` keeps what it read: the next scan reads only the records appended since (from each
+    partition's position after the last one) and decodes only the runs they changed, so a
+    service that asks for its approvals or open runs again and again pays for the new records,
+    not for the whole topic each time (as a Kafka Streams GlobalKTable is kept up to date).
+    """
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, settings: ReaderSettings | None = None) -> None:
         self.kafka, self.names, self.settings = kafka, names, settings or ReaderSettings()
+        self._lock = threading.Lock()
+        self._positions: dict[int, int] = {}  # partition -> the next offset scan() reads
+        self._states: dict[str, RunState] = {}
+        self.decoded_states = 0  # run states scan() decoded over this reader's life (tests, metrics)
 
     def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
         """The run's current State (None: no such run)."""
@@ -83,24 +94,42 @@ class StateReader:
             consumer.close()
 
     def scan(self, progress: Progress | None = None) -> dict[str, RunState]:
-        """Every run's current State."""
-        consumer = _consumer(self.kafka, self.names, self.settings)
-        try:
-            count = partition_count(consumer, self.names.state, self.settings.metadata_timeout_s)
-            found = self._read(consumer, self.names.state, list(range(count)), progress, None)
-        finally:
-            consumer.close()
-        return {k.decode(): load_state(v) for k, v in found.items() if v is not None}
+        """Every run's current State (a new dict; the States are shared with later scans)."""
+        with self._lock:
+            consumer = _consumer(self.kafka, self.names, self.settings)
+            try:
+                count = partition_count(consumer, self.names.state, self.settings.metadata_timeout_s)
+                marks = {p: watermarks(consumer, TopicPartition(self.names.state, p),
+                                       self.settings.metadata_timeout_s) for p in range(count)}
+                if any(not low <= self._positions.get(p, low) <= high for p, (low, high) in marks.items()):
+                    # records never seen were deleted, or the topic was made anew: read it all again
+                    self._positions, self._states = {}, {}
+                starts = {p: self._positions.get(p, OFFSET_BEGINNING) for p in range(count)}
+                found = self._read(consumer, self.names.state, starts, progress, None, self._positions)
+            finally:
+                consumer.close()
+            for key, value in found.items():
+                if value is None:
+                    self._states.pop(key.decode(), None)
+                else:
+                    self._states[key.decode()] = load_state(value)
+                    self.decoded_states += 1
+            return dict(self._states)
 
-    def _read(self, consumer: Consumer, topic: str, parts: list[int], progress: Progress | None,
-              only: bytes | None) -> dict[bytes, bytes | None]:
-        """The latest value per key (of `only`) in these partitions, up to their current end."""
+    def _read(self, consumer: Consumer, topic: str, parts: list[int] | dict[int, int], progress: Progress | None,
+              only: bytes | None, positions: dict[int, int] | None = None) -> dict[bytes, bytes | None]:
+        """The latest value per key (of `only`) in these partitions, from their start (or the
+        offsets `parts` maps them to) up to their current end; `positions` gets each partition's
+        offset after the last record read."""
         timeout = self.settings.metadata_timeout_s
-        ends = {p: watermarks(consumer, TopicPartition(topic, p), timeout) for p in parts}
-        todo = {p for p, (low, high) in ends.items() if high > low}
-        total, done = sum(high - low for low, high in ends.values()), 0
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        starts = parts if isinstance(parts, dict) else dict.fromkeys(parts, OFFSET_BEGINNING)
+        ends = {p: watermarks(consumer, TopicPartition(topic, p), timeout) for p in starts}
+        first = {p: low if starts[p] == OFFSET_BEGINNING else max(starts[p], low) for p, (low, _h) in ends.items()}
+        todo = {p for p, (_low, high) in ends.items() if high > first[p]}
+        total, done = sum(high - first[p] for p, (_low, high) in ends.items() if p in todo), 0
+        consumer.assign([TopicPartition(topic, p, first[p]) for p in todo])
         latest: dict[bytes, bytes | None] = {}
+        reached = dict(first)
         deadline = time.monotonic() + self.settings.read_timeout_s
         while todo:
             if time.monotonic() > deadline:
@@ -108,23 +137,30 @@ class StateReader:
                                           retryable=True)
             for msg in consumer.consume(1000, 0.05):
                 if msg.error() is not None:
-                    _eof_or_raise(msg, todo, topic)
+                    _eof_or_raise(msg, todo, topic, reached)
                     continue
                 done += 1
                 key, partition, offset = msg.key(), msg.partition(), msg.offset()
                 if key is not None and (only is None or key == only):
                     latest[key] = msg.value()
-                if partition is not None and offset is not None and offset + 1 >= ends[partition][1]:
-                    todo.discard(partition)
+                if partition is not None and offset is not None:
+                    reached[partition] = max(reached[partition], offset + 1)
+                    if offset + 1 >= ends[partition][1]:
+                        todo.discard(partition)
             if progress is not None:
                 progress(done, total)
+        if positions is not None:
+            positions.update(reached)
         return latest
 
 
-def _eof_or_raise(msg: object, todo: set[int], topic: str) -> None:
+def _eof_or_raise(msg: object, todo: set[int], topic: str, reached: dict[int, int]) -> None:
     err = msg.error()  # type: ignore[attr-defined]
     if err.code() == KafkaError._PARTITION_EOF:
-        todo.discard(msg.partition())  # type: ignore[attr-defined]
+        partition, offset = msg.partition(), msg.offset()  # type: ignore[attr-defined]
+        todo.discard(partition)
+        if offset is not None and offset >= 0:  # the end a read_committed reader may read to
+            reached[partition] = max(reached[partition], offset)
         return
     raise InfrastructureError(f"reading {topic}: {err}", retryable=err.retriable())
 
