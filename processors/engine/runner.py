@@ -58,7 +58,7 @@ from runfacts.processors.engine.settings import (
     producer_config,
     with_instance_id,
 )
-from runfacts.processors.engine.store import RocksBackend
+from runfacts.processors.engine.store import RocksBackend, StoreMemory
 from runfacts.processors.engine.task import Task
 from runfacts.schemas.errors import InfrastructureError
 
@@ -110,6 +110,9 @@ class Engine:
         self._aborts_in_row = 0
         self._tel = telemetry.current()
         self._labels = {"app": app.name}
+        # one bound for every partition's RocksDB of this instance (None: RocksDB's defaults)
+        memory = self.settings.store_memory_mb
+        self._store_memory = StoreMemory(memory) if memory else None
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
@@ -385,7 +388,7 @@ class Engine:
         backends: dict[int, RocksBackend] = {}
         try:
             for p in partitions:
-                backends[p] = RocksBackend(root / str(p), self.app.all_stores)
+                backends[p] = RocksBackend(root / str(p), self.app.all_stores, self._store_memory)
             self.stats.restored += self._restorer.restore(backends)  # type: ignore[arg-type]
         except BaseException:
             for backend in backends.values():

@@ -83,6 +83,9 @@ class EngineSettings(BaseSettings):
     transaction_call_timeout_ms: int = Field(30_000, ge=100, description="how long one transactional call "
                                              "(init, send offsets, commit, abort) may take before it is tried "
                                              "again (5 tries)")
+    store_memory_mb: int = Field(96, ge=0, description="RocksDB's memory (block cache and memtables of every "
+                                 "partition's stores) stays within this bound; 0: RocksDB's defaults, "
+                                 "unbounded (each store keeps up to 2 x 64 MB memtables per partition)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from rocksdict import DBCompressionType, Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
 from runfacts.processors.engine.api import Serde
+from runfacts.schemas.errors import ConfigError
 
 META = "__meta"
 _MISSING = object()
@@ -55,17 +56,57 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-class RocksBackend:
-    """One RocksDB per partition: a column family per store and one for offsets."""
+class StoreMemory:
+    """One memory bound for every RocksDB of an engine instance, as Kafka Streams'
+    BoundedMemoryRocksDBConfig: a block cache of `total_mb` shared by all partitions and stores,
+    with their memtables charged to it through one WriteBufferManager (two thirds of it), so the
+    memory RocksDB holds does not grow with the partitions, the stores or the runs in state.
 
-    def __init__(self, path: Path, stores: Iterable[str]) -> None:
-        self.path = path
-        path.mkdir(parents=True, exist_ok=True)
+    Why: with RocksDB's defaults every column family of every partition keeps up to two 64 MB
+    memtables, and a partition whose state is under 64 MB never flushes: all of it stays in
+    memory. Measured (600k 1 KB values over 6 partitions, 3 stores): RSS 330-510 MB with the
+    defaults, 75-115 MB bounded; writes ~1.5x slower (more, smaller flushes), ~10 µs a value.
+    """
+
+    def __init__(self, total_mb: int) -> None:
+        if total_mb < 8:
+            raise ConfigError("RUNFACTS_STORE_MEMORY_MB", total_mb, "give at least 8 (MB), or 0 for RocksDB's "
+                              "unbounded defaults")
+        self.total_mb = total_mb
+        self._cache = Cache(total_mb << 20)
+        self._buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
+            (total_mb * 2 // 3) << 20, False, self._cache)
+
+    def options(self) -> Options:
+        """Options for one column family (or the DB) under this bound."""
         opts = _options()
+        opts.set_write_buffer_size(max(1, min(16, self.total_mb // 6)) << 20)
+        opts.set_max_write_buffer_number(2)
+        opts.set_write_buffer_manager(self._buffers)
+        table = BlockBasedOptions()
+        table.set_block_cache(self._cache)
+        table.set_cache_index_and_filter_blocks(True)
+        opts.set_block_based_table_factory(table)
+        return opts
+
+    def usage_mb(self) -> float:
+        """What the shared cache holds now (blocks and charged memtables), in MB."""
+        return self._cache.get_usage() / (1 << 20)
+
+
+class RocksBackend:
+    """One RocksDB per partition: a column family per store and one for offsets; within the
+    engine's `StoreMemory` when given (RocksDB's defaults otherwise: unbounded)."""
+
+    def __init__(self, path: Path, stores: Iterable[str], memory: StoreMemory | None = None) -> None:
+        self.path = path
+        self._options = memory.options if memory is not None else _options
+        path.mkdir(parents=True, exist_ok=True)
+        opts = self._options()
         names = set(stores) | {META}
         if (path / "CURRENT").exists():
             names |= set(Rdict.list_cf(str(path), _options())) - {"default"}
-        self._db = Rdict(str(path), opts, column_families={n: _options() for n in names})
+        self._db = Rdict(str(path), opts, column_families={n: self._options() for n in names})
         self._refresh()
 
     def _refresh(self) -> None:
@@ -129,7 +170,7 @@ class RocksBackend:
 
     def clear(self, store: str) -> None:
         self._db.drop_column_family(store)
-        self._db.create_column_family(store, _options())
+        self._db.create_column_family(store, self._options())
         self._db.get_column_family(META).delete(changelog_key(store))
         self._refresh()
 
