@@ -95,10 +95,10 @@ class Bench:
 
 
 @contextmanager
-def bench(kafka: KafkaSettings, watch: bool = True) -> Iterator[Bench]:
+def bench(kafka: KafkaSettings, watch: bool = True, commit_interval_ms: int = 0) -> Iterator[Bench]:
     names = TopicNames(f"crv{uuid.uuid4().hex[:8]}")
     apply_topics(kafka, runfacts_topics(names))
-    options = argparse.Namespace(commit_interval_ms=0, poll_timeout_ms=None)
+    options = argparse.Namespace(commit_interval_ms=commit_interval_ms, poll_timeout_ms=None)
     with tempfile.TemporaryDirectory() as state_dir:
         worker = _start_worker(kafka, names, state_dir, options)
         watcher = Watcher(kafka, names.user_view) if watch else None
@@ -143,7 +143,7 @@ def steady(b: Bench, runs: list[str], rate: float, seconds: float, x: float) -> 
 
 def load_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
     points = []
-    with bench(kafka) as b:
+    with bench(kafka, commit_interval_ms=args.commit_interval_ms) as b:
         assert b.watcher is not None
         runs = [f"crv-run-{i}" for i in range(args.runs)]
         _create_runs(b.producer, b.names, runs, b.watcher)
@@ -162,7 +162,7 @@ def load_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
 def age_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
     points = []
     for age in args.ages:
-        with bench(kafka) as b:
+        with bench(kafka, commit_interval_ms=args.commit_interval_ms) as b:
             assert b.watcher is not None
             runs = [f"crv-run-{i}" for i in range(args.runs)]
             _create_runs(b.producer, b.names, runs, b.watcher)
@@ -240,7 +240,8 @@ def write(mode: str, points: list[Point], args: argparse.Namespace) -> tuple[Pat
         writer = csv.DictWriter(out, fieldnames=list(asdict(points[0])))
         writer.writeheader()
         writer.writerows(asdict(p) for p in points)
-    figure = figures / f"decider-{mode}.png"
+    interval = getattr(args, "commit_interval_ms", 0)
+    figure = figures / f"decider-{mode}{f'-{interval}ms' if interval else ''}.png"
     plot(mode, points, figure, f"{stamp}, load {os.getloadavg()[0]:.1f}, {args_line(args)}")
     return table, figure
 
@@ -311,6 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     rss = modes.add_parser("rss", help="worker RSS and disk against the runs in state")
     rss.add_argument("--counts", type=_numbers(int), default=[100_000, 300_000, 1_000_000])
     rss.add_argument("--batch", type=int, default=20_000)
+    for mode in (load, age):
+        mode.add_argument("--commit-interval-ms", type=int, default=0, help="0: the engine's default")
     for mode in (load, age, rss):
         mode.add_argument("--out", type=Path, default=None,
                           help="write the CSV and PNG here (default: .runfacts/bench-results, docs/figures)")
