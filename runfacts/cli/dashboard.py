@@ -13,7 +13,7 @@ from runfacts import telemetry
 from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
-from runfacts.dashboard.health import consumer_lag, processors
+from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -61,6 +61,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                      dead_letters=DeadLetters(kafka, names.dlq, group),
                      lag=lambda: consumer_lag(kafka, processors(names)),
                      audit=FactsFeed(kafka, FeedSettings(names.audit, group_prefix=group)),
+                     metrics=MetricsFeed(kafka, FeedSettings(names.metrics, group_prefix=group)),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard"),

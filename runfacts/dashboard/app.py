@@ -47,7 +47,7 @@ from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
-from runfacts.dashboard.health import Lag
+from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.runlist import ListQuery, inbox, run_list
 from runfacts.dashboard.runpage import run_page
@@ -102,6 +102,7 @@ class Dashboard:
     dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
     lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
     audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
+    metrics: MetricsFeed | None = None  # the engines' metrics records (health page: commit latency)
 
 
 def _now_s() -> int:
@@ -305,10 +306,10 @@ class _Pages:
         feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
                                                                                else "catching up"))
                  for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts),
-                                 ("audit", self.d.audit))
+                                 ("audit", self.d.audit), ("engine metrics", self.d.metrics))
                  if f is not None]
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20],
-                                                       len(stuck), feeds)
+        metrics = self.d.metrics.by_app() if self.d.metrics is not None else None
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
@@ -370,7 +371,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        feeds = [f for f in (d.views, d.states, d.facts, d.audit) if f is not None]
+        feeds = [f for f in (d.views, d.states, d.facts, d.audit, d.metrics) if f is not None]
         if manage_feed:
             for feed in feeds:
                 feed.start()

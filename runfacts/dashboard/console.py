@@ -7,11 +7,12 @@ Content-Security-Policy (script-src 'self') holds; live parts are swapped by the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
+from runfacts.dashboard.charts import latency_chart
 from runfacts.dashboard.runlist import InboxRow, ListQuery, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
@@ -235,9 +236,33 @@ def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
     return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def latency_section(metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
+    """Commit latency p50/p99 per processor (an SVG chart each), its last measured interval's numbers,
+    the commits over the kept records and the lag the newest record reports."""
+    if metrics is None:
+        return '<h2>Commit latency</h2><p class="muted" id="no-metrics">The metrics topic is not followed.</p>'
+    if not metrics:
+        return ('<h2>Commit latency</h2><p class="muted" id="no-metrics">No engine has published metrics yet '
+                '(every interval, `RUNFACTS_METRICS_INTERVAL_MS`).</p>')
+    rows = []
+    for app, records in metrics.items():
+        measured = [r for r in records if r.get("commitLatencyMs")] or [records[-1]]
+        commit, batch = measured[-1].get("commitLatencyMs") or {}, measured[-1].get("batchRecords") or {}
+        lag = sum(int(x["lag"]) for x in records[-1].get("lag", []))  # the newest record's
+        rows.append(f'<tr data-app="{escape(app)}"><td>{escape(app)}</td><td class="p50">{_e(commit.get("p50"))}</td>'
+                    f'<td class="p99">{_e(commit.get("p99"))}</td><td>{sum(int(r["commits"]) for r in records)}</td>'
+                    f'<td>{_e(batch.get("p50"))} / {_e(batch.get("p99"))}</td><td>{lag}</td></tr>')
+    charts = "".join(f'<figure class="chart">{latency_chart(app, records)}</figure>'
+                     for app, records in metrics.items())
+    return ('<h2>Commit latency</h2><div id="latency">' + charts + '</div><table id="latency-last"><tr>'
+            '<th>processor</th><th>p50 ms</th><th>p99 ms</th><th>commits (shown window)</th>'
+            '<th>records a batch p50 / p99</th><th>lag it knows now</th></tr>' + "".join(rows) + '</table>')
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
-                stuck_total: int, feeds: Sequence[tuple[str, str]]) -> str:
-    """Lag per processor and partition (bars), stuck runs, the dashboard's own feeds."""
+                stuck_total: int, feeds: Sequence[tuple[str, str]],
+                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
+    """Lag per processor and partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
     widest = max([x.lag for x in lags] + [1])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
@@ -253,7 +278,8 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'<h2>Consumer lag</h2>{lag_html}<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
+    return (f'<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+            f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
             + f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')

@@ -15,7 +15,7 @@ from ops_support import Deployment
 
 from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
-from runfacts.dashboard.health import consumer_lag, processors
+from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -45,7 +45,8 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
                           facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names.dlq),
                           lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
-                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)))
+                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)),
+                          metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))

@@ -33,9 +33,11 @@ def console(kafka_bootstrap: str, tmp_path: Path):
     tenant globex, the run decider on the engine, and the dashboard over it."""
     unique = uuid.uuid4().hex[:10]
     dep = Deployment.create(kafka_bootstrap, f"console{unique}")
-    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}")).start()
+    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}",
+                                                  metrics_interval_ms=500)).start()
     projector = EngineThread(projector_app(prefix=dep.names.prefix),
-                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}")).start()
+                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}",
+                                      metrics_interval_ms=500)).start()
     runs = {"refund": f"run-refund-{unique}", "expired": f"run-expired-{unique}", "other": f"run-globex-{unique}"}
     now = datetime.now(UTC)
     dep.send(*refund_story(runs["refund"], now, tenant="acme"))
@@ -242,6 +244,17 @@ def test_health_page_shows_lag_per_processor_partition_and_stuck_runs(console):
         dispatchers = page.locator('#lag tr[data-processor="dispatcher"]')
         assert sum(int(dispatchers.nth(i).locator(".lag").inner_text()) for i in range(3)) > 0  # none runs here
         assert page.locator("#stuck-count").inner_text() == "0"
+        decider = f"{dep.names.prefix}-run-decider"
+        chart = page.locator(f'svg.latency-chart[data-app="{decider}"]')
+        for _ in range(40):  # the engines publish every 500 ms; the page shows what has arrived
+            if chart.count() == 1:
+                break
+            page.wait_for_timeout(500)
+            page.reload()
+        assert chart.count() == 1, page.locator("main").inner_text()
+        assert 0 < float(chart.get_attribute("data-p50") or 0) <= float(chart.get_attribute("data-p99") or 0)
+        assert chart.locator("polyline.series-p99").count() == 1
+        assert page.locator(f'#latency-last tr[data-app="{decider}"]').count() == 1  # its last interval
         assert "None" not in page.locator("main").inner_text()
         screenshot(page, "health-operator")
         login(page, base, "alice", password("alice"))
