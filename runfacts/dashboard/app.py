@@ -45,7 +45,7 @@ from runfacts import telemetry
 from runfacts.dashboard import console, html
 from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
-from runfacts.dashboard.feed import FactsFeed, ViewFeed
+from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters
@@ -64,7 +64,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, stuck_for, view_of
+from runfacts.ops.views import Viewer, page_view, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.projections.audit import reducer as audit_reducer
@@ -88,7 +88,7 @@ class Dashboard:
     command client."""
 
     views: ViewFeed  # the user-view topic (decode_view): what the user role sees
-    states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
+    states: StateFeed  # the run-state topic (decode_state): operator/auditor views, owners, rows, commands
     users: UserDirectory | UsersFile  # a UsersFile: role/tenant changes on disk take effect at once
     signer: SessionSigner
     commands: CommandClient
@@ -194,8 +194,7 @@ class _Pages:
         return response
 
     def runs_html(self, session: Session, query: ListQuery) -> str:
-        runs = run_list(list(self.d.states.states.values()), _viewer(session, self.d.policy), query,
-                        datetime.now(UTC))
+        runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC))
         return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str) -> str:
@@ -213,10 +212,10 @@ class _Pages:
             return None
         try:
             records = [audit_reducer.from_dict(audit_reducer.schema().decode(value))
-                       for _o, _t, value in list(self.d.audit.records.get(run_id, []))]
+                       for _o, _t, value in self.d.audit.records_of(run_id)]
         except (InvalidInput, KeyError, TypeError, ValueError) as exc:
             return AuditStatus(0, 0, "", False, f"an audit record does not decode: {exc}", 0)
-        events = {offset: value for offset, _t, value in list(self.d.facts.records.get(run_id, []))}
+        events = {offset: value for offset, _t, value in self.d.facts.records_of(run_id)}
         return chain_status(records, events, self.d.facts.settings.topic)
 
     async def index(self, request: Request) -> Response:
@@ -234,7 +233,7 @@ class _Pages:
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(list(self.d.states.states.values()), _viewer(session, self.d.policy))
+        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy))
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:
@@ -299,10 +298,9 @@ class _Pages:
                 error = str(exc)
         now = datetime.now(UTC)
         limit = self.d.states.settings.stuck_after
-        stuck = sorted(((s.runId, str(s.status), stuck_for(s, now) or timedelta(0))
-                        for s in list(self.d.states.states.values())
-                        if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
-                        and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
+        stuck = sorted(((s.runId, s.status, s.stuck_for(now) or timedelta(0)) for s in self.d.states.all_rows()
+                        if viewer.may_see(s.userId, s.tenant) and (s.stuck_for(now) or timedelta(0)) > limit),
+                       key=lambda r: r[2], reverse=True)
         feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
                                                                                else "catching up"))
                  for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts),
@@ -316,8 +314,8 @@ class _Pages:
         session = self.session_of(request)
         if session is None:
             return self.ended(request)
-        run_id = request.path_params["run_id"]
-        body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
+        run_id = request.path_params["run_id"]  # the State and facts may be read back from the topics
+        body = (html.live(f"/runs/{run_id}/stream", await run_in_threadpool(self.run_html, session, run_id))
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
 
@@ -424,7 +422,7 @@ def _health(d: Dashboard) -> Response:
     if failed is not None:
         return JSONResponse({"ok": False, "error": str(failed)}, 503)
     ready = d.views.ready.is_set() and d.states.ready.is_set()
-    return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
+    return JSONResponse({"ok": ready, "runs": len(d.states)}, 200 if ready else 503)
 
 
 @dataclass
@@ -446,7 +444,7 @@ class _Stream:
 
         async def events() -> AsyncIterator[str]:
             try:
-                yield html.sse("view", render())
+                yield html.sse("view", await run_in_threadpool(render))
                 quiet = 0.0
                 while True:
                     try:
@@ -467,7 +465,7 @@ class _Stream:
                     if not self.alive():
                         yield html.sse("ended", "your session has ended: sign in again")
                         return
-                    yield html.sse("view", render())
+                    yield html.sse("view", await run_in_threadpool(render))
             finally:
                 for feed in self.feeds:
                     feed.unsubscribe(queue)

@@ -14,7 +14,7 @@ import uvicorn
 from ops_support import Deployment
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
@@ -39,7 +39,7 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`);
     yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
-    states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
+    states = StateFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
     facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
