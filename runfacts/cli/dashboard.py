@@ -58,7 +58,7 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                                 settings.login_window_s)
     facts = FactsFeed(kafka, FeedSettings(names.events, group_prefix=group))
     return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
-                     dead_letters=DeadLetters(kafka, names.dlq, group),
+                     dead_letters=DeadLetters(kafka, names, group),
                      lag=lambda: consumer_lag(kafka, processors(names)),
                      audit=FactsFeed(kafka, FeedSettings(names.audit, group_prefix=group)),
                      metrics=MetricsFeed(kafka, FeedSettings(names.metrics, group_prefix=group)),

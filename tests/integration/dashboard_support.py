@@ -43,7 +43,7 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
     facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
-                          facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names.dlq),
+                          facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names),
                           lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
                           audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)),
                           metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)))
