@@ -49,7 +49,7 @@ from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters
-from runfacts.dashboard.runlist import ListQuery, inbox, run_list
+from runfacts.dashboard.runlist import REVIEWER, ListQuery, inbox, memory_inbox, run_list
 from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -244,6 +244,25 @@ class _Pages:
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page("Approvals", body, session.identity.subject, session.csrf))
 
+    def memory_html(self, session: Session) -> str:
+        viewer = _viewer(session, self.d.policy)
+        rows = memory_inbox(self.d.states.all_rows(), viewer, datetime.now(UTC))
+        may_decide = self.d.policy is None or "memory.review" in (viewer.allowed or ())
+        return console.memory_table(rows, datetime.now(UTC), session.csrf, may_decide)
+
+    async def memory(self, request: Request) -> Response:
+        """Pending memory candidates, for memory reviewers: Confirm/Reject submit ReviewMemory."""
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        if REVIEWER not in session.identity.roles:
+            return HTMLResponse(html.page("Memory", '<p id="not-allowed">Memory candidates are for memory '
+                                          'reviewers.</p>', session.identity.subject, session.csrf), 403)
+        body = ("<h1>Memory candidates waiting for review</h1>"
+                + html.live("/memory/stream", self.memory_html(session))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page("Memory", body, session.identity.subject, session.csrf))
+
     async def letters(self, request: Request, note: str = "", status: int = 200) -> Response:
         session = self.session_of(request)
         if session is None:
@@ -328,6 +347,11 @@ class _Pages:
         if request.url.path == "/approvals/stream":
             stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
             return stream.response(None, lambda: self.inbox_html(session))
+        if request.url.path == "/memory/stream":
+            if REVIEWER not in session.identity.roles:
+                return Response("memory candidates are for memory reviewers", 403)
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.memory_html(session))
         if run_id is None:  # the list is built from State; at most two renders a second
             try:
                 query = ListQuery.parse(request.query_params)
@@ -391,6 +415,8 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
         Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
+        Route("/memory", p.memory), Route("/memory/stream", p.stream),
+        Route("/runs/{run_id}/memories/{memory_id}", p.command(_review_memory), methods=["POST"]),
         Route("/health", p.health), Route("/dead-letters", p.letters),
         Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
@@ -526,6 +552,18 @@ def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
     token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
                                           session.identity.subject), int(issue.issued_at.timestamp() * 1000))
     return control.resume_command(state, approval_id, decision, issue, token)
+
+
+def _review_memory(state: RunState, session: Session, form: Any) -> CommandBase:
+    """ReviewMemory bound to the candidate's hash, signed like an approval (the same keys)."""
+    decision, memory_id = control.approval_decision(str(form.get("decision", ""))), form["memory_id"]
+    memory = state.memories.get(memory_id)
+    if memory is None:
+        raise ControlError(f"run {state.runId} has no memory candidate {memory_id}")
+    issue = _issue(session)
+    token = sign_approval(ApprovalRequest(state.runId, memory_id, memory.candidateHash, decision,
+                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+    return control.review_memory_command(state, memory_id, decision, issue, token)
 
 
 def _stop(state: RunState, session: Session, form: Any) -> CommandBase:

@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from runfacts.dashboard.charts import latency_chart
-from runfacts.dashboard.runlist import InboxRow, ListQuery, RunList
+from runfacts.dashboard.runlist import InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
@@ -213,6 +213,31 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "role", "argsHash", "expires in",
                                             *(("tenant",) if staff else ()), ""))
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
+
+
+def memory_table(rows: Sequence[MemoryRow], now: datetime, csrf: str, may_decide: bool) -> str:
+    """Pending memory candidates, oldest first, with Confirm/Reject (ReviewMemory commands) when
+    the viewer's roles may decide them."""
+    if not rows:
+        return '<p id="memory-empty" class="muted">No memory candidates waiting for review.</p>'
+    staff = rows[0].tenant is not None
+    out = []
+    for r in rows:
+        m = r.memory
+        action = f"/runs/{escape(r.run_id)}/memories/{escape(m.memoryId)}"
+        buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}<button class="confirm" '
+                   'name="decision" value="approve">Confirm</button> <button class="reject" name="decision" '
+                   'value="reject">Reject</button></form>') if may_decide else ""
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        out.append(
+            f'<tr data-memory="{escape(m.memoryId)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(m.memoryId)}</td><td>{_e(m.statementRef)}</td>'
+            f'<td>{_e(m.scope)}</td><td>{m.evidence} fact{"s" if m.evidence != 1 else ""}</td><td>{_e(m.proposedBy)}'
+            f'</td><td><code>{_e(m.candidateHash[:16])}</code></td><td>{countdown(m.expiresAt, now)}</td>{tenant}'
+            f'<td>{buttons}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("run", "memory", "statement", "scope", "evidence", "proposed by",
+                                            "candidate hash", "expires in", *(("tenant",) if staff else ()), ""))
+    return f'<table id="memories"><tr>{head}</tr>{"".join(out)}</table>'
 
 
 def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:

@@ -41,6 +41,20 @@ class OpenApproval:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingMemory:
+    """A memory candidate waiting for a reviewer (refs and hashes only, as the State holds it)."""
+
+    memoryId: str
+    statementRef: str
+    scope: str  # "<kind>:<id>"
+    evidence: int  # how many facts it cites
+    proposedBy: str
+    proposedAt: datetime
+    expiresAt: datetime
+    candidateHash: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunRow:
     """What the list, inbox and health page need of one run (the compact summary of its State)."""
 
@@ -54,6 +68,7 @@ class RunRow:
     goalSummary: str
     in_flight: int
     approvals: tuple[OpenApproval, ...]
+    memories: tuple[PendingMemory, ...] = ()
 
     def stuck_for(self, now: datetime) -> timedelta | None:
         """How long a run that has not ended has been in its status (`ops.views.stuck_for`)."""
@@ -67,8 +82,11 @@ def row_of(state: RunState) -> RunRow:
         call = state.toolCalls.get(a.toolCallId)
         approvals.append(OpenApproval(a.approvalId, a.toolCallId, call.action if call else "",
                                       call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt))
+    memories = tuple(PendingMemory(m.memoryId, m.statementRef, f"{m.scopeKind}:{m.scopeId}", len(m.evidence),
+                                   m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
+                     for m in state.memories.values() if m.status == "proposed")
     return RunRow(state.runId, state.userId, state.tenant, str(state.status), state.statusReason, state.statusSince,
-                  state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals))
+                  state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories)
 
 
 @dataclass(frozen=True)
@@ -186,3 +204,24 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
             rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, a.action, a.target, a.risk, a.requiredRole,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
+
+
+REVIEWER = "memory_reviewer"
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    run_id: str
+    memory: PendingMemory
+    tenant: str | None  # None: not shown to this viewer
+
+
+def memory_inbox(runs: Iterable[RunRow], viewer: Viewer, now: datetime) -> list[MemoryRow]:
+    """Every pending, unexpired memory candidate on runs a memory reviewer may see, oldest
+    proposal first (none for a viewer without the memory_reviewer role)."""
+    if REVIEWER not in viewer.roles:
+        return []
+    staff = viewer.role in ("operator", "auditor")
+    rows = [MemoryRow(s.runId, m, (s.tenant or "") if staff else None)
+            for s in runs if viewer.may_see(s.userId, s.tenant) for m in s.memories if now < m.expiresAt]
+    return sorted(rows, key=lambda r: (r.memory.proposedAt, r.run_id, r.memory.memoryId))

@@ -8,14 +8,14 @@ screenshot of the page it checks under artifacts/dashboard/ (gitignored).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from console_support import expiry_story, password, reauthorizing_policy, refund_story, write_people
+from console_support import expiry_story, key_of, password, reauthorizing_policy, refund_story, write_people
 from dashboard_support import browser_page, login, screenshot, serve_dashboard
-from decider_support import AGENT, command, create, propose_refund
+from decider_support import AGENT, SUPPORT, claim, command, completed, create, propose_refund, resume
 from engine_support import EngineThread, settings
 from ops_support import Deployment
 
@@ -260,3 +260,37 @@ def test_health_page_shows_lag_per_processor_partition_and_stuck_runs(console):
         login(page, base, "alice", password("alice"))
         page.goto(f"{base}/health")
         assert page.locator("#not-allowed").count() == 1
+
+
+def test_memory_reviewer_confirms_a_candidate_from_the_memory_page_and_it_goes_when_the_topic_says_so(console):
+    dep, base, runs = console
+    run, now = f"run-memory-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    dep.send(create(run=run, at=now, tenant="acme"), propose_refund(run=run, at=now),
+             resume(approval="approval-tool-call-031", actor=SUPPORT, at=now, run=run),
+             claim("tool-call-031", at=now, key=key_of(run), run=run), completed("tool-call-031", at=now, run=run))
+    state = dep.wait_state(run, lambda s: bool(s.evidence))  # the completed call is evidence
+    memory = "memory-refund-lesson-1"
+    dep.send(command(cmd.ProposeMemory, AGENT, run=run, at=datetime.now(UTC), memoryId=memory,
+                     statementRef="lessons/refund-1", statementHash="h" * 64, evidence=(state.evidence[-1],),
+                     scopeTenant="acme", scopeKind="capability", scopeId="payments.refund",
+                     expiresAt=datetime.now(UTC) + timedelta(days=30)))
+    dep.wait_state(run, lambda s: memory in s.memories)
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))  # a support agent is no memory reviewer
+        page.goto(f"{base}/memory")
+        assert page.locator("#not-allowed").count() == 1
+        login(page, base, "rita", password("rita"))
+        page.goto(f"{base}/memory")
+        row = page.locator(f'#memories tr[data-run="{run}"][data-memory="{memory}"]')
+        row.wait_for(timeout=15_000)
+        assert "capability:payments.refund" in row.inner_text() and "1 fact" in row.inner_text()
+        screenshot(page, "memory-candidates-reviewer")
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        row.locator("button.confirm").click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        row.wait_for(state="detached", timeout=30_000)  # gone when the run state says confirmed
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        reviewed = dep.state(run)
+        assert reviewed is not None and reviewed.memories[memory].status == "confirmed"
+        assert reviewed.memories[memory].decidedBy == "rita"
