@@ -86,6 +86,9 @@ def _approvals(page: RunPage, csrf: str) -> str:
             action = (f'<form class="command" method="post" action="/runs/{escape(page.run_id)}/reauthorize/'
                       f'{escape(a.approval_id)}">{_csrf(csrf)}<button class="reauthorize" '
                       f'data-approval="{escape(a.approval_id)}">Request re-authorization</button></form>')
+        elif a.awaits_reauthorization:  # the policy lets this viewer's roles not propose a call
+            action = ('<span class="reauthorize-note">waiting for re-authorization: the agent proposes the call '
+                      'again (tool.call.propose), then the new approval is decided</span>')
         rows.append(
             f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
             f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'

@@ -107,6 +107,7 @@ def test_expired_approval_offers_reauthorization_to_the_right_role_and_the_page_
             page.goto(url)
             page.locator('#approvals tr[data-approval="approval-tool-call-031"]').wait_for(timeout=15_000)
             assert page.locator("button.reauthorize").count() == 0, user
+            assert page.locator(".reauthorize-note").count() == 1, user  # who re-authorizes, said
         login(page, base, "sam", password("sam"))
         page.goto(url)
         button = page.locator('button.reauthorize[data-approval="approval-tool-call-031"]')

@@ -130,6 +130,21 @@ def test_reauthorize_builds_a_proposal_of_the_same_arguments_under_a_new_call(st
     assert s.s.toolCalls["tool-call-031-r1"].argsHash == state.toolCalls["tool-call-031"].argsHash
 
 
+def test_packaged_policy_offers_no_human_reauthorization_and_the_page_says_who_does(stories):
+    from runfacts.processors.policy.access import allowed_command_types, load_policy
+    from runfacts.schemas.common import Actor
+
+    policy = load_policy()  # the packaged one: tool.call.propose is the agent's (docs/decider.md)
+    for role in ("user", "support_agent", "supervisor", "operator", "auditor", "memory_reviewer"):
+        actor = Actor(subjectId="x", roles=(role,), tenant="acme", authSource="dashboard")
+        viewer = Viewer("x", (role,), allowed_command_types(policy, actor), "acme", True)
+        page = run_page(stories[EXPIRED].s, [], viewer)
+        row = next(a for a in page.approvals if a.approval_id == "approval-tool-call-031")
+        assert (row.can_reauthorize, row.awaits_reauthorization) == (False, True), role
+        html = run_console(page, "tok")
+        assert "button class=\"reauthorize\"" not in html and "reauthorize-note" in html
+
+
 def test_event_text_holding_html_is_shown_inert(stories):
     s = stories[REFUND]
     evil = '<img src=x onerror=alert(1)><script>alert(2)</script>'
