@@ -13,12 +13,20 @@ Run: .venv/bin/python benchmarks/dashboard_bench.py [--facts 2000] [--runs 10000
 3. makes --runs copies of the State under other run ids and tenants and times GET / (first
    page), the last page, a status filter and a run-id search.
 Reports milliseconds per request (min / median / max) and the page sizes.
+
+Memory: `--memory --runs 2000,10000 [--facts-per-run 20] [--rounds 3]` feeds each count of
+runs (every fact as its framed Avro record, every State as its JSON record, decoded by the
+feeds as from the topics) into the feeds in a fresh process per round and reports the
+process's resident set (VmRSS, after a collection) before and after: median and range.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +36,7 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
 from runfacts.processors.decider.core import DecideContext, decide
@@ -118,17 +126,66 @@ def report(name: str, cold: float, warm: list[float], size: int) -> None:
           f"max {max(warm):7.1f} ms | {size / 1024:7.0f} KiB")
 
 
+def rss_kib() -> int:
+    gc.collect()
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def feed_runs(runs: int, facts_per_run: int) -> dict[str, int]:
+    """One round in this process: RSS before and after feeding `runs` runs into the feeds."""
+    state, log = long_run(facts_per_run)
+    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("bench-dash")
+    states = StateFeed(kafka, FeedSettings(names.state))
+    facts = FactsFeed(kafka, FeedSettings(names.events))
+    codec, state_json = Codec(), state.model_dump_json()  # type: ignore[attr-defined]
+    before, offset = rss_kib(), 0
+    for i in range(runs):
+        run = f"run-{i:06d}"
+        for event in log:
+            facts.add(run, offset, int(event.occurredAt.timestamp() * 1000),  # type: ignore[attr-defined]
+                      codec.encode(event.model_copy(update={"runId": run})))  # type: ignore[attr-defined]
+            offset += 1
+        states.apply(run.encode(), state_json.replace(RUN, run).encode())
+    return {"before_kib": before, "after_kib": rss_kib(), "facts": offset}
+
+
+def memory(counts: list[int], facts_per_run: int, rounds: int) -> int:
+    for runs in counts:
+        grown = []
+        for _ in range(rounds):
+            out = subprocess.run([sys.executable, __file__, "--memory-round", str(runs), str(facts_per_run)],
+                                 check=True, capture_output=True, text=True).stdout
+            got = json.loads(out.strip().splitlines()[-1])
+            grown.append((got["after_kib"] - got["before_kib"]) / 1024)
+        print(f"{runs:>6} runs x {facts_per_run} facts: feeds hold {statistics.median(grown):7.1f} MiB "
+              f"(median of {rounds}; range {min(grown):.1f}-{max(grown):.1f} MiB)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=2000)
-    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--runs", default="10000")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--memory", action="store_true", help="measure the feeds' resident memory")
+    parser.add_argument("--facts-per-run", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory-round", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_round:
+        print(json.dumps(feed_runs(*args.memory_round)))
+        return 0
+    if args.memory:
+        return memory([int(n) for n in args.runs.split(",")], args.facts_per_run, args.rounds)
+    args.runs = int(args.runs)
 
     state, log = long_run(args.facts)
     kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("bench-dash")
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state))
+    states = StateFeed(kafka, FeedSettings(names.state))
     facts = FactsFeed(kafka, FeedSettings(names.events))
     codec = Codec()
     for offset, event in enumerate(log):
@@ -150,9 +207,9 @@ def main() -> int:
                     "runId": f"run-{i:06d}", "tenant": ("acme", "globex")[i % 2],
                     "status": "waiting_for_review" if i % 10 == 0 else "running",
                     "updatedAt": T0 + timedelta(seconds=i)})
-                states.states[copy.runId] = copy
-            pages = -(-len(states.states) // 50)
-            print(f"run list: {len(states.states)} runs, {pages} pages of 50")
+                states.put(copy.runId, copy)
+            pages = -(-len(states) // 50)
+            print(f"run list: {len(states)} runs, {pages} pages of 50")
             report("GET / (page 1)", *timed(client.get, "/", args.repeat))
             report(f"GET /?page={pages}", *timed(client.get, f"/?page={pages}", args.repeat))
             report("GET /?status=waiting_for_review", *timed(client.get, "/?status=waiting_for_review",

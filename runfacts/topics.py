@@ -93,6 +93,10 @@ class TopicNames:
     def decider_versions(self) -> str:
         return f"{self.prefix}.decider.versions"
 
+    @property
+    def metrics(self) -> str:
+        return f"{self.prefix}.engine.metrics"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -111,6 +115,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
         TopicSpec(names.decider_versions, 1, "compact", UNLIMITED, dict(COMPACT),
                   "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
+        TopicSpec(names.metrics, 1, "delete", DAY_MS, {"segment.ms": str(3600 * 1000)},
+                  "the engines' metrics records, key '<app>/<instance>' (health page; best effort)"),
     ]
 
 

@@ -86,7 +86,8 @@ def expiry_story(run: str, at: datetime, call: str = "tool-call-031", tenant: st
 
 # who looks at the console: name -> (roles, tenant); password "<name>-pw-1"
 PEOPLE = {"alice": ("support_agent", "acme"), "gina": ("support_agent", "globex"), "olga": ("operator", None),
-          "sam": ("supervisor", "acme"), "audrey": ("auditor", "acme")}
+          "sam": ("supervisor", "acme"), "audrey": ("auditor", "acme"),
+          "rita": ("memory_reviewer", "acme")}
 
 
 def password(name: str) -> str:

@@ -393,7 +393,7 @@ class DeciderShell:
             name=self.app_name,
             sources=(Source(self.names.commands, value_deserializer=self.deserialize, value_headers=True),),
             process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
-            dead_letter_topic=self.names.dlq, flush=self.flush,
+            dead_letter_topic=self.names.dlq, flush=self.flush, metrics_topic=self.names.metrics,
         )
 
 

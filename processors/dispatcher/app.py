@@ -419,7 +419,7 @@ class DispatcherShell:
             name=self.settings.app_name,
             sources=(Source(names.events, value_deserializer=self.deserialize),),
             process=self.process, on_timer=self.on_timer, stores=("runs", "progress"),
-            dead_letter_topic=names.dlq,
+            dead_letter_topic=names.dlq, metrics_topic=names.metrics,
         )
 
 

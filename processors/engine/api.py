@@ -117,6 +117,8 @@ class Application:
     on_timer: TimerFn | None = None
     sinks: tuple[Sink, ...] = ()
     dead_letter_topic: str = "runfacts.dlq"
+    metrics_topic: str = ""
+    """Where the engine publishes its metrics record every interval (empty: nowhere)."""
     flush: FlushFn | None = None
     """Called once per partition with work as the transaction commits, before its changelog
     records: outputs and store writes it makes join the transaction (e.g. one state write per

@@ -26,7 +26,9 @@ first offsets and goes on (at most max_consecutive_aborts in a row, with backoff
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
 SIGTERM / SIGINT / stop(): finish the batch, commit, close the stores, leave the group.
 Telemetry (when enabled): records processed, transaction commit latency, and consumer lag
-per partition from librdkafka's statistics.
+per partition from librdkafka's statistics. Metrics (when the application names a metrics topic
+and `metrics_interval_ms` > 0): every interval one record of commit latency p50/p99/max, batch
+sizes and the lag the consumer knows, off the transaction (`MetricsReporter`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
@@ -46,6 +48,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
+from runfacts.metrics import MetricsWindow, encode
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
 from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, ProducerFenced, TransactionAborted
@@ -53,6 +56,7 @@ from runfacts.processors.engine.gctune import tune_gc
 from runfacts.processors.engine.settings import (
     EngineSettings,
     check_timeouts,
+    common_config,
     consumer_config,
     load_settings,
     producer_config,
@@ -63,6 +67,7 @@ from runfacts.processors.engine.task import Task
 from runfacts.schemas.errors import InfrastructureError
 
 log = logging.getLogger("runfacts.engine")
+_WARN_EVERY_S = 60.0
 
 
 @dataclass
@@ -113,6 +118,7 @@ class Engine:
         # one bound for every partition's RocksDB of this instance (None: RocksDB's defaults)
         memory = self.settings.store_memory_mb
         self._store_memory = StoreMemory(memory) if memory else None
+        self._metrics: MetricsReporter | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
@@ -159,6 +165,9 @@ class Engine:
         self._producer = self._txn.producer = Producer(pconf)
         self._out = ProducerOutput(self._producer)
         self._txn.init()
+        if self.app.metrics_topic and settings.metrics_interval_ms > 0:
+            self._metrics = MetricsReporter(self.app.name, settings.instance_id, self.app.metrics_topic,
+                                            settings.metrics_interval_ms, common_config(settings))
         self._consumer.subscribe([s.topic for s in self.app.sources], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_lost)
 
@@ -182,6 +191,8 @@ class Engine:
             if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
                                       or now - self._last_commit >= interval):
                 self._commit()
+            if self._metrics is not None and now >= self._metrics.next_at:
+                self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources])
         self._commit()
 
     def _begin(self) -> None:
@@ -200,6 +211,8 @@ class Engine:
                 self._unowned_or_errors(batch)
         self._uncommitted += len(msgs)
         self.stats.processed += len(msgs)
+        if self._metrics is not None:
+            self._metrics.window.batch(len(msgs))
         if self._tel.enabled:
             self._tel.add(telemetry.EVENTS_PROCESSED, len(msgs), self._labels)
 
@@ -250,8 +263,11 @@ class Engine:
                 return
             self._rollback(exc, revoked)
             return
+        latency_ms = (time.monotonic() - started) * 1000
+        if self._metrics is not None:
+            self._metrics.window.commit(latency_ms)
         if self._tel.enabled:
-            self._tel.record(telemetry.COMMIT_LATENCY, (time.monotonic() - started) * 1000, self._labels)
+            self._tel.record(telemetry.COMMIT_LATENCY, latency_ms, self._labels)
         self._uncommitted = 0
         self._aborts_in_row = 0
         self.stats.commits += 1
@@ -480,6 +496,68 @@ class Engine:
                 self._restorer.close()
             if hasattr(self, "_producer") and not self.settings.exactly_once:
                 self._producer.flush(10)
+            if self._metrics is not None:
+                self._metrics.close()
+
+
+class MetricsReporter:
+    """Publishes one metrics record (`runfacts.metrics`) per interval for (app, instance) to `topic`.
+
+    Best effort and off the transaction: a plain producer of its own (acks=1, no idempotence), so
+    a metrics record is never part of, nor can abort, a batch; a failed delivery or a full queue is
+    logged (once a minute at most) and the record dropped. The lag is what the consumer knows: the
+    high watermark it last fetched (cached, no request) minus its position, per owned partition."""
+
+    def __init__(self, app: str, instance: str, topic: str, interval_ms: int, config: dict[str, Any]) -> None:
+        self.app, self.instance, self.topic, self.interval_ms = app, instance, topic, interval_ms
+        self.window = MetricsWindow()
+        self.next_at = time.monotonic() + interval_ms / 1000
+        self._warned_at = -_WARN_EVERY_S
+        self._producer = Producer({**config, "acks": 1, "enable.idempotence": False, "linger.ms": 50,
+                                   "message.timeout.ms": 30_000, "on_delivery": self._delivered})
+
+    def publish(self, consumer: Consumer, partitions: Iterable[int], sources: Iterable[str]) -> None:
+        """The window as one record (and the next interval's deadline)."""
+        now = time.monotonic()
+        self.next_at = now + self.interval_ms / 1000
+        record = self.window.record(self.app, self.instance, int(time.time() * 1000), self.interval_ms,
+                                    _lag(consumer, [TopicPartition(t, p) for t in sources for p in partitions]))
+        try:
+            self._producer.produce(self.topic, encode(record), f"{self.app}/{self.instance}".encode())
+        except (BufferError, KafkaException) as exc:
+            self._warn(f"metrics record to {self.topic} dropped: {exc}")
+        self._producer.poll(0)
+
+    def close(self) -> None:
+        self._producer.flush(2)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._warn(f"metrics record to {self.topic} not delivered: {err}")
+
+    def _warn(self, message: str) -> None:
+        if time.monotonic() - self._warned_at >= _WARN_EVERY_S:
+            self._warned_at = time.monotonic()
+            log.warning("%s (the engine goes on; metrics are best effort)", message)
+
+
+def _lag(consumer: Consumer, parts: list[TopicPartition]) -> list[tuple[str, int, int]]:
+    """(topic, partition, high watermark - position) where the consumer knows both."""
+    if not parts:
+        return []
+    try:
+        positions = consumer.position(parts)
+    except KafkaException:
+        return []
+    found = []
+    for tp in positions:
+        try:
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+        except KafkaException:
+            continue
+        if tp.offset >= 0 and high is not None and high >= 0:
+            found.append((tp.topic, tp.partition, max(0, high - tp.offset)))
+    return found
 
 
 FENCINGS_FILE = "fencings"

@@ -94,6 +94,8 @@ class EngineSettings(BaseSettings):
     gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
                               "threshold while the engine runs (0: leave the interpreter's); see "
                               "runfacts.processors.engine.gctune")
+    metrics_interval_ms: int = Field(5_000, ge=0, description="how often the engine publishes its metrics "
+                                     "record to the application's metrics topic (0: never)")
     changelog_replication_factor: int = Field(-1, description="-1: the broker default")
     kafka: KafkaOptions = Field(default_factory=dict)
     consumer: KafkaOptions = Field(default_factory=dict)

@@ -110,6 +110,7 @@ class ProjectorShell:
             name=app_name(names.prefix),
             sources=(Source(names.events, value_deserializer=self.deserialize),),
             process=self.process, stores=("heads", "trajectories"), dead_letter_topic=names.dlq,
+            metrics_topic=names.metrics,
         )
 
 

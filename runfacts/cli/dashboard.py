@@ -11,9 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runfacts import telemetry
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
-from runfacts.dashboard.health import consumer_lag, processors
+from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -52,15 +52,16 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
     secret = settings.session_secret.encode() or secrets.token_bytes(32)
     group = group_prefix(names.prefix, "dashboard")  # what the dashboard principal's ACLs grant
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view, group_prefix=group))
-    states = ViewFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s),
+    states = StateFeed(kafka, FeedSettings(names.state, stuck_after=timedelta(seconds=settings.stuck_after_s),
                                           group_prefix=group))
     throttle = ThrottleSettings(settings.login_max_failures, settings.login_max_failures_per_address,
                                 settings.login_window_s)
     facts = FactsFeed(kafka, FeedSettings(names.events, group_prefix=group))
     return Dashboard(views=views, states=states, users=UsersFile(users_file()), facts=facts,
-                     dead_letters=DeadLetters(kafka, names.dlq, group),
+                     dead_letters=DeadLetters(kafka, names, group),
                      lag=lambda: consumer_lag(kafka, processors(names)),
                      audit=FactsFeed(kafka, FeedSettings(names.audit, group_prefix=group)),
+                     metrics=MetricsFeed(kafka, FeedSettings(names.metrics, group_prefix=group)),
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard"),

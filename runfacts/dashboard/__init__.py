@@ -1,8 +1,10 @@
 """The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
 
 Pure: html (the pages and fragments), runpage (what a run's page says: timeline, tool-call
-tracks, approvals), runlist (the run list: filters, search, pages), console (their HTML).
-Shells: app (the Starlette app), feed (live views and facts from the topics), session (signed
+tracks, approvals), runlist (the run list: filters, search, pages; the compact RunRow),
+console (their HTML), charts (the health page's SVG charts).
+Shells: app (the Starlette app), feed (live views, states and facts from the topics, bounded),
+health (consumer lag, the engines' metrics feed), session (signed
 sessions, CSRF), guard (server-side sessions, the live users file, login throttling), letters
 (dead letters: read, redrive).
 """

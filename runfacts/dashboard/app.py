@@ -45,11 +45,11 @@ from runfacts import telemetry
 from runfacts.dashboard import console, html
 from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
-from runfacts.dashboard.feed import FactsFeed, ViewFeed
+from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
-from runfacts.dashboard.health import Lag
+from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters
-from runfacts.dashboard.runlist import ListQuery, inbox, run_list
+from runfacts.dashboard.runlist import REVIEWER, ListQuery, inbox, memory_inbox, run_list
 from runfacts.dashboard.runpage import run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -64,7 +64,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, stuck_for, view_of
+from runfacts.ops.views import Viewer, page_view, view_of
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.projections.audit import reducer as audit_reducer
@@ -88,7 +88,7 @@ class Dashboard:
     command client."""
 
     views: ViewFeed  # the user-view topic (decode_view): what the user role sees
-    states: ViewFeed  # the run-state topic (decode_state): operator/auditor views, owners, commands
+    states: StateFeed  # the run-state topic (decode_state): operator/auditor views, owners, rows, commands
     users: UserDirectory | UsersFile  # a UsersFile: role/tenant changes on disk take effect at once
     signer: SessionSigner
     commands: CommandClient
@@ -102,6 +102,7 @@ class Dashboard:
     dead_letters: DeadLetters | None = None  # the dead-letter topic (operators: list and redrive)
     lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
     audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
+    metrics: MetricsFeed | None = None  # the engines' metrics records (health page: commit latency)
 
 
 def _now_s() -> int:
@@ -193,8 +194,7 @@ class _Pages:
         return response
 
     def runs_html(self, session: Session, query: ListQuery) -> str:
-        runs = run_list(list(self.d.states.states.values()), _viewer(session, self.d.policy), query,
-                        datetime.now(UTC))
+        runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC))
         return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str) -> str:
@@ -212,10 +212,10 @@ class _Pages:
             return None
         try:
             records = [audit_reducer.from_dict(audit_reducer.schema().decode(value))
-                       for _o, _t, value in list(self.d.audit.records.get(run_id, []))]
+                       for _o, _t, value in self.d.audit.records_of(run_id)]
         except (InvalidInput, KeyError, TypeError, ValueError) as exc:
             return AuditStatus(0, 0, "", False, f"an audit record does not decode: {exc}", 0)
-        events = {offset: value for offset, _t, value in list(self.d.facts.records.get(run_id, []))}
+        events = {offset: value for offset, _t, value in self.d.facts.records_of(run_id)}
         return chain_status(records, events, self.d.facts.settings.topic)
 
     async def index(self, request: Request) -> Response:
@@ -233,7 +233,7 @@ class _Pages:
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(list(self.d.states.states.values()), _viewer(session, self.d.policy))
+        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy))
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:
@@ -243,6 +243,25 @@ class _Pages:
         body = ("<h1>Approvals waiting for you</h1>" + html.live("/approvals/stream", self.inbox_html(session))
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page("Approvals", body, session.identity.subject, session.csrf))
+
+    def memory_html(self, session: Session) -> str:
+        viewer = _viewer(session, self.d.policy)
+        rows = memory_inbox(self.d.states.all_rows(), viewer, datetime.now(UTC))
+        may_decide = self.d.policy is None or "memory.review" in (viewer.allowed or ())
+        return console.memory_table(rows, datetime.now(UTC), session.csrf, may_decide)
+
+    async def memory(self, request: Request) -> Response:
+        """Pending memory candidates, for memory reviewers: Confirm/Reject submit ReviewMemory."""
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        if REVIEWER not in session.identity.roles:
+            return HTMLResponse(html.page("Memory", '<p id="not-allowed">Memory candidates are for memory '
+                                          'reviewers.</p>', session.identity.subject, session.csrf), 403)
+        body = ("<h1>Memory candidates waiting for review</h1>"
+                + html.live("/memory/stream", self.memory_html(session))
+                + '<p id="command-status" role="status"></p>')
+        return HTMLResponse(html.page("Memory", body, session.identity.subject, session.csrf))
 
     async def letters(self, request: Request, note: str = "", status: int = 200) -> Response:
         session = self.session_of(request)
@@ -298,25 +317,24 @@ class _Pages:
                 error = str(exc)
         now = datetime.now(UTC)
         limit = self.d.states.settings.stuck_after
-        stuck = sorted(((s.runId, str(s.status), stuck_for(s, now) or timedelta(0))
-                        for s in list(self.d.states.states.values())
-                        if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
-                        and (stuck_for(s, now) or timedelta(0)) > limit), key=lambda r: r[2], reverse=True)
+        stuck = sorted(((s.runId, s.status, s.stuck_for(now) or timedelta(0)) for s in self.d.states.all_rows()
+                        if viewer.may_see(s.userId, s.tenant) and (s.stuck_for(now) or timedelta(0)) > limit),
+                       key=lambda r: r[2], reverse=True)
         feeds = [(name, "failed: " + str(f.error) if f.error is not None else ("ready" if f.ready.is_set()
                                                                                else "catching up"))
                  for name, f in (("user views", self.d.views), ("run states", self.d.states), ("facts", self.d.facts),
-                                 ("audit", self.d.audit))
+                                 ("audit", self.d.audit), ("engine metrics", self.d.metrics))
                  if f is not None]
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20],
-                                                       len(stuck), feeds)
+        metrics = self.d.metrics.by_app() if self.d.metrics is not None else None
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
         session = self.session_of(request)
         if session is None:
             return self.ended(request)
-        run_id = request.path_params["run_id"]
-        body = (html.live(f"/runs/{run_id}/stream", self.run_html(session, run_id))
+        run_id = request.path_params["run_id"]  # the State and facts may be read back from the topics
+        body = (html.live(f"/runs/{run_id}/stream", await run_in_threadpool(self.run_html, session, run_id))
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
 
@@ -329,6 +347,11 @@ class _Pages:
         if request.url.path == "/approvals/stream":
             stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
             return stream.response(None, lambda: self.inbox_html(session))
+        if request.url.path == "/memory/stream":
+            if REVIEWER not in session.identity.roles:
+                return Response("memory candidates are for memory reviewers", 403)
+            stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
+            return stream.response(None, lambda: self.memory_html(session))
         if run_id is None:  # the list is built from State; at most two renders a second
             try:
                 query = ListQuery.parse(request.query_params)
@@ -370,7 +393,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        feeds = [f for f in (d.views, d.states, d.facts, d.audit) if f is not None]
+        feeds = [f for f in (d.views, d.states, d.facts, d.audit, d.metrics) if f is not None]
         if manage_feed:
             for feed in feeds:
                 feed.start()
@@ -392,6 +415,8 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
         Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
+        Route("/memory", p.memory), Route("/memory/stream", p.stream),
+        Route("/runs/{run_id}/memories/{memory_id}", p.command(_review_memory), methods=["POST"]),
         Route("/health", p.health), Route("/dead-letters", p.letters),
         Route("/dead-letters/redrive", p.redrive, methods=["POST"]),
         Route("/static/dashboard.js", lambda r: Response(html.SCRIPT, media_type="application/javascript")),
@@ -423,7 +448,7 @@ def _health(d: Dashboard) -> Response:
     if failed is not None:
         return JSONResponse({"ok": False, "error": str(failed)}, 503)
     ready = d.views.ready.is_set() and d.states.ready.is_set()
-    return JSONResponse({"ok": ready, "runs": len(d.states.states)}, 200 if ready else 503)
+    return JSONResponse({"ok": ready, "runs": len(d.states)}, 200 if ready else 503)
 
 
 @dataclass
@@ -445,7 +470,7 @@ class _Stream:
 
         async def events() -> AsyncIterator[str]:
             try:
-                yield html.sse("view", render())
+                yield html.sse("view", await run_in_threadpool(render))
                 quiet = 0.0
                 while True:
                     try:
@@ -466,7 +491,7 @@ class _Stream:
                     if not self.alive():
                         yield html.sse("ended", "your session has ended: sign in again")
                         return
-                    yield html.sse("view", render())
+                    yield html.sse("view", await run_in_threadpool(render))
             finally:
                 for feed in self.feeds:
                     feed.unsubscribe(queue)
@@ -527,6 +552,18 @@ def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
     token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
                                           session.identity.subject), int(issue.issued_at.timestamp() * 1000))
     return control.resume_command(state, approval_id, decision, issue, token)
+
+
+def _review_memory(state: RunState, session: Session, form: Any) -> CommandBase:
+    """ReviewMemory bound to the candidate's hash, signed like an approval (the same keys)."""
+    decision, memory_id = control.approval_decision(str(form.get("decision", ""))), form["memory_id"]
+    memory = state.memories.get(memory_id)
+    if memory is None:
+        raise ControlError(f"run {state.runId} has no memory candidate {memory_id}")
+    issue = _issue(session)
+    token = sign_approval(ApprovalRequest(state.runId, memory_id, memory.candidateHash, decision,
+                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+    return control.review_memory_command(state, memory_id, decision, issue, token)
 
 
 def _stop(state: RunState, session: Session, form: Any) -> CommandBase:

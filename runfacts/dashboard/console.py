@@ -7,12 +7,13 @@ Content-Security-Policy (script-src 'self') holds; live parts are swapped by the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
-from runfacts.dashboard.runlist import InboxRow, ListQuery, RunList
+from runfacts.dashboard.charts import latency_chart
+from runfacts.dashboard.runlist import InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
@@ -85,6 +86,9 @@ def _approvals(page: RunPage, csrf: str) -> str:
             action = (f'<form class="command" method="post" action="/runs/{escape(page.run_id)}/reauthorize/'
                       f'{escape(a.approval_id)}">{_csrf(csrf)}<button class="reauthorize" '
                       f'data-approval="{escape(a.approval_id)}">Request re-authorization</button></form>')
+        elif a.awaits_reauthorization:  # the policy lets this viewer's roles not propose a call
+            action = ('<span class="reauthorize-note">waiting for re-authorization: the agent proposes the call '
+                      'again (tool.call.propose), then the new approval is decided</span>')
         rows.append(
             f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
             f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'
@@ -214,6 +218,31 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
 
 
+def memory_table(rows: Sequence[MemoryRow], now: datetime, csrf: str, may_decide: bool) -> str:
+    """Pending memory candidates, oldest first, with Confirm/Reject (ReviewMemory commands) when
+    the viewer's roles may decide them."""
+    if not rows:
+        return '<p id="memory-empty" class="muted">No memory candidates waiting for review.</p>'
+    staff = rows[0].tenant is not None
+    out = []
+    for r in rows:
+        m = r.memory
+        action = f"/runs/{escape(r.run_id)}/memories/{escape(m.memoryId)}"
+        buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}<button class="confirm" '
+                   'name="decision" value="approve">Confirm</button> <button class="reject" name="decision" '
+                   'value="reject">Reject</button></form>') if may_decide else ""
+        tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        out.append(
+            f'<tr data-memory="{escape(m.memoryId)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(m.memoryId)}</td><td>{_e(m.statementRef)}</td>'
+            f'<td>{_e(m.scope)}</td><td>{m.evidence} fact{"s" if m.evidence != 1 else ""}</td><td>{_e(m.proposedBy)}'
+            f'</td><td><code>{_e(m.candidateHash[:16])}</code></td><td>{countdown(m.expiresAt, now)}</td>{tenant}'
+            f'<td>{buttons}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("run", "memory", "statement", "scope", "evidence", "proposed by",
+                                            "candidate hash", "expires in", *(("tenant",) if staff else ()), ""))
+    return f'<table id="memories"><tr>{head}</tr>{"".join(out)}</table>'
+
+
 def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
     """Dead letters (runfacts.ops.dlq.DeadLetter) with reason, position, schema; redrive buttons."""
     if not letters:
@@ -235,9 +264,33 @@ def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
     return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def latency_section(metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> str:
+    """Commit latency p50/p99 per processor (an SVG chart each), its last measured interval's numbers,
+    the commits over the kept records and the lag the newest record reports."""
+    if metrics is None:
+        return '<h2>Commit latency</h2><p class="muted" id="no-metrics">The metrics topic is not followed.</p>'
+    if not metrics:
+        return ('<h2>Commit latency</h2><p class="muted" id="no-metrics">No engine has published metrics yet '
+                '(every interval, `RUNFACTS_METRICS_INTERVAL_MS`).</p>')
+    rows = []
+    for app, records in metrics.items():
+        measured = [r for r in records if r.get("commitLatencyMs")] or [records[-1]]
+        commit, batch = measured[-1].get("commitLatencyMs") or {}, measured[-1].get("batchRecords") or {}
+        lag = sum(int(x["lag"]) for x in records[-1].get("lag", []))  # the newest record's
+        rows.append(f'<tr data-app="{escape(app)}"><td>{escape(app)}</td><td class="p50">{_e(commit.get("p50"))}</td>'
+                    f'<td class="p99">{_e(commit.get("p99"))}</td><td>{sum(int(r["commits"]) for r in records)}</td>'
+                    f'<td>{_e(batch.get("p50"))} / {_e(batch.get("p99"))}</td><td>{lag}</td></tr>')
+    charts = "".join(f'<figure class="chart">{latency_chart(app, records)}</figure>'
+                     for app, records in metrics.items())
+    return ('<h2>Commit latency</h2><div id="latency">' + charts + '</div><table id="latency-last"><tr>'
+            '<th>processor</th><th>p50 ms</th><th>p99 ms</th><th>commits (shown window)</th>'
+            '<th>records a batch p50 / p99</th><th>lag it knows now</th></tr>' + "".join(rows) + '</table>')
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
-                stuck_total: int, feeds: Sequence[tuple[str, str]]) -> str:
-    """Lag per processor and partition (bars), stuck runs, the dashboard's own feeds."""
+                stuck_total: int, feeds: Sequence[tuple[str, str]],
+                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
+    """Lag per processor and partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
     widest = max([x.lag for x in lags] + [1])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
@@ -253,7 +306,8 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'<h2>Consumer lag</h2>{lag_html}<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
+    return (f'<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+            f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
             + f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')

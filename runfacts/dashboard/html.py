@@ -70,7 +70,8 @@ margin:1rem 0}.muted{color:#666}header{display:flex;gap:1rem;align-items:center}
 
 
 NAV = ('<nav><a href="/" id="nav-runs">Runs</a> · <a href="/approvals" id="nav-approvals">Approvals</a> · '
-       '<a href="/dead-letters" id="nav-letters">Dead letters</a> · <a href="/health" id="nav-health">Health</a></nav>')
+       '<a href="/memory" id="nav-memory">Memory</a> · <a href="/dead-letters" id="nav-letters">Dead letters</a> · '
+       '<a href="/health" id="nav-health">Health</a></nav>')
 
 
 def page(title: str, body: str, user: str | None = None, csrf: str | None = None) -> str:

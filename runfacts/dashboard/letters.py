@@ -1,24 +1,31 @@
 """Dead letters for the console: read with the one topic reader, redriven by `runfacts.ops.dlq`
 with the same checks as `runfacts dlq redrive` (a letter with an original topic, not redriven
-before; the re-submission and its marker in one Kafka transaction)."""
+before; the re-submission and its marker in one Kafka transaction), and one more: only to
+the topics a service may redrive to (`service_redrive_targets`: the commands topic), which
+is what the dashboard principal's ACLs grant (`runfacts.security.acls`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from runfacts.logread import read_to_end
-from runfacts.ops.dlq import DeadLetter, read_letters, redrive, redrive_plan
+from runfacts.ops.dlq import DeadLetter, read_letters, redrive, redrive_plan, service_redrive_targets
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings
+from runfacts.topics import TopicNames
 
 
 @dataclass(frozen=True)
 class DeadLetters:
-    """The dead-letter topic `topic`, read in groups under `group_prefix` (the dashboard's)."""
+    """The dead-letter topic of `names`, read in groups under `group_prefix` (the dashboard's)."""
 
     kafka: KafkaSettings
-    topic: str
+    names: TopicNames
     group_prefix: str = "runfacts-dashboard"
+
+    @property
+    def topic(self) -> str:
+        return self.names.dlq
 
     def read(self) -> list[DeadLetter]:
         records = read_to_end(self.kafka.bootstrap_servers, [self.topic], config=self.kafka.client_config(),
@@ -33,4 +40,9 @@ class DeadLetters:
         plan = [x for x in redrive_plan(letters, {}) if x.position == position]
         if not plan:
             raise ConfigError("position", position, "already redriven, or it names no original topic")
+        targets = service_redrive_targets(self.names)
+        if plan[0].reasons["topic"] not in targets:
+            raise ConfigError("position", position, f"its original topic {plan[0].reasons['topic']} is not one the "
+                              f"console redrives to ({', '.join(targets)}): a copy of a fact goes back to the log "
+                              "only by an admin's `runfacts dlq redrive`")
         return redrive(self.kafka, self.topic, plan)

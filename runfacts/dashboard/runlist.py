@@ -4,6 +4,10 @@
 search by run id, page); `run_list` picks the visible runs, filters them, sorts by last change
 (newest first) and builds rows for one page only, so a list of 10,000 runs costs one pass and
 one sort, not 10,000 rows. The goal summary is personal: auditors only.
+
+The list, the inbox and the health page read `RunRow`s (`row_of(state)`): what they show of
+every run, kept by the dashboard for each run instead of its whole State (a few hundred bytes,
+not ~19 KiB decoded), so 10,000 runs stay small; the full State is read when a page needs it.
 """
 
 from __future__ import annotations
@@ -14,12 +18,75 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from runfacts.ops.views import REVIEW, Viewer, parse_duration, stuck_for
-from runfacts.processors.decider.state import RunState
+from runfacts.ops.views import REVIEW, Viewer, parse_duration
+from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.schemas.pii import MASK
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class OpenApproval:
+    """An open approval as the inbox lists it."""
+
+    approvalId: str
+    toolCallId: str
+    action: str
+    target: str
+    risk: str
+    requiredRole: str
+    argsHash: str
+    expiresAt: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemory:
+    """A memory candidate waiting for a reviewer (refs and hashes only, as the State holds it)."""
+
+    memoryId: str
+    statementRef: str
+    scope: str  # "<kind>:<id>"
+    evidence: int  # how many facts it cites
+    proposedBy: str
+    proposedAt: datetime
+    expiresAt: datetime
+    candidateHash: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """What the list, inbox and health page need of one run (the compact summary of its State)."""
+
+    runId: str
+    userId: str | None
+    tenant: str | None
+    status: str
+    statusReason: str | None
+    statusSince: datetime
+    updatedAt: datetime
+    goalSummary: str
+    in_flight: int
+    approvals: tuple[OpenApproval, ...]
+    memories: tuple[PendingMemory, ...] = ()
+
+    def stuck_for(self, now: datetime) -> timedelta | None:
+        """How long a run that has not ended has been in its status (`ops.views.stuck_for`)."""
+        return None if self.status in TERMINAL else max(now - self.statusSince, timedelta(0))
+
+
+def row_of(state: RunState) -> RunRow:
+    """The run's row (its open approvals with the action and target of their calls)."""
+    approvals = []
+    for a in state.open_approvals():
+        call = state.toolCalls.get(a.toolCallId)
+        approvals.append(OpenApproval(a.approvalId, a.toolCallId, call.action if call else "",
+                                      call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt))
+    memories = tuple(PendingMemory(m.memoryId, m.statementRef, f"{m.scopeKind}:{m.scopeId}", len(m.evidence),
+                                   m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
+                     for m in state.memories.values() if m.status == "proposed")
+    return RunRow(state.runId, state.userId, state.tenant, str(state.status), state.statusReason, state.statusSince,
+                  state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories)
 
 
 @dataclass(frozen=True)
@@ -56,7 +123,7 @@ class ListQuery:
                   "per_page": str(q.per_page) if q.per_page != PER_PAGE else ""}
         return urlencode({k: v for k, v in values.items() if v})
 
-    def matches(self, state: RunState, now: datetime) -> bool:
+    def matches(self, state: RunRow, now: datetime) -> bool:
         if self.q and self.q not in state.runId:
             return False
         if self.status and state.status != self.status:
@@ -66,7 +133,7 @@ class ListQuery:
         if self.tenant and state.tenant != self.tenant:
             return False
         if self.stuck:
-            stuck = stuck_for(state, now)
+            stuck = state.stuck_for(now)
             return stuck is not None and stuck > parse_duration(self.stuck)
         return True
 
@@ -96,17 +163,16 @@ class RunList:
         return max(1, -(-self.total // self.query.per_page))
 
 
-def run_list(states: Iterable[Any], viewer: Viewer, query: ListQuery, now: datetime) -> RunList:
+def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: datetime) -> RunList:
     """The runs this viewer may see that match `query`, newest change first, one page of rows."""
-    matching = [s for s in states if isinstance(s, RunState) and viewer.may_see(s.userId, s.tenant)
-                and query.matches(s, now)]
+    matching = [s for s in runs if viewer.may_see(s.userId, s.tenant) and query.matches(s, now)]
     matching.sort(key=lambda s: (s.updatedAt, s.runId), reverse=True)
     start = (query.page - 1) * query.per_page
     staff = viewer.role in ("operator", "auditor")
     rows = tuple(ListRow(
         s.runId, s.goalSummary if viewer.role == "auditor" else MASK, s.status, s.statusReason or "",
-        s.updatedAt, len(s.open_approvals()), len(s.in_flight_calls()), s.status in REVIEW,
-        (s.tenant or "") if staff else None, stuck_for(s, now)) for s in matching[start:start + query.per_page])
+        s.updatedAt, len(s.approvals), s.in_flight, s.status in REVIEW,
+        (s.tenant or "") if staff else None, s.stuck_for(now)) for s in matching[start:start + query.per_page])
     return RunList(rows, len(matching), query)
 
 
@@ -124,19 +190,38 @@ class InboxRow:
     tenant: str | None  # None: not shown to this viewer
 
 
-def inbox(states: Iterable[Any], viewer: Viewer) -> list[InboxRow]:
+def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
     """Every open approval this viewer's roles may decide, on runs they may see, oldest first
     (earliest expiry first: the approval's age is its TTL minus the time left)."""
     rows = []
     staff = viewer.role in ("operator", "auditor")
-    for s in states:
-        if not isinstance(s, RunState) or not viewer.may_see(s.userId, s.tenant):
+    for s in runs:
+        if not viewer.may_see(s.userId, s.tenant):
             continue
-        for a in s.open_approvals():
+        for a in s.approvals:
             if a.requiredRole not in viewer.roles:
                 continue
-            call = s.toolCalls.get(a.toolCallId)
-            rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, call.action if call else "",
-                                 call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
-                                 (s.tenant or "") if staff else None))
+            rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, a.action, a.target, a.risk, a.requiredRole,
+                                 a.argsHash, a.expiresAt, (s.tenant or "") if staff else None))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
+
+
+REVIEWER = "memory_reviewer"
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    run_id: str
+    memory: PendingMemory
+    tenant: str | None  # None: not shown to this viewer
+
+
+def memory_inbox(runs: Iterable[RunRow], viewer: Viewer, now: datetime) -> list[MemoryRow]:
+    """Every pending, unexpired memory candidate on runs a memory reviewer may see, oldest
+    proposal first (none for a viewer without the memory_reviewer role)."""
+    if REVIEWER not in viewer.roles:
+        return []
+    staff = viewer.role in ("operator", "auditor")
+    rows = [MemoryRow(s.runId, m, (s.tenant or "") if staff else None)
+            for s in runs if viewer.may_see(s.userId, s.tenant) for m in s.memories if now < m.expiresAt]
+    return sorted(rows, key=lambda r: (r.memory.proposedAt, r.run_id, r.memory.memoryId))

@@ -110,6 +110,7 @@ class ApprovalRow:
     expires_at: datetime
     summary: str
     can_reauthorize: bool
+    awaits_reauthorization: bool = False  # expired, the run waits: someone must propose the call again
 
 
 @dataclass(frozen=True)
@@ -301,9 +302,14 @@ def _tracks(call: ToolCallState, steps: tuple[list[Step], list[Step]], viewer: V
 
 
 def may_reauthorize(state: RunState, approval_id: str, viewer: Viewer) -> bool:
-    """An expired approval whose call can be proposed again by this viewer (the policy's
-    `tool.call.propose` rule) while the run waits for it, and no newer approval of the same
-    arguments is open."""
+    """An expired approval awaiting re-authorization whose call this viewer may propose again
+    (the policy's `tool.call.propose` rule)."""
+    return awaits_reauthorization(state, approval_id) and viewer.may("tool.call.propose", frozenset())
+
+
+def awaits_reauthorization(state: RunState, approval_id: str) -> bool:
+    """An expired approval whose call can be proposed again while the run waits for it, and no
+    newer approval of the same arguments is open."""
     approval = state.approvals.get(approval_id)
     if approval is None or approval.status != "expired" or state.status in TERMINAL:
         return False
@@ -312,7 +318,7 @@ def may_reauthorize(state: RunState, approval_id: str, viewer: Viewer) -> bool:
         return False
     if any(a.status == "open" and a.argsHash == approval.argsHash for a in state.approvals.values()):
         return False
-    return approval.toolCallId in state.toolCalls and viewer.may("tool.call.propose", frozenset())
+    return approval.toolCallId in state.toolCalls
 
 
 def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None) -> RunPage:
@@ -324,7 +330,7 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
                     (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
                     a.argsHash, a.expiresAt, a.summary if auditor else MASK,
-                    may_reauthorize(state, a.approvalId, viewer))
+                    may_reauthorize(state, a.approvalId, viewer), awaits_reauthorization(state, a.approvalId))
         for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
     meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)

@@ -57,6 +57,20 @@ def resume_command(state: RunState, approval_id: str, decision: ApprovalDecision
     return cmd.ResumeRun(**_envelope(state, issue), payload=payload)
 
 
+def review_memory_command(state: RunState, memory_id: str, decision: ApprovalDecision, issue: Issue,
+                          token: str | None = None) -> cmd.ReviewMemory:
+    """Confirm ("approve") or reject the run's memory candidate `memory_id`, bound to its hash."""
+    memory = state.memories.get(memory_id)
+    if memory is None:
+        known = ", ".join(state.memories) or "none"
+        raise ControlError(f"run {state.runId} has no memory candidate {memory_id} (candidates: {known})")
+    if memory.status != "proposed":
+        raise ControlError(f"memory {memory_id} is {memory.status}: only a proposed candidate is reviewed")
+    payload = cmd.ReviewMemoryPayload(memoryId=memory_id, decision=decision, candidateHash=memory.candidateHash,
+                                      reviewToken=token)
+    return cmd.ReviewMemory(**_envelope(state, issue), payload=payload)
+
+
 def stop_command(state: RunState, issue: Issue, reason: str = "") -> cmd.StopRun:
     return cmd.StopRun(**_envelope(state, issue), payload=cmd.StopRunPayload(reason=reason))
 

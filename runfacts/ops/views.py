@@ -25,7 +25,8 @@ REVIEW = frozenset({"needs_review", "waiting_for_review"})
 STOP_ROLES = frozenset({"user", "support_agent", "supervisor", "operator"})
 CANCEL_ROLES = STOP_ROLES
 RETRY_ROLES = frozenset({"operator"})
-STAFF_ROLES = frozenset({"support_agent", "supervisor", "operator", "auditor"})
+STAFF_ROLES = frozenset({"support_agent", "supervisor", "operator", "auditor",
+                         "memory_reviewer"})  # a reviewer sees the runs (of its tenant) whose candidates it judges
 BUDGET_DIMENSIONS = ("steps", "toolCalls", "tokens", "wallTimeMs", "costMicros")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}

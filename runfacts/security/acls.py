@@ -5,12 +5,13 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | component    | reads                      | writes                         | group / txn id / own topics |
 |--------------|----------------------------|--------------------------------|-----------------------------|
 | decider      | commands                   | events, state, view.user, dlq, | `<prefix>-run-decider*`      |
-|              |                            | decider.versions               |                             |
-| projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
-| dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
+|              |                            | decider.versions, metrics      |                             |
+| projector    | events                     | audit, eval.trajectory, dlq,   | `<prefix>-projector*`        |
+|              |                            | metrics                        |                             |
+| dispatcher   | events                     | commands, dlq, metrics         | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
-| dashboard    | view.user, state, events,  | commands                       | group `<prefix>-dashboard*`  |
-|              | audit, dlq                 |                                |                             |
+| dashboard    | view.user, state, events,  | commands, dlq (redrive         | group `<prefix>-dashboard*`, |
+|              | audit, dlq, metrics        | markers)                       | txn `runfacts-dlq-redrive-<dlq>` |
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 | client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
@@ -38,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from runfacts.ops.dlq import redrive_transactional_id, redrive_writes
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix
@@ -102,13 +104,18 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
     relay = ComponentAccess("outbox-relay", who["outbox-relay"], writes=(n.commands,),
                             transactional_prefix=outbox_transactional_prefix(n.prefix))
     return [
-        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions)),
-        engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),
-        engine("dispatcher", (n.events,), (n.commands, n.dlq)),
+        # every engine publishes its metrics record (runfacts.processors.engine.reporter)
+        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
+        engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq, n.metrics)),
+        engine("dispatcher", (n.events,), (n.commands, n.dlq, n.metrics)),
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)
-        client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq), (n.commands,)),
+        # its commands, and the console's redrive (runfacts.ops.dlq): to the topics a service may
+        # redrive to, a marker on the dlq, in a transaction of the redrive's id
+        replace(client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.metrics),
+                       tuple(dict.fromkeys((n.commands, *redrive_writes(n))))),
+                transactional_prefix=redrive_transactional_id(n.dlq)),
         client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
         client("auditor", (n.audit, n.trajectory, n.events), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;

@@ -14,8 +14,8 @@ import uvicorn
 from ops_support import Deployment
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
-from runfacts.dashboard.health import consumer_lag, processors
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
+from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
@@ -39,13 +39,14 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
     """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`);
     yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
-    states = ViewFeed(dep.kafka, FeedSettings(dep.names.state))
+    states = StateFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
     facts = FactsFeed(dep.kafka, FeedSettings(dep.names.events))
     dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"k" * 32), client, keepalive_s=2.0,
-                          facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names.dlq),
+                          facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names),
                           lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
-                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)))
+                          audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)),
+                          metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))

@@ -8,14 +8,14 @@ screenshot of the page it checks under artifacts/dashboard/ (gitignored).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from console_support import expiry_story, password, reauthorizing_policy, refund_story, write_people
+from console_support import expiry_story, key_of, password, reauthorizing_policy, refund_story, write_people
 from dashboard_support import browser_page, login, screenshot, serve_dashboard
-from decider_support import AGENT, command, create, propose_refund
+from decider_support import AGENT, SUPPORT, claim, command, completed, create, propose_refund, resume
 from engine_support import EngineThread, settings
 from ops_support import Deployment
 
@@ -33,9 +33,11 @@ def console(kafka_bootstrap: str, tmp_path: Path):
     tenant globex, the run decider on the engine, and the dashboard over it."""
     unique = uuid.uuid4().hex[:10]
     dep = Deployment.create(kafka_bootstrap, f"console{unique}")
-    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}")).start()
+    engine = EngineThread(dep.decider(), settings(kafka_bootstrap, tmp_path / "state", f"console-{unique}",
+                                                  metrics_interval_ms=500)).start()
     projector = EngineThread(projector_app(prefix=dep.names.prefix),
-                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}")).start()
+                             settings(kafka_bootstrap, tmp_path / "projector", f"projector-{unique}",
+                                      metrics_interval_ms=500)).start()
     runs = {"refund": f"run-refund-{unique}", "expired": f"run-expired-{unique}", "other": f"run-globex-{unique}"}
     now = datetime.now(UTC)
     dep.send(*refund_story(runs["refund"], now, tenant="acme"))
@@ -105,6 +107,7 @@ def test_expired_approval_offers_reauthorization_to_the_right_role_and_the_page_
             page.goto(url)
             page.locator('#approvals tr[data-approval="approval-tool-call-031"]').wait_for(timeout=15_000)
             assert page.locator("button.reauthorize").count() == 0, user
+            assert page.locator(".reauthorize-note").count() == 1, user  # who re-authorizes, said
         login(page, base, "sam", password("sam"))
         page.goto(url)
         button = page.locator('button.reauthorize[data-approval="approval-tool-call-031"]')
@@ -242,8 +245,53 @@ def test_health_page_shows_lag_per_processor_partition_and_stuck_runs(console):
         dispatchers = page.locator('#lag tr[data-processor="dispatcher"]')
         assert sum(int(dispatchers.nth(i).locator(".lag").inner_text()) for i in range(3)) > 0  # none runs here
         assert page.locator("#stuck-count").inner_text() == "0"
+        decider = f"{dep.names.prefix}-run-decider"
+        chart = page.locator(f'svg.latency-chart[data-app="{decider}"]')
+        for _ in range(40):  # the engines publish every 500 ms; the page shows what has arrived
+            if chart.count() == 1:
+                break
+            page.wait_for_timeout(500)
+            page.reload()
+        assert chart.count() == 1, page.locator("main").inner_text()
+        assert 0 < float(chart.get_attribute("data-p50") or 0) <= float(chart.get_attribute("data-p99") or 0)
+        assert chart.locator("polyline.series-p99").count() == 1
+        assert page.locator(f'#latency-last tr[data-app="{decider}"]').count() == 1  # its last interval
         assert "None" not in page.locator("main").inner_text()
         screenshot(page, "health-operator")
         login(page, base, "alice", password("alice"))
         page.goto(f"{base}/health")
         assert page.locator("#not-allowed").count() == 1
+
+
+def test_memory_reviewer_confirms_a_candidate_from_the_memory_page_and_it_goes_when_the_topic_says_so(console):
+    dep, base, runs = console
+    run, now = f"run-memory-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    dep.send(create(run=run, at=now, tenant="acme"), propose_refund(run=run, at=now),
+             resume(approval="approval-tool-call-031", actor=SUPPORT, at=now, run=run),
+             claim("tool-call-031", at=now, key=key_of(run), run=run), completed("tool-call-031", at=now, run=run))
+    state = dep.wait_state(run, lambda s: bool(s.evidence))  # the completed call is evidence
+    memory = "memory-refund-lesson-1"
+    dep.send(command(cmd.ProposeMemory, AGENT, run=run, at=datetime.now(UTC), memoryId=memory,
+                     statementRef="lessons/refund-1", statementHash="h" * 64, evidence=(state.evidence[-1],),
+                     scopeTenant="acme", scopeKind="capability", scopeId="payments.refund",
+                     expiresAt=datetime.now(UTC) + timedelta(days=30)))
+    dep.wait_state(run, lambda s: memory in s.memories)
+    with browser_page() as page:
+        login(page, base, "alice", password("alice"))  # a support agent is no memory reviewer
+        page.goto(f"{base}/memory")
+        assert page.locator("#not-allowed").count() == 1
+        login(page, base, "rita", password("rita"))
+        page.goto(f"{base}/memory")
+        row = page.locator(f'#memories tr[data-run="{run}"][data-memory="{memory}"]')
+        row.wait_for(timeout=15_000)
+        assert "capability:payments.refund" in row.inner_text() and "1 fact" in row.inner_text()
+        screenshot(page, "memory-candidates-reviewer")
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        row.locator("button.confirm").click()
+        page.locator('#command-status[data-outcome="accepted"]').wait_for(timeout=30_000)
+        row.wait_for(state="detached", timeout=30_000)  # gone when the run state says confirmed
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"
+        reviewed = dep.state(run)
+        assert reviewed is not None and reviewed.memories[memory].status == "confirmed"
+        assert reviewed.memories[memory].decidedBy == "rita"

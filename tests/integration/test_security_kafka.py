@@ -43,6 +43,7 @@ from runfacts.projections.audit.verify import VerifySettings, verify
 from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
+from runfacts.schemas.errors import ConfigError
 from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, group_prefix, runfacts_topics
@@ -317,6 +318,28 @@ def test_dashboard_feeds_read_runs_unrefused_when_run_as_dashboard_principal(
         for feed in feeds:
             feed.stop()
     assert "GROUP_AUTHORIZATION_FAILED" not in caplog.text  # the feeds log (and skip) refusals
+
+
+def test_dashboard_redrives_a_command_letter_with_its_derived_acls_and_refuses_an_events_letter(
+        deployment, monkeypatch, tmp_path):
+    seed_run(deployment, monkeypatch)  # a dead letter of the commands topic, from the decider
+    names = deployment.names
+    producer = Producer(deployment.principal_settings(monkeypatch, "decider").client_config())
+    producer.produce(names.dlq, b"not an event", b"run-2", headers=[  # a projector's refusal of a fact
+        ("dlq.topic", names.events.encode()), ("dlq.partition", b"0"), ("dlq.offset", b"3"),
+        ("dlq.error", b"undecodable event"), ("dlq.app", f"{names.prefix}-projector".encode())])
+    assert producer.flush(15) == 0
+    monkeypatch.setenv("RUNFACTS_USERS_FILE", str(write_users(tmp_path / "users.toml")))
+    letters = build_dashboard(DashboardSettings(), deployment.principal_settings(monkeypatch, "dashboard")).dead_letters
+    assert letters is not None
+    by_topic = {x.reasons["topic"]: x for x in letters.read()}
+
+    with pytest.raises(ConfigError, match="admin"):  # never a copy of a fact on the log from the console
+        letters.redrive(by_topic[names.events].position)
+    assert letters.redrive(by_topic[names.commands].position) == 1  # transactional id, commands, dlq marker
+    redriven = {x.position: x.redriven_to for x in letters.read()}
+    assert redriven[by_topic[names.commands].position] == names.commands
+    assert redriven[by_topic[names.events].position] == ""
 
 
 def test_cli_reader_reads_state_view_and_dead_letters_when_run_as_cli_principal(deployment, monkeypatch):

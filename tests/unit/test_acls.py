@@ -161,3 +161,15 @@ def test_security_acls_cli_prints_the_client_component():
     assert printed["component"] == "client"
     assert {"principal": "User:acme-client", "resource_type": "TOPIC", "pattern_type": "LITERAL",
             "resource_name": "acme.decider.versions", "operation": "READ", "host": "*"} in printed["acls"]
+
+
+def test_dashboard_acls_cover_what_its_redrive_writes_and_no_fact_topic():
+    from runfacts.ops.dlq import redrive_transactional_id, redrive_writes, service_redrive_targets
+
+    entries = acl_entries(ACCESS["dashboard"])
+    p = "User:acme-dashboard"
+    for topic in redrive_writes(NAMES):  # derived from the redrive: its targets and the dlq markers
+        assert AclEntry(p, "TOPIC", "LITERAL", topic, "WRITE") in entries
+    assert service_redrive_targets(NAMES) == (NAMES.commands,)
+    assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", redrive_transactional_id(NAMES.dlq), "WRITE") in entries
+    assert not {NAMES.events, NAMES.state, NAMES.user_view} & set(ACCESS["dashboard"].writes)

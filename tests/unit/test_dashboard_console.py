@@ -14,8 +14,8 @@ from starlette.testclient import TestClient
 
 from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.console import inbox_table, run_console, runs_table
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, ViewFeed, decode_view
-from runfacts.dashboard.runlist import ListQuery, inbox, run_list
+from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
+from runfacts.dashboard.runlist import ListQuery, inbox, row_of, run_list
 from runfacts.dashboard.runpage import relative, run_page
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
@@ -33,7 +33,7 @@ REFUND, EXPIRED = "run-refund-1", "run-expired-1"
 def _feeds(names: TopicNames, scenarios: dict[str, Scenario]) -> tuple[ViewFeed, ViewFeed, FactsFeed]:
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state))
+    states = StateFeed(kafka, FeedSettings(names.state))
     facts = FactsFeed(kafka, FeedSettings(names.events))
     codec = Codec()
     for run, s in scenarios.items():
@@ -130,6 +130,21 @@ def test_reauthorize_builds_a_proposal_of_the_same_arguments_under_a_new_call(st
     assert s.s.toolCalls["tool-call-031-r1"].argsHash == state.toolCalls["tool-call-031"].argsHash
 
 
+def test_packaged_policy_offers_no_human_reauthorization_and_the_page_says_who_does(stories):
+    from runfacts.processors.policy.access import allowed_command_types, load_policy
+    from runfacts.schemas.common import Actor
+
+    policy = load_policy()  # the packaged one: tool.call.propose is the agent's (docs/decider.md)
+    for role in ("user", "support_agent", "supervisor", "operator", "auditor", "memory_reviewer"):
+        actor = Actor(subjectId="x", roles=(role,), tenant="acme", authSource="dashboard")
+        viewer = Viewer("x", (role,), allowed_command_types(policy, actor), "acme", True)
+        page = run_page(stories[EXPIRED].s, [], viewer)
+        row = next(a for a in page.approvals if a.approval_id == "approval-tool-call-031")
+        assert (row.can_reauthorize, row.awaits_reauthorization) == (False, True), role
+        html = run_console(page, "tok")
+        assert "button class=\"reauthorize\"" not in html and "reauthorize-note" in html
+
+
 def test_event_text_holding_html_is_shown_inert(stories):
     s = stories[REFUND]
     evil = '<img src=x onerror=alert(1)><script>alert(2)</script>'
@@ -163,10 +178,10 @@ def test_timeline_groups_facts_by_turn_in_log_order(stories):
 
 def _many(n: int, tenants: tuple[str, ...] = ("acme", "globex")) -> list:
     base = Scenario().given(*refund_story("run-template", T0)).s
-    return [base.model_copy(update={
+    return [row_of(base.model_copy(update={
         "runId": f"run-{i:05d}", "tenant": tenants[i % len(tenants)],
         "status": "waiting_for_review" if i % 10 == 0 else "running",
-        "updatedAt": T0 + timedelta(seconds=i), "statusSince": T0 + timedelta(seconds=i)}) for i in range(n)]
+        "updatedAt": T0 + timedelta(seconds=i), "statusSince": T0 + timedelta(seconds=i)})) for i in range(n)]
 
 
 def test_run_list_filters_searches_and_pages_ten_thousand_runs():
@@ -225,7 +240,8 @@ def test_inbox_lists_approvals_the_role_may_decide_oldest_first_within_the_tenan
         at = T0 + timedelta(minutes=minutes)
         return Scenario().given(create(run=run, tenant=tenant, at=at), propose_refund(run=run, at=at)).s
 
-    states = [waiting("run-b", "acme", 5), waiting("run-a", "acme", 1), waiting("run-g", "globex", 0)]
+    waits = (("run-b", "acme", 5), ("run-a", "acme", 1), ("run-g", "globex", 0))
+    states = [row_of(waiting(r, t, m)) for r, t, m in waits]
     alice = Viewer("alice", ("support_agent",), tenant="acme", tenant_bound=True)
 
     rows = inbox(states, alice)

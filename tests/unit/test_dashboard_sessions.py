@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from runfacts.cli.dashboard import DashboardSettings, build_dashboard
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.guard import LoginThrottle, ThrottleSettings, UsersFile, cookie_secure_for
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
@@ -35,7 +35,7 @@ RUN = "run-20260727001"
 def _dashboard(users: Path, throttle: ThrottleSettings | None = None) -> Dashboard:
     kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("dash-sessions")
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state))
+    states = StateFeed(kafka, FeedSettings(names.state))
     state = Scenario().given(create(), propose_refund()).s.model_copy(update={"runId": RUN})
     for _topic, key, value in publisher(names.user_view)(state):
         views.apply(key, value)

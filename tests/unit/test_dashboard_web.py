@@ -13,7 +13,7 @@ from ops_support import PASSWORDS, write_users
 from starlette.testclient import TestClient
 
 from runfacts.dashboard.app import Dashboard, create_app
-from runfacts.dashboard.feed import FeedSettings, ViewFeed, decode_view
+from runfacts.dashboard.feed import FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.html import run_fragment, sse
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
@@ -33,7 +33,7 @@ def client(tmp_path: Path):
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")  # never reached by these tests
     names = TopicNames("dash-unit")
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state))
+    states = StateFeed(kafka, FeedSettings(names.state))
     state = Scenario().given(create(), propose_refund()).s.model_copy(update={"runId": RUN})
     for _topic, key, value in publisher(names.user_view)(state):  # what the decider publishes
         views.apply(key, value)
@@ -177,7 +177,7 @@ def test_tenant_bound_staff_see_and_command_no_run_when_it_belongs_to_another_te
     (tmp_path / "users.toml").write_text("\n".join(lines) + "\n")
     kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("dash-tenant")
     views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = ViewFeed(kafka, FeedSettings(names.state))
+    states = StateFeed(kafka, FeedSettings(names.state))
     state = Scenario().given(create(tenant="acme"), propose_refund()).s.model_copy(update={"runId": RUN})
     for _topic, key, value in publisher(names.user_view)(state):
         views.apply(key, value)

@@ -21,7 +21,7 @@ PURE = [
     "runfacts.schemas.spec.fields", "runfacts.schemas.spec.events", "runfacts.schemas.spec.commands",
     "runfacts.schemas.binary.readers", "runfacts.schemas.binary.varint", "runfacts.schemas.binary.writers",
     # the stored records' versions
-    "runfacts.processors.engine.versions",
+    "runfacts.processors.engine.versions", "runfacts.metrics",
     # the decider
     "runfacts.processors.decider.core", "runfacts.processors.decider.context",
     "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",
@@ -44,6 +44,7 @@ PURE = [
     # operator views and renderings
     "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
     "runfacts.dashboard.runpage", "runfacts.dashboard.console", "runfacts.dashboard.runlist",
+    "runfacts.dashboard.charts",
     # the client's pure parts (which facts end a wait, approvals in plain words, timelines)
     "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
     # the tool registry's declarations and manifest
