@@ -28,14 +28,42 @@ _APPLY: dict[str, Apply] = {**RUN_APPLY, **TOOL_APPLY}
 
 def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     """The state after `event` (the first event of a run must be run.created)."""
-    if state is None and isinstance(event, ev.CommandRejected):
-        return None  # a command for a run that does not exist: nothing to change
     if state is None:
-        if not isinstance(event, ev.RunCreated):
-            raise CorruptLog(event, "first event of a run must be run.created")
-        return _created(event)
+        return _first(event)
+    return _copy(state, _changes(state, event))
+
+
+def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
+    """Apply events in order: `evolve` one after the other, with one copy of the state for the
+    whole list (the cases read a private working copy that each event's changes update in
+    place; neither `state` nor anything it holds is mutated)."""
+    if len(events) < 2:
+        return evolve(state, events[0]) if events else state
+    i = 0
+    while state is None and i < len(events):
+        state, i = _first(events[i]), i + 1
+    if state is None or i == len(events):
+        return state
+    values = dict(state.__dict__)
+    work = trusted(RunState, values)
+    for event in events[i:]:
+        values.update(_changes(work, event))
+    return work  # type: ignore[no-any-return]
+
+
+def _first(event: ev.EventBase) -> RunState | None:
     if isinstance(event, ev.CommandRejected):
-        return _copy(state, {"recentCommands": _remember(state, event.payload.commandId)})
+        return None  # a command for a run that does not exist: nothing to change
+    if not isinstance(event, ev.RunCreated):
+        raise CorruptLog(event, "first event of a run must be run.created")
+    return _created(event)
+
+
+def _changes(state: RunState, event: ev.EventBase) -> dict[str, Any]:
+    """The fields `event` changes on `state`: its case's, plus version, updatedAt, evidence and
+    the command id kept for dedupe."""
+    if isinstance(event, ev.CommandRejected):
+        return {"recentCommands": _remember(state, event.payload.commandId)}
     apply = _APPLY.get(event.eventType)
     if apply is None:
         raise CorruptLog(event, "no evolve case for this event type")
@@ -48,19 +76,12 @@ def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     cause, recent = event.causationId, state.recentCommands
     if cause is not None and (not recent or recent[-1] != cause) and cause not in recent:
         changes["recentCommands"] = _remember(state, cause)
-    return _copy(state, changes)
+    return changes
 
 
 def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
     """state with `changes` (values built from validated events: no re-validation)."""
-    return trusted(RunState, {**state.__dict__, **changes})
-
-
-def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
-    """Apply events in order."""
-    for event in events:
-        state = evolve(state, event)
-    return state
+    return trusted(RunState, {**state.__dict__, **changes})  # type: ignore[no-any-return]
 
 
 def _remember(state: RunState, command_id: str) -> tuple[str, ...]:
