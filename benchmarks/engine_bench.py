@@ -469,20 +469,18 @@ def decider_commands(args: argparse.Namespace) -> tuple[list, float]:
 def decider_round(args: argparse.Namespace, command_pairs: list, per_command: float,
                   round_no: int) -> list[Result]:
     """One round of the decider rows (each guarantee, signed too with --decider-signed); a
-    Result's `events` and rates count events emitted (`per_command` per command)."""
+    Result counts commands (its note the events: `per_command` per command)."""
     results = []
     for guarantee in args.guarantees:
         print(f"running decider {guarantee}{' with the user view' if args.decider_view else ''} "
               f"(round {round_no + 1}) ...", flush=True)
         for signed in ((False, True) if args.decider_signed else (False,)):
             result = run_decider(guarantee, args, command_pairs, signed, round_no)
-            commands_rate, commands_cpu = result.rate, result.per_cpu
-            result.events = round(result.events * per_command)
-            result.note = (f"{per_command:.2f} events/command: {commands_rate:,.0f} commands/s, "
-                           f"{commands_cpu:,.0f} commands/CPU-s {result.note}")
+            result.note = (f"{per_command:.2f} events/command: {result.rate * per_command:,.0f} events/s, "
+                           f"{result.per_cpu * per_command:,.0f} events/CPU-s {result.note}")
             results.append(result)
-            print(f"  {'signed ' if signed else ''}{result.rate:,.0f} events/s, {result.per_cpu:,.0f} "
-                  f"events/CPU-s; {result.note[:200]}", flush=True)
+            print(f"  {'signed ' if signed else ''}{result.rate:,.0f} commands/s, {result.per_cpu:,.0f} "
+                  f"commands/CPU-s; {result.note[:200]}", flush=True)
     return results
 
 
@@ -508,7 +506,9 @@ def run_frameworks(args: argparse.Namespace, command_pairs: list | None = None,
         if command_pairs:
             for result in decider_round(args, command_pairs, per_command, round_no):
                 rounds.setdefault((result.framework, result.guarantee), []).append(result)
-    args.rounds = {f"{f}/{g}": [r.per_cpu for r in rs] for (f, g), rs in rounds.items()}
+    # per row, every round's events per CPU-second (the decider's: commands/CPU-s x events a command)
+    args.rounds = {f"{f}/{g}": [r.per_cpu * (per_command if f.startswith("decider") else 1) for r in rs]
+                   for (f, g), rs in rounds.items()}
     return [median_round(r) for r in rounds.values()]
 
 
