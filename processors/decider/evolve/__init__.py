@@ -48,7 +48,7 @@ def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
     work = trusted(RunState, values)
     for event in events[i:]:
         values.update(_changes(work, event))
-    return work  # type: ignore[no-any-return]
+    return work
 
 
 def _first(event: ev.EventBase) -> RunState | None:
@@ -81,7 +81,7 @@ def _changes(state: RunState, event: ev.EventBase) -> dict[str, Any]:
 
 def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
     """state with `changes` (values built from validated events: no re-validation)."""
-    return trusted(RunState, {**state.__dict__, **changes})  # type: ignore[no-any-return]
+    return trusted(RunState, {**state.__dict__, **changes})
 
 
 def _remember(state: RunState, command_id: str) -> tuple[str, ...]:
