@@ -166,7 +166,8 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace, round
                   ctx.events)
 
 
-def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list, signed: bool = False) -> Result:
+def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list, signed: bool = False,
+                round_no: int = 0) -> Result:
     """The real run decider on the engine: commands -> events + run state; `signed`: every
     command carries its source's signature and the decider verifies it (issue 20)."""
     from decider_load import signature_headers
@@ -174,7 +175,7 @@ def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list, signed: bo
     from runfacts.settings import KafkaSettings
     from runfacts.topics import TopicNames, apply_topics, runfacts_topics
 
-    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}{'s' if signed else ''}")
+    names = TopicNames(f"bench-{ctx.tag}-dec{guarantee[:1]}{'s' if signed else ''}-r{round_no}")
     apply_topics(KafkaSettings(bootstrap_servers=ctx.bootstrap), runfacts_topics(names))
     produce_input(ctx.bootstrap, names.commands, pairs, signature_headers(pairs) if signed else None)
     view = ["--view"] if ctx.decider_view else []
@@ -350,6 +351,14 @@ def bar_checks(results: list[Result], restore: dict | None,
             cost = 1 - e / a
             checks.append((f"exactly-once cost vs at-least-once ({what})", cost * 100, "<= 10%",
                            cost <= 0.10))
+    for g in ctx.guarantees:
+        ratios = sorted(decider_floor_ratios(ctx, g))
+        if ratios:
+            median = ratios[(len(ratios) - 1) // 2]
+            view = " with the user view" if ctx.decider_view else ""
+            checks.append((f"decider{view} / floor loop, events per CPU-s ({g}; median of {len(ratios)} "
+                           f"rounds, range {ratios[0]:.0%}-{ratios[-1]:.0%})", median * 100, ">= 50%",
+                           median >= 0.5))
     if restore:
         rate = restore["records"] / restore["seconds"] if restore.get("ok") else 0.0
         checks.append((f"restore rate ({restore.get('records', 0):,} records)", rate,
@@ -447,18 +456,26 @@ def report(results: list[Result], restore: dict | None, ctx: argparse.Namespace)
     return all(ok for *_, ok in checks)
 
 
-def run_deciders(args: argparse.Namespace) -> list[Result]:
+def decider_commands(args: argparse.Namespace) -> tuple[list, float]:
+    """The decider's input (encoded commands) and how many events it emits per command."""
     from decider_load import events_per_command
     from decider_load import generate as commands
 
     print(f"generating {args.decider_commands} decider commands ...", flush=True)
     command_pairs = commands(args.decider_commands, args.runs)
-    per_command = events_per_command(command_pairs)
+    return command_pairs, events_per_command(command_pairs)
+
+
+def decider_round(args: argparse.Namespace, command_pairs: list, per_command: float,
+                  round_no: int) -> list[Result]:
+    """One round of the decider rows (each guarantee, signed too with --decider-signed); a
+    Result counts commands (its note the events: `per_command` per command)."""
     results = []
     for guarantee in args.guarantees:
-        print(f"running decider {guarantee}{' with the user view' if args.decider_view else ''} ...", flush=True)
+        print(f"running decider {guarantee}{' with the user view' if args.decider_view else ''} "
+              f"(round {round_no + 1}) ...", flush=True)
         for signed in ((False, True) if args.decider_signed else (False,)):
-            result = run_decider(guarantee, args, command_pairs, signed)
+            result = run_decider(guarantee, args, command_pairs, signed, round_no)
             result.note = (f"{per_command:.2f} events/command: {result.rate * per_command:,.0f} events/s, "
                            f"{result.per_cpu * per_command:,.0f} events/CPU-s {result.note}")
             results.append(result)
@@ -467,10 +484,13 @@ def run_deciders(args: argparse.Namespace) -> list[Result]:
     return results
 
 
-def run_frameworks(args: argparse.Namespace) -> list[Result]:
+def run_frameworks(args: argparse.Namespace, command_pairs: list | None = None,
+                   per_command: float = 0.0) -> list[Result]:
     """Every framework x guarantee, --repeat rounds interleaved (so a slow spell of the shared
     machine hits every framework alike); per pair the median round by events per CPU-second.
-    Faust runs one round: ~100 s each, and its bar has a wide margin."""
+    Faust runs one round: ~100 s each, and its bar has a wide margin. The decider rows (given
+    `command_pairs`) run in each round too, after the frameworks; `args.rounds` keeps every
+    round's results for the per-round ratios."""
     rounds: dict[tuple[str, str], list[Result]] = {}
     frameworks = [f for f in args.frameworks.split(",") if f]
     for round_no in range(args.repeat):
@@ -483,7 +503,20 @@ def run_frameworks(args: argparse.Namespace) -> list[Result]:
                 rounds.setdefault((framework, guarantee), []).append(result)
                 print(f"  {result.rate:,.0f} events/s, {result.per_cpu:,.0f} events/CPU-s "
                       f"{result.note[:200]}", flush=True)
+        if command_pairs:
+            for result in decider_round(args, command_pairs, per_command, round_no):
+                rounds.setdefault((result.framework, result.guarantee), []).append(result)
+    # per row, every round's events per CPU-second (the decider's: commands/CPU-s x events a command)
+    args.rounds = {f"{f}/{g}": [r.per_cpu * (per_command if f.startswith("decider") else 1) for r in rs]
+                   for (f, g), rs in rounds.items()}
     return [median_round(r) for r in rounds.values()]
+
+
+def decider_floor_ratios(ctx: argparse.Namespace, guarantee: str) -> list[float]:
+    """Per round: the decider's events/CPU-s over the floor loop's in the same round."""
+    rounds = getattr(ctx, "rounds", {})
+    decider, floor = rounds.get(f"decider/{guarantee}", []), rounds.get(f"floor/{guarantee}", [])
+    return [d / f for d, f in zip(decider, floor, strict=False) if f]
 
 
 def median_round(rounds: list[Result]) -> Result:
@@ -514,9 +547,8 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     produce_input(args.bootstrap, args.input, pairs)
     results = []
     try:
-        results += run_frameworks(args)
-        if args.decider_commands:
-            results += run_deciders(args)
+        command_pairs, per_command = decider_commands(args) if args.decider_commands else ([], 0.0)
+        results += run_frameworks(args, command_pairs, per_command)
         restore = restore_bench(args, pairs) if args.restore_records else None
     finally:
         if not args.keep_topics:

@@ -198,3 +198,37 @@ def approved_refund() -> Scenario:
 
 def dispatched_refund() -> Scenario:
     return approved_refund().given(claim())
+
+
+LOOKUP_KEY = "unused"
+
+
+def menu_command(state: Any, i: int) -> Any:
+    """Command number `i` of a menu over both tracks (for random walks: hypothesis draws `i`)."""
+    call = f"tool-call-{i % 3}"
+    at = tick()
+    options = [
+        lambda: propose_refund(call),
+        lambda: propose_lookup(f"lookup-{i % 3}"),
+        lambda: resume("approve", approval=f"approval-{call}"),
+        lambda: resume("reject", approval=f"approval-{call}"),
+        lambda: claim(call, key=idempotency_key_of(state, call)),
+        lambda: claim(f"lookup-{i % 3}", key=idempotency_key_of(state, f"lookup-{i % 3}")),
+        lambda: completed(call),
+        lambda: completed(f"lookup-{i % 3}"),
+        lambda: failed(call, retryable=bool(i % 2)),
+        lambda: unknown(call),
+        lambda: reconciled(("found_completed", "found_failed", "not_found", "still_unknown")[i % 4], call),
+        lambda: command(cmd.RetryToolCall, OPERATOR, toolCallId=call),
+        lambda: timer("approval_expiry", f"approval-{call}", at + timedelta(days=2)),
+        lambda: command(cmd.StopRun, USER, reason="user_requested"),
+        lambda: command(cmd.CompleteRun, outcomeRef="s"),
+        lambda: command(cmd.DebitBudget, amounts=BudgetAmounts(tokens=10 * i), actionHash=f"model:{i % 2}"),
+    ]
+    return options[i % len(options)]()
+
+
+def idempotency_key_of(state: Any, call: str) -> str:
+    """The call's key as the run derived it (a made-up one for a call it does not hold)."""
+    found = state.toolCalls.get(call) if state is not None else None
+    return found.idempotencyKey if found is not None else LOOKUP_KEY

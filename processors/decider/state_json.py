@@ -4,22 +4,24 @@
 A run's state grows with its tool calls and approvals, but one command changes one or two of
 them: `evolve` keeps every other `ToolCallState` / `ApprovalState` object as it was. So the
 JSON of each of those objects is kept (by identity) from the run's previous dump, and only the
-changed ones and the run's own fields are serialized again — by pydantic itself, so the bytes
-are the same (a property test compares them over random runs).
+changed ones and the run's own fields are serialized again. The serializer is msgspec's JSON
+encoder walking the models' field values (`__dict__`, in field order): the bytes pydantic's
+`model_dump_json` writes, about five times faster (property tests compare them over random
+states, contract tests over the golden states).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic_core import to_json
+import msgspec
+from pydantic import BaseModel
 
 from runfacts.processors.decider.state import STATE_FORMAT, RunState
 from runfacts.processors.engine.versions import Migrations
-from runfacts.schemas.construct import trusted
 
-Parts = dict[str, tuple[Any, bytes]]
-"""Per map ("approvals", "toolCalls"): key -> (the value object, its `"key":{...}` JSON)."""
+Parts = dict[str, tuple[Any, msgspec.Raw]]
+"""Per map ("approvals", "toolCalls"): key -> (the value object, its JSON)."""
 
 
 
@@ -50,34 +52,29 @@ def load_state(raw: bytes) -> RunState:
     return RunState.model_validate(RUN_STATE.read_json(raw))
 
 
-_EMPTY_MAPS = b'"approvals":{},"toolCalls":{},'
-_SERIALIZE = RunState.__pydantic_serializer__.to_json
+def _fields(value: Any) -> Any:
+    """A state model as msgspec encodes it: its field values, in field order (its `__dict__`)."""
+    if isinstance(value, BaseModel):
+        return value.__dict__
+    raise TypeError(f"the run state JSON has no encoding for {type(value).__name__}")
+
+
+_ENCODE = msgspec.json.Encoder(enc_hook=_fields).encode
+_MAPS = ("approvals", "toolCalls")
 
 
 def dump_state(state: RunState, previous: dict[str, Parts] | None = None) -> tuple[bytes, dict[str, Parts]]:
     """The state's JSON bytes, and the parts to pass as `previous` for the run's next dump."""
     values = state.__dict__
-    if not values["approvals"] and not values["toolCalls"]:
-        return _SERIALIZE(state), {}
-    body = _SERIALIZE(trusted(RunState, {**values, "approvals": {}, "toolCalls": {}}))
-    head, found, tail = body.partition(_EMPTY_MAPS)
-    if not found:  # cannot happen: the two maps are adjacent fields; stay correct regardless
-        return _SERIALIZE(state), {}
-    parts: dict[str, Parts] = {}
-    chunks = [head]
-    for name in ("approvals", "toolCalls"):
-        parts[name] = _parts(values[name], (previous or {}).get(name, {}))
-        chunks += [b'"', name.encode(), b'":{', b",".join(p[1] for p in parts[name].values()), b"},"]
-    chunks.append(tail)
-    return b"".join(chunks), parts
+    before = previous or {}
+    parts = {name: _parts(values[name], before.get(name, {})) for name in _MAPS}
+    body = {**values, **{name: {key: part[1] for key, part in parts[name].items()} for name in _MAPS}}
+    return _ENCODE(body), parts
 
 
 def _parts(items: dict[str, Any], previous: Parts) -> Parts:
     out: Parts = {}
     for key, value in items.items():
         known = previous.get(key)
-        if known is not None and known[0] is value:
-            out[key] = known
-        else:
-            out[key] = (value, to_json(key) + b":" + type(value).__pydantic_serializer__.to_json(value))
+        out[key] = known if known is not None and known[0] is value else (value, msgspec.Raw(_ENCODE(value)))
     return out

@@ -15,6 +15,9 @@ from runfacts.processors.policy.capabilities import CapabilityCatalog
 
 WALL_ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review"})
 CLAIM_WAIT = frozenset({"running", "waiting_for_approval"})  # a dispatcher may claim (CLAIMABLE_STATUS)
+TIMED = frozenset({"authorized", "result_unknown"})
+"""The only executions a call timer guards: waiting for a claim (authorized, or result_unknown
+reconciled not_found) and waiting for a reconciliation; every other call is skipped unread."""
 
 
 class TimerSpec(NamedTuple):
@@ -37,6 +40,8 @@ def wanted_timers(state: RunState | None, catalog: CapabilityCatalog | None = No
         timers[f"expiry:{approval.approvalId}"] = TimerSpec(
             "approval_expiry", approval.approvalId, approval.expiresAt)
     for call in state.toolCalls.values():
+        if call.execution not in TIMED:
+            continue
         grant = state.approvals.get(call.approvalId or "")
         if grant is not None and grant.status in ("granted", "consumed") and call.awaiting_claim:
             timers[f"expiry:{grant.approvalId}"] = TimerSpec(  # a grant lapses before a claim
@@ -62,6 +67,8 @@ def claim_due(call: ToolCallState, catalog: CapabilityCatalog) -> datetime | Non
 def _claim_deadlines(state: RunState, catalog: CapabilityCatalog) -> dict[str, TimerSpec]:
     out = {}
     for call in state.toolCalls.values():
+        if call.execution not in TIMED:
+            continue
         due = claim_due(call, catalog)
         if due is not None:
             out[f"claim:{call.toolCallId}"] = TimerSpec("claim_deadline", call.toolCallId, due)

@@ -38,3 +38,5 @@ def test_engine_bench_reports_every_row_when_run_at_toy_size(kafka_bootstrap: st
     assert report["restore"]["consume_only"]["records"] == 4000  # the same changelog, read only
     assert "consume-only loop over the same changelog" in done.stdout
     assert "runfacts reaches" in done.stdout  # the floor comparison is printed
+    bar = r"^(PASS|FAIL)  decider / floor loop, events per CPU-s \(exactly_once; median of 1 rounds"
+    assert re.search(bar, done.stdout, re.MULTILINE), "the decider's bar against the floor, round by round"

@@ -26,6 +26,7 @@ PURE = [
     "runfacts.processors.decider.core", "runfacts.processors.decider.context",
     "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",
     "runfacts.processors.decider.state", "runfacts.processors.decider.evolve",
+    "runfacts.processors.decider.evolve.run", "runfacts.processors.decider.evolve.tools",
     "runfacts.processors.decider.timers", "runfacts.processors.decider.state_json",
     "runfacts.processors.decider.memory",
     # policy and the dispatcher's core

@@ -1,103 +1,16 @@
-"""`evolve(state, event) -> state`: the run state as a left fold over the events log.
-
-Pure and total: every event type has a case (`_APPLY`, checked against the contract by a
-test), and an event that cannot apply to the state it meets raises `CorruptLog`.
+"""How the tool-call track's facts change the run's state: proposals (and the compaction of
+settled calls they trigger), the execution and verification tracks, approvals and revoked
+grants (the `evolve` cases of the events about one tool call or its approval). Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from runfacts.processors.decider.memory import apply_memory, remember_evidence
-from runfacts.processors.decider.state import (
-    ACTION_WINDOW,
-    DEDUPE_WINDOW,
-    KEEP_SETTLED,
-    PATH_WINDOW,
-    ApprovalState,
-    Budget,
-    Checkpoint,
-    Progress,
-    RunState,
-    ToolCallState,
-)
+from runfacts.processors.decider.evolve.run import CLOSABLE, Apply, CorruptLog, counted, replace_value
+from runfacts.processors.decider.state import KEEP_SETTLED, PATH_WINDOW, ApprovalState, RunState, ToolCallState
 from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import events as ev
-from runfacts.schemas.common import BudgetAmounts
-from runfacts.schemas.construct import trusted
-from runfacts.schemas.errors import RunfactsError
-
-Apply = Callable[[RunState, Any], dict[str, Any]]
-CLOSABLE = frozenset({"proposed", "authorized"})
-
-
-class CorruptLog(RunfactsError):
-    """An event that cannot follow the state it meets: the log or the decider is wrong."""
-
-    def __init__(self, event: ev.EventBase, why: str) -> None:
-        super().__init__(f"run {event.runId}: event {event.eventId} ({event.eventType}): {why}")
-
-
-def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
-    """The state after `event` (the first event of a run must be run.created)."""
-    if state is None and isinstance(event, ev.CommandRejected):
-        return None  # a command for a run that does not exist: nothing to change
-    if state is None:
-        if not isinstance(event, ev.RunCreated):
-            raise CorruptLog(event, "first event of a run must be run.created")
-        return _created(event)
-    if isinstance(event, ev.CommandRejected):
-        return _copy(state, {"recentCommands": _remember(state, event.payload.commandId)})
-    apply = _APPLY.get(event.eventType)
-    if apply is None:
-        raise CorruptLog(event, "no evolve case for this event type")
-    changes = apply(state, event)
-    evidence = remember_evidence(state, event)
-    if evidence is not None:
-        changes["evidence"] = evidence
-    changes.setdefault("version", state.version + 1)
-    changes["updatedAt"] = event.occurredAt
-    cause, recent = event.causationId, state.recentCommands
-    if cause is not None and (not recent or recent[-1] != cause) and cause not in recent:
-        changes["recentCommands"] = _remember(state, cause)
-    return _copy(state, changes)
-
-
-def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
-    """state with `changes` (values built from validated events: no re-validation)."""
-    return trusted(RunState, {**state.__dict__, **changes})
-
-
-def _replace(value: Any, **changes: Any) -> Any:
-    """A frozen state value with `changes` (from validated events), without model_copy's cost."""
-    return trusted(type(value), {**value.__dict__, **changes})
-
-
-def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
-    """Apply events in order."""
-    for event in events:
-        state = evolve(state, event)
-    return state
-
-
-def _remember(state: RunState, command_id: str) -> tuple[str, ...]:
-    return (*state.recentCommands, command_id)[-DEDUPE_WINDOW:]
-
-
-def _created(e: ev.RunCreated) -> RunState:
-    p = e.payload
-    return RunState(
-        runId=e.runId, status="created", version=1, tenant=p.tenant, createdBy=p.actor,
-        userId=p.userId, goalRef=p.goalRef, goalSummary=p.goalSummary, createdAt=e.occurredAt,
-        updatedAt=e.occurredAt, statusSince=e.occurredAt, versions=p.versions,
-        budget=Budget(limits=p.budget),
-        recentCommands=(e.causationId,) if e.causationId else (),
-    )
-
-
-def _status(state: RunState, event: ev.EventBase, status: str, reason: str | None) -> dict[str, Any]:
-    return {"status": status, "statusReason": reason, "statusSince": event.occurredAt}
 
 
 def _call(state: RunState, event: ev.EventBase, tool_call_id: str) -> ToolCallState:
@@ -108,7 +21,7 @@ def _call(state: RunState, event: ev.EventBase, tool_call_id: str) -> ToolCallSt
 
 
 def _with_call(state: RunState, event: ev.EventBase, tool_call_id: str, **changes: Any) -> dict[str, Any]:
-    call = _replace(_call(state, event, tool_call_id), **changes)
+    call = replace_value(_call(state, event, tool_call_id), **changes)
     return {"toolCalls": {**state.toolCalls, tool_call_id: call}}
 
 
@@ -116,7 +29,7 @@ def _with_approval(state: RunState, event: ev.EventBase, approval_id: str, **cha
     approval = state.approvals.get(approval_id)
     if approval is None:
         raise CorruptLog(event, f"unknown approvalId {approval_id}")
-    return {"approvals": {**state.approvals, approval_id: _replace(approval, **changes)}}
+    return {"approvals": {**state.approvals, approval_id: replace_value(approval, **changes)}}
 
 
 def _close_call(state: RunState, event: ev.EventBase, approval_id: str, reason: str,
@@ -126,74 +39,10 @@ def _close_call(state: RunState, event: ev.EventBase, approval_id: str, reason: 
     calls = changes.get("toolCalls", state.toolCalls)
     call = calls.get(approval.toolCallId)
     if call is not None and call.execution in CLOSABLE and call.closedReason is None:
-        calls = {**calls, call.toolCallId: _replace(call, closedReason=reason)}
+        calls = {**calls, call.toolCallId: replace_value(call, closedReason=reason)}
         changes["toolCalls"] = calls
     return changes
 
-
-# --- run lifecycle ---------------------------------------------------------------------
-
-def _started(s: RunState, e: ev.RunStarted) -> dict[str, Any]:
-    return {**_status(s, e, "running", None), "versions": e.payload.versions}
-
-
-def _paused(s: RunState, e: ev.RunPaused) -> dict[str, Any]:
-    status = "waiting_for_approval" if e.payload.reason == "waiting_for_approval" else "waiting_for_review"
-    return _status(s, e, status, e.payload.reason)
-
-
-def _resumed(s: RunState, e: ev.RunResumed) -> dict[str, Any]:
-    return _status(s, e, "running", None)
-
-
-def _needs_review(s: RunState, e: ev.RunNeedsReview) -> dict[str, Any]:
-    path = tuple(e.payload.attemptedPath) or s.attemptedPath
-    return {**_status(s, e, "needs_review", e.payload.reason), "attemptedPath": path}
-
-
-def _completed(s: RunState, e: ev.RunCompleted) -> dict[str, Any]:
-    return _status(s, e, "completed", None)
-
-
-def _failed(s: RunState, e: ev.RunFailed) -> dict[str, Any]:
-    return {**_status(s, e, "failed", e.payload.errorClass), "lastError": e.payload.errorClass}
-
-
-def _cancel_requested(s: RunState, e: ev.RunCancelRequested) -> dict[str, Any]:
-    calls = {
-        k: _replace(c, closedReason="run_cancelled")
-        if c.execution in CLOSABLE and c.closedReason is None else c
-        for k, c in s.toolCalls.items()
-    }
-    return {**_status(s, e, "cancelling", "cancel_requested"), "toolCalls": calls}
-
-
-def _cancelled(s: RunState, e: ev.RunCancelled) -> dict[str, Any]:
-    return _status(s, e, "cancelled", None)
-
-
-def _archived(s: RunState, e: ev.RunArchived) -> dict[str, Any]:
-    return {"archived": True}
-
-
-def _migrated(s: RunState, e: ev.RunMigrated) -> dict[str, Any]:
-    return {"versions": e.payload.toVersions}
-
-
-def _turn_started(s: RunState, e: ev.TurnStarted) -> dict[str, Any]:
-    return {"activeTurnId": e.turnId, "turnCount": e.payload.turnNumber}
-
-
-def _turn_completed(s: RunState, e: ev.TurnCompleted) -> dict[str, Any]:
-    return {"activeTurnId": None}
-
-
-def _nothing(s: RunState, e: ev.EventBase) -> dict[str, Any]:
-    """A fact recorded in the log that changes no field but the version."""
-    return {}
-
-
-# --- approvals -----------------------------------------------------------------------
 
 def _approval_required(s: RunState, e: ev.ApprovalRequired) -> dict[str, Any]:
     p = e.payload
@@ -239,8 +88,6 @@ def _approval_consumed(s: RunState, e: ev.ApprovalConsumed) -> dict[str, Any]:
     return _with_approval(s, e, e.payload.approvalId, status="consumed")
 
 
-# --- tool calls ------------------------------------------------------------------------
-
 def _proposed(s: RunState, e: ev.ToolCallProposed) -> dict[str, Any]:
     p = e.payload
     if e.capabilityId is None:
@@ -256,7 +103,7 @@ def _proposed(s: RunState, e: ev.ToolCallProposed) -> dict[str, Any]:
     return {
         **room,
         "toolCalls": {**room.get("toolCalls", s.toolCalls), p.toolCallId: call},
-        "actionCounts": _counted(s.actionCounts, action),
+        "actionCounts": counted(s.actionCounts, action),
         "attemptedPath": (*s.attemptedPath, f"{p.action}:{p.target}:{p.argsHash[:12]}")[-PATH_WINDOW:],
     }
 
@@ -274,16 +121,6 @@ def _compacted(s: RunState) -> dict[str, Any]:
         "approvals": {k: a for k, a in s.approvals.items() if a.toolCallId not in old or a.status == "open"},
         "settledCalls": {**s.settledCalls, **old},
     }
-
-
-def _counted(counts: dict[str, int], action: str) -> dict[str, int]:
-    """One more use of `action`, which becomes the most recent; only the ACTION_WINDOW most
-    recently used actions are counted (a loop repeats recent actions)."""
-    counted = dict(counts)  # a C-level copy; the pop moves `action` to the end
-    counted[action] = counted.pop(action, 0) + 1
-    if len(counted) > ACTION_WINDOW:
-        del counted[next(iter(counted))]
-    return counted
 
 
 def action_hash(capability_id: str, args_hash: str) -> str:
@@ -353,36 +190,6 @@ def _verification(s: RunState, e: ev.VerificationUpdated) -> dict[str, Any]:
     return _with_call(s, e, e.payload.toolCallId, verification=e.payload.status)
 
 
-# --- checkpoint, budget, progress --------------------------------------------------------
-
-def _checkpoint(s: RunState, e: ev.CheckpointSaved) -> dict[str, Any]:
-    p = e.payload
-    return {"checkpoint": Checkpoint(node=p.node, stateHash=p.stateHash, versions=p.versions,
-                                     savedAt=e.occurredAt)}
-
-
-def _debited(s: RunState, e: ev.BudgetDebited) -> dict[str, Any]:
-    used = add_amounts(s.budget.used, e.payload.amounts)
-    action = e.payload.actionHash
-    return {
-        "budget": _replace(s.budget, used=used),
-        "actionCounts": _counted(s.actionCounts, action),
-    }
-
-
-def add_amounts(a: BudgetAmounts, b: BudgetAmounts) -> BudgetAmounts:
-    """Dimension-wise sum."""
-    return BudgetAmounts(steps=a.steps + b.steps, toolCalls=a.toolCalls + b.toolCalls,
-                         tokens=a.tokens + b.tokens, wallTimeMs=a.wallTimeMs + b.wallTimeMs,
-                         costMicros=a.costMicros + b.costMicros)
-
-
-def _progress(s: RunState, e: ev.ProgressUpdated) -> dict[str, Any]:
-    p = e.payload
-    return {"progress": Progress(verifiedItems=tuple(p.verifiedItems), openItems=tuple(p.openItems),
-                                 nextSafeAction=p.nextSafeAction)}
-
-
 def _revoked(s: RunState, e: ev.GrantRevoked) -> dict[str, Any]:
     """The call's grant ended with its run (`run_commands.end_of_run`): it is never claimed
     nor retried again; a call that never ran is closed; a revoked approval is not consumed."""
@@ -395,31 +202,9 @@ def _revoked(s: RunState, e: ev.GrantRevoked) -> dict[str, Any]:
     return changes
 
 
-def _checkpoints_archived(s: RunState, e: ev.CheckpointsArchived) -> dict[str, Any]:
-    return {"checkpointsArchived": True}
 
 
-def _memory(s: RunState, e: ev.EventBase) -> dict[str, Any]:
-    memory_id = getattr(e.payload, "memoryId", "")
-    if not isinstance(e, ev.MemoryProposed) and memory_id not in s.memories:
-        raise CorruptLog(e, f"unknown memoryId {memory_id}")
-    return apply_memory(s, e)
-
-
-_APPLY: dict[str, Apply] = {
-    "run.started": _started,
-    "run.paused": _paused,
-    "run.resumed": _resumed,
-    "run.needs_review": _needs_review,
-    "run.completed": _completed,
-    "run.failed": _failed,
-    "run.cancel_requested": _cancel_requested,
-    "run.cancelled": _cancelled,
-    "run.archived": _archived,
-    "run.migrated": _migrated,
-    "turn.started": _turn_started,
-    "turn.completed": _turn_completed,
-    "reasoning.recorded": _nothing,
+TOOL_APPLY: dict[str, Apply] = {
     "approval.required": _approval_required,
     "approval.granted": _approval_granted,
     "approval.rejected": _approval_rejected,
@@ -437,16 +222,6 @@ _APPLY: dict[str, Apply] = {
     "tool.call.reconciled": _reconciled,
     "tool.call.retry_requested": _retry_requested,
     "verification.updated": _verification,
-    "checkpoint.saved": _checkpoint,
-    "budget.debited": _debited,
-    "budget.exceeded": _nothing,
-    "progress.updated": _progress,
-    "feedback.recorded": _nothing,
     "grant.revoked": _revoked,
-    "checkpoint.archived": _checkpoints_archived,
-    "memory.proposed": _memory,
-    "memory.confirmed": _memory,
-    "memory.rejected": _memory,
-    "memory.revoked": _memory,
 }
-"""Every event type but run.created (no state yet) and command.rejected (no version change)."""
+"""The cases of the tool-call track's events."""
