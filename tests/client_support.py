@@ -31,6 +31,7 @@ class AgentStack(DemoStack):
         self.provider_url = self._start_provider()
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env)
+        self.start_memory_projector()
         self.start_dispatcher(crash_at=crash_at)
 
     args_db: str = ""

@@ -448,5 +448,6 @@ _APPLY: dict[str, Apply] = {
     "memory.confirmed": _memory,
     "memory.rejected": _memory,
     "memory.revoked": _memory,
+    "memory.expired": _memory,
 }
 """Every event type but run.created (no state yet) and command.rejected (no version change)."""

@@ -6,7 +6,8 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 |--------------|----------------------------|--------------------------------|-----------------------------|
 | decider      | commands                   | events, state, view.user, dlq, | `<prefix>-run-decider*`      |
 |              |                            | decider.versions               |                             |
-| projector    | events                     | audit, eval.trajectory, dlq    | `<prefix>-projector*`        |
+| projector    | events                     | audit, eval.trajectory,        | `<prefix>-projector*` (and   |
+|              |                            | memory, dlq                    | `-projector-memory`)        |
 | dispatcher   | events                     | commands, dlq                  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events,  | commands                       | group `<prefix>-dashboard*`  |
@@ -14,7 +15,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 | client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
-|              | decider.versions           |                                | txn `<prefix>-client-relay-*` |
+|              | decider.versions, memory   |                                | txn `<prefix>-client-relay-*` |
 
 An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
@@ -103,7 +104,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
                             transactional_prefix=outbox_transactional_prefix(n.prefix))
     return [
         engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions)),
-        engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq)),
+        engine("projector", (n.events,), (n.audit, n.trajectory, n.memory, n.dlq)),  # memory: its memory app
         engine("dispatcher", (n.events,), (n.commands, n.dlq)),
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
@@ -113,7 +114,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         client("auditor", (n.audit, n.trajectory, n.events), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)
-        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions), (n.commands,)),
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory), (n.commands,)),
                 transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 
