@@ -96,7 +96,8 @@ def test_a_later_run_reads_a_confirmed_memory_through_the_client_until_it_expire
                                 expires=timedelta(seconds=8))
     assert not any(e.memoryId == lesson.id for e in rf.memory(scope))  # a candidate is not memory
     rf.review_memory(run.id, lesson, "approve", reviewer="rita")
-    later_agent = stack.client()  # another process's client, as a later run's agent has
+    later_agent = stack.client(args_store=stack.dir / "later.db")  # not `rf` (connect caches per store)
+    assert later_agent is not rf
     try:
         later = later_agent.start_run(goal="ticket:T-7014", summary="Refund order-714", user_id="customer-9",
                                       tenant="acme")
