@@ -253,6 +253,13 @@ def test_memory_projector_topic_is_byte_identical_to_the_replay_of_the_same_log(
     assert "memory" in projectors()
 
 
+def test_replay_cli_default_target_of_the_memory_projection_is_beside_the_memory_topic() -> None:
+    from runfacts.cli.projections import _default_target
+    from runfacts.settings import KafkaSettings
+
+    assert _default_target(KafkaSettings(topic_prefix="mp"), "memory", 42) == "mp.memory.replay-42"
+
+
 def test_memory_projector_outputs_are_unchanged_when_commits_abort_and_state_is_lost_on_restart() -> None:
     records = _records(_history())
     clean, rough = _driver(), _driver()
