@@ -1,6 +1,6 @@
 """What the refund demo runs: topics under its own prefix, the payment simulator, and the
-run decider, the dispatcher, the projector and the memory projector as `runfacts worker ...`
-subprocesses, and
+run decider, the dispatcher and the projector as `runfacts worker ...` subprocesses (and, on
+request, the memory projector), and
 the harness's outbox relay.
 
 Secrets are configured the way a deployment would: the payment API key and the dashboard
@@ -149,11 +149,11 @@ class DemoStack:
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env, **self.options.source_env())
         self._spawn_worker("projector", [], RUNFACTS_AUDIT_PII_KEY=self.options.audit_pii_key)
-        self.start_memory_projector()
         self.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
 
     def start_memory_projector(self) -> None:
-        """The memory projector worker: events -> `<prefix>.memory` (what `rf.memory` reads)."""
+        """The memory projector worker: events -> `<prefix>.memory` (what `rf.memory` reads). The
+        refund story does not start it (it promotes no memory); the client's tests do."""
         self._spawn_worker("memory", [])
 
     def _topics(self) -> None:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("memory")) as running:
+    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("memory"), memory=True) as running:
         yield running
 
 
