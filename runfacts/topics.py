@@ -90,6 +90,10 @@ class TopicNames:
         return f"{self.prefix}.dlq"
 
     @property
+    def memory(self) -> str:
+        return f"{self.prefix}.memory"
+
+    @property
     def decider_versions(self) -> str:
         return f"{self.prefix}.decider.versions"
 
@@ -113,6 +117,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.audit, p, "delete", UNLIMITED, purpose="audit records, hash chain per run"),
         TopicSpec(names.trajectory, p, "compact", UNLIMITED, dict(COMPACT), "eval trajectories"),
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
+        TopicSpec(names.memory, p, "compact", UNLIMITED, dict(COMPACT),
+                  "confirmed, unexpired, unrevoked memories, key scope|memoryId (their run's partition)"),
         TopicSpec(names.decider_versions, 1, "compact", UNLIMITED, dict(COMPACT),
                   "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
         TopicSpec(names.metrics, 1, "delete", DAY_MS, {"segment.ms": str(3600 * 1000)},

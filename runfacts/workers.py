@@ -1,12 +1,13 @@
-"""The composition roots: the three worker factories and the values they build from parameters.
+"""The composition roots: the worker factories and the values they build from parameters.
 
 A factory is what `python -m runfacts.processors.engine.worker --app runfacts.workers:decider`
-(and `runfacts worker decider|dispatcher|projector`) calls: it reads the environment, loads
+(and `runfacts worker decider|dispatcher|projector|memory`) calls: it reads the environment, loads
 policy and manifests from files, opens stores, picks concrete adapters and hands them to a
 shell. That wiring is the only place where processors, projections and connectors meet, so
 it lives here, above all three, and the shells stay libraries that take what they need.
 
-Shells: processors/decider/app.py, processors/dispatcher/app.py, projections/projector/app.py.
+Shells: processors/decider/app.py, processors/dispatcher/app.py, projections/projector/app.py,
+projections/projector/memory.py.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import load_keyring_if_configured, load_source_keys_if_configured
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
+from runfacts.projections.projector.memory import MemoryProjectorShell
 from runfacts.projections.user_view import publisher
 from runfacts.schemas.common import RunVersions
 from runfacts.schemas.errors import ConfigError
@@ -41,7 +43,7 @@ from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
 from runfacts.tools.serve import served_catalog
 from runfacts.topics import TopicNames
 
-__all__ = ["decide_context", "decider", "dispatcher", "input_limits", "projector"]
+__all__ = ["decide_context", "decider", "dispatcher", "input_limits", "memory_projector", "projector"]
 
 dispatcher_log = logging.getLogger("runfacts.dispatcher")
 projector_log = logging.getLogger("runfacts.projector")
@@ -137,3 +139,9 @@ def projector(prefix: str = "runfacts") -> Application:
         projector_log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
                     "anyone can match against guessed values (user ids, e-mail addresses); set a key", PII_KEY_ENV)
     return ProjectorShell(TopicNames(prefix), AuditConfig(key.encode())).application()
+
+
+def memory_projector(prefix: str = "runfacts") -> Application:
+    """Worker factory: `runfacts worker memory [--prefix P]`: events -> the compacted
+    `<prefix>.memory` topic (confirmed, unexpired, unrevoked memories), exactly once."""
+    return MemoryProjectorShell(TopicNames(prefix)).application()

@@ -154,7 +154,7 @@ class FireTimer(CommandBase):
     """A decider timer fell due."""
 
     commandType: Literal["timer.fire"] = "timer.fire"
-    schemaVersion: Literal[2] = 2
+    schemaVersion: Literal[3] = 3
     payload: FireTimerPayload
 
 

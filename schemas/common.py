@@ -153,6 +153,7 @@ TimerKind = Literal[
     "reconciliation_deadline",
     "wall_budget",
     "claim_deadline",
+    "memory_expiry",
 ]
 """What a decider timer guards."""
 

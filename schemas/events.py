@@ -258,6 +258,21 @@ class MemoryConfirmed(EventBase):
     payload: MemoryConfirmedPayload
 
 
+class MemoryExpiredPayload(Record):
+    """Payload of MemoryExpired."""
+
+    memoryId: str
+    expiresAt: Millis
+
+
+class MemoryExpired(EventBase):
+    """A memory (or candidate) reached its expiry (the decider's timer)."""
+
+    eventType: Literal["memory.expired"] = "memory.expired"
+    schemaVersion: Literal[1] = 1
+    payload: MemoryExpiredPayload
+
+
 class MemoryProposedPayload(Record):
     """Payload of MemoryProposed."""
 
@@ -754,6 +769,7 @@ Event = Annotated[
     | FeedbackRecorded
     | GrantRevoked
     | MemoryConfirmed
+    | MemoryExpired
     | MemoryProposed
     | MemoryRejected
     | MemoryRevoked
@@ -803,6 +819,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "feedback.recorded": FeedbackRecorded,
     "grant.revoked": GrantRevoked,
     "memory.confirmed": MemoryConfirmed,
+    "memory.expired": MemoryExpired,
     "memory.proposed": MemoryProposed,
     "memory.rejected": MemoryRejected,
     "memory.revoked": MemoryRevoked,

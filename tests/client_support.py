@@ -28,7 +28,7 @@ from runfacts.settings import KafkaSettings
 class AgentStack(DemoStack):
     """Decider + dispatcher + provider; the agent under test talks through runfacts.client."""
 
-    def start(self, crash_at: str = "") -> None:  # type: ignore[override]
+    def start(self, crash_at: str = "", memory: bool = False) -> None:  # type: ignore[override]
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "capabilities.toml").write_text(demo_manifest(self.options.approval_ttl_ms))
         self._topics()
@@ -36,6 +36,17 @@ class AgentStack(DemoStack):
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env)
         self.start_dispatcher(crash_at=crash_at)
+        if memory:  # after the decider is up: on two loaded cores a third worker's start delays it
+            self.wait_log("decider.log", "assigned partitions")
+            self.start_memory_projector()
+
+    def wait_log(self, log: str, text: str, timeout: float = 120) -> None:
+        """Wait until a worker's log shows `text` (e.g. its partitions assigned)."""
+        deadline = time.monotonic() + timeout
+        while text not in (self.dir / log).read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{log} shows no {text!r} within {timeout}s")
+            time.sleep(0.2)
 
     args_db: str = ""
     """The dispatcher's argument store when not the harness's SQLite file (a postgresql:// URL)."""
@@ -62,13 +73,14 @@ class AgentStack(DemoStack):
 
 @contextmanager
 def agent_stack(bootstrap: str, workdir: Path, approval_ttl_ms: int = 5_000,
-                crash_at: str = "", args_db: str = "") -> Iterator[AgentStack]:
+                crash_at: str = "", args_db: str = "", memory: bool = False) -> Iterator[AgentStack]:
+    """A running AgentStack; `memory`: with the memory projector (what `rf.memory` reads)."""
     options = DemoOptions(prefix=f"cl-{uuid.uuid4().hex[:10]}", workdir=workdir, partitions=2,
                           approval_ttl_ms=approval_ttl_ms, kafka=KafkaSettings(bootstrap_servers=bootstrap))
     stack = AgentStack(options)
     stack.args_db = args_db
     try:
-        stack.start(crash_at)
+        stack.start(crash_at, memory)
         yield stack
     finally:
         stack.stop()

@@ -65,7 +65,7 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if state is None:
         raise Rejected(command, "unknown_run")
     _check_tenant(command, state.tenant, ctx)
-    if state.archived and command.commandType != "memory.revoke":  # a memory is revocable for ever
+    if state.archived and not _outlives_archive(command):
         raise Rejected(command, "run_archived")
     if command.expectedVersion is not None and command.expectedVersion != state.version:
         raise Rejected(command, "stale_version",
@@ -74,6 +74,12 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if handler is None:
         raise Rejected(command, "unsupported_command", command.commandType)
     return handler(command, state, ctx)
+
+
+def _outlives_archive(command: CommandBase) -> bool:
+    """A memory outlives its run: it is revocable for ever and its expiry timer still fires."""
+    return command.commandType == "memory.revoke" or (
+        isinstance(command, cmd.FireTimer) and command.payload.kind == "memory_expiry")
 
 
 def _check_tenant(command: CommandBase, run_tenant: str | None, ctx: DecideContext) -> None:

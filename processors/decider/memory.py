@@ -12,7 +12,11 @@ with the approval token format. Rules, each a typed rejection:
    the proposer; a valid token when signing is on. Confirmation also re-checks the evidence:
    every ref must be an evidence-grade event of this run (`RunState.evidence`; the run is of
    the scope's tenant), so a ref from another run or tenant is `evidence_not_in_run`.
-3. revoke: any candidate not already revoked, even on an archived run.
+3. revoke: any candidate not already revoked or expired, even on an archived run.
+4. expiry: the decider's `memory_expiry` timer (processors/decider/timers.py) fires at a live
+   candidate's or memory's `expiresAt`, even on an ended or archived run, and writes
+   `memory.expired`; a late or repeated firing decides nothing. Review or revocation of an
+   expired candidate is `memory_expired`.
 Pure: decide handlers and evolve cases only.
 """
 
@@ -32,9 +36,10 @@ from runfacts.schemas.construct import trusted
 
 SCOPE_KINDS = frozenset({"capability", "topic"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 
-__all__ = ["apply_memory", "candidate_hash", "propose_memory", "remember_evidence", "review_memory",
-           "revoke_memory"]
+__all__ = ["apply_memory", "candidate_hash", "expire_memory", "propose_memory", "remember_evidence",
+           "review_memory", "revoke_memory"]
 
 
 def candidate_hash(run_id: str, p: cmd.ProposeMemoryPayload | ev.MemoryProposedPayload) -> str:
@@ -72,6 +77,8 @@ def _candidate(c: cmd.ReviewMemory | cmd.RevokeMemory, state: RunState) -> Memor
         raise Rejected(c, "unknown_memory", c.payload.memoryId)
     if memory.status == "revoked":
         raise Rejected(c, "memory_revoked", f"{memory.memoryId} was revoked")
+    if memory.status == "expired":
+        raise Rejected(c, "memory_expired", f"expired at {memory.expiresAt.isoformat()}")
     return memory
 
 
@@ -114,6 +121,15 @@ def revoke_memory(c: cmd.RevokeMemory, state: RunState, ctx: DecideContext) -> l
     return [draft(ev.MemoryRevoked, memoryId=memory.memoryId, reason=c.payload.reason, actor=c.actor)]
 
 
+def expire_memory(c: cmd.FireTimer, state: RunState) -> list[Draft]:
+    """The `memory_expiry` timer fell due (module doc, rule 4)."""
+    memory = state.memories.get(c.payload.targetId)
+    early = memory is not None and memory.expiresAt - c.issuedAt >= _MS  # timers are due at whole ms
+    if memory is None or memory.status not in ("proposed", "confirmed") or early:
+        return []  # stale: the memory moved on (rejected, revoked, expired) or the timer fired early
+    return [draft(ev.MemoryExpired, memoryId=memory.memoryId, expiresAt=memory.expiresAt)]
+
+
 # --- evolve ---------------------------------------------------------------------------
 
 def remember_evidence(state: RunState, event: EventBase) -> tuple[str, ...] | None:
@@ -134,6 +150,9 @@ def apply_memory(s: RunState, e: EventBase) -> dict[str, Any]:
             proposedBy=p.actor.subjectId, proposedAt=e.occurredAt)
         return {"memories": {**s.memories, memory.memoryId: memory}}
     old = s.memories[p.memoryId]  # evolve checked it exists
+    if isinstance(e, ev.MemoryExpired):  # the reviewer's decision stays on record
+        new = trusted(MemoryCandidate, {**old.__dict__, "status": "expired"})
+        return {"memories": {**s.memories, old.memoryId: new}}
     status = {"memory.confirmed": "confirmed", "memory.rejected": "rejected"}.get(e.eventType, "revoked")
     new = trusted(MemoryCandidate, {**old.__dict__, "status": status, "decidedBy": p.actor.subjectId,
                                     "decidedAt": e.occurredAt})

@@ -265,7 +265,7 @@ class TimerStale:
 
 
 def fire_timer(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Draft]:
-    """A decider timer fell due: expire an approval, end a reconciliation wait, stop on wall time."""
+    """A decider timer fell due: expire an approval or a memory, end a reconciliation wait, stop on wall time."""
     p = c.payload
     if p.kind == "approval_expiry":
         return _expire_approval(c, state)
@@ -273,6 +273,8 @@ def fire_timer(c: cmd.FireTimer, state: RunState, ctx: DecideContext) -> list[Dr
         return _reconciliation_deadline(c, state)
     if p.kind == "claim_deadline":
         return _claim_deadline(c, state, ctx)
+    if p.kind == "memory_expiry":
+        return memory_commands.expire_memory(c, state)
     return _wall_budget(c, state)
 
 

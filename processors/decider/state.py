@@ -25,7 +25,7 @@ Execution = Literal[
 ]
 IN_FLIGHT: frozenset[str] = frozenset({"dispatching", "accepted", "result_unknown"})
 ApprovalStatus = Literal["open", "granted", "rejected", "expired", "invalidated", "consumed", "revoked"]
-MemoryStatus = Literal["proposed", "confirmed", "rejected", "revoked"]
+MemoryStatus = Literal["proposed", "confirmed", "rejected", "revoked", "expired"]
 Reconciliation = Literal[
     "none", "requested", "found_completed", "found_failed", "not_found", "still_unknown",
 ]

@@ -23,7 +23,7 @@ reconciled not_found) and waiting for a reconciliation; every other call is skip
 class TimerSpec(NamedTuple):
     """One timer: what it guards and when it falls due."""
 
-    kind: str  # approval_expiry | reconciliation_deadline | wall_budget | claim_deadline
+    kind: str  # approval_expiry | reconciliation_deadline | wall_budget | claim_deadline | memory_expiry
     target_id: str
     due: datetime
 
@@ -31,9 +31,12 @@ class TimerSpec(NamedTuple):
 def wanted_timers(state: RunState | None, catalog: CapabilityCatalog | None = None) -> dict[str, TimerSpec]:
     """Timer id -> spec for every timer the run's state calls for (claim deadlines need the
     capability manifests: `claimWithinMs`)."""
-    if state is None or state.terminal:
+    if state is None:
         return {}
-    timers: dict[str, TimerSpec] = {}
+    memories = memory_expiries(state)  # a memory outlives its run: its timer runs on an ended run too
+    if state.terminal:
+        return memories
+    timers: dict[str, TimerSpec] = memories
     if catalog is not None and state.status in CLAIM_WAIT:
         timers.update(_claim_deadlines(state, catalog))
     for approval in state.open_approvals():
@@ -73,3 +76,13 @@ def _claim_deadlines(state: RunState, catalog: CapabilityCatalog) -> dict[str, T
         if due is not None:
             out[f"claim:{call.toolCallId}"] = TimerSpec("claim_deadline", call.toolCallId, due)
     return out
+
+
+LIVE_MEMORY = frozenset({"proposed", "confirmed"})
+
+
+def memory_expiries(state: RunState) -> dict[str, TimerSpec]:
+    """One `memory_expiry` timer per candidate or memory still alive: at its `expiresAt` the
+    decider writes `memory.expired`, and the memory projection drops the entry."""
+    return {f"memory:{m.memoryId}": TimerSpec("memory_expiry", m.memoryId, m.expiresAt)
+            for m in state.memories.values() if m.status in LIVE_MEMORY}

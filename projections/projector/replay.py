@@ -7,7 +7,8 @@ A replay hosts the same pure reducers the engine hosts, with the log as its only
 3. fold each event into its run's view (views live in a dict; reducers are pure);
 4. write each output record to the partition number its events came from (log-style
    projections: one record per event, in log order; compacted ones: the final value per
-   run, runs in order of first appearance, archived runs left out);
+   run, runs in order of first appearance, archived runs left out; the memory topic: each
+   memory still confirmed, in order of proposal);
 5. close the sink (flush / write the manifest) and report counts and rates.
 The output depends only on the log range, so two replays of one log are byte-identical.
 """
@@ -165,10 +166,49 @@ class UserViewProjector(LatestProjector):
         self.views[run] = self.evolve(self.views.get(run), fact)
 
 
+class MemoryProjector:
+    """The memory topic: every memory event projected (`memory.project`, as the live memory
+    projector does), at the end each memory still confirmed, in order of proposal, to the
+    partition of its run's events; memories that ended (rejected, revoked, expired) are left out."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        from runfacts.projections import memory
+
+        self.memory = memory
+        self.schema, self.read = memory.schema(), memory.READS
+        self.live: dict[tuple[str, str], tuple[int, Any]] = {}  # (runId, memoryId) -> (partition, entry)
+
+    def apply(self, fact: Fact, emit: Emit) -> None:
+        if fact.event_type not in self.memory.MEMORY_TYPES:
+            return
+        memory_id = (fact.run_id, fact.payload["memoryId"])
+        held = self.live.get(memory_id)
+        keep, _ = self.memory.project(None if held is None else held[1], fact)
+        if keep is None:
+            self.live.pop(memory_id, None)
+        else:
+            self.live[memory_id] = (fact.partition, keep)
+
+    def handler(self, topic: str, emit: Emit) -> Handle:
+        fact = EventReader(self.read).fact
+
+        def handle(value: bytes | None, partition: int, offset: int) -> None:
+            self.apply(fact(value, topic, partition, offset), emit)
+
+        return handle
+
+    def finish(self, emit: Emit) -> None:
+        for partition, entry in self.live.values():
+            if entry.status == "confirmed":
+                emit(partition, self.memory.memory_key(entry), self.memory.encode(entry))
+
+
 def projectors() -> dict[str, Callable[[], Projector]]:
     """Every replayable projection by name."""
     return {"audit": AuditProjector, "trajectory": trajectory_projector,
-            "user-view": UserViewProjector}
+            "user-view": UserViewProjector, "memory": MemoryProjector}
 
 
 def trajectory_projector() -> Projector:
@@ -296,7 +336,7 @@ def topic_spec(kafka: KafkaSettings, projection: str, name: str, partitions: int
     """The projection topic's spec (cleanup, retention) under another name and partition count."""
     names = TopicNames(kafka.topic_prefix)
     template = {"audit": names.audit, "trajectory": names.trajectory,
-                "user-view": names.user_view}[projection]
+                "user-view": names.user_view, "memory": names.memory}[projection]
     spec = next(s for s in runfacts_topics(names, partitions) if s.name == template)
     return TopicSpec(name, partitions, spec.cleanup_policy, spec.retention_ms, dict(spec.configs),
                      f"replay of {projection}")

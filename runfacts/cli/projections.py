@@ -55,7 +55,7 @@ def audit_verify(
 
 
 def replay_command(
-    projection: Annotated[str, typer.Option(help="audit | trajectory | user-view")],
+    projection: Annotated[str, typer.Option(help="audit | trajectory | user-view | memory")],
     into: Annotated[str | None, typer.Option(
         help="Fresh topic name, or a directory (any value with '/'); "
              "default: <projection topic>.replay-<end offset sum>.")] = None,
@@ -91,7 +91,7 @@ def replay_command(
 def _default_target(kafka: KafkaSettings, projection: str, end: int) -> str:
     names = TopicNames(kafka.topic_prefix)
     base = {"audit": names.audit, "trajectory": names.trajectory,
-            "user-view": names.user_view}[projection]
+            "user-view": names.user_view, "memory": names.memory}[projection]
     return f"{base}.replay-{end}"
 
 

@@ -1,4 +1,4 @@
-"""`runfacts worker decider|dispatcher|projector`: one way to run each processor worker.
+"""`runfacts worker decider|dispatcher|projector|memory`: one way to run each processor worker.
 
 Each command runs one engine application until SIGTERM/SIGINT (graceful: finish the batch,
 commit, leave the group), through `runfacts.processors.engine.worker.run` with the right factory.
@@ -22,13 +22,14 @@ import typer
 from runfacts.processors.engine.settings import EngineSettings, load_settings, refuse_old_broker_variables
 from runfacts.processors.engine.worker import run
 
-app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector) until SIGTERM.",
+app = typer.Typer(help="Run a processor worker (decider, dispatcher, projector, memory) until SIGTERM.",
                   no_args_is_help=True)
 
 FACTORIES = {
     "decider": "runfacts.workers:decider",
     "dispatcher": "runfacts.workers:dispatcher",
     "projector": "runfacts.workers:projector",
+    "memory": "runfacts.workers:memory_projector",
 }
 Prefix = Annotated[str, typer.Option("--prefix", envvar="RUNFACTS_KAFKA_TOPIC_PREFIX",
                                      help="Topic prefix (default $RUNFACTS_KAFKA_TOPIC_PREFIX or runfacts).")]
@@ -107,3 +108,11 @@ def projector(prefix: Prefix = "runfacts") -> None:
     Personal values in audit records are HMAC digests under $RUNFACTS_AUDIT_PII_KEY when set.
     """
     _run("projector", {"prefix": prefix})
+
+
+@app.command("memory")
+def memory(prefix: Prefix = "runfacts") -> None:
+    """The memory projector: events -> the compacted <prefix>.memory topic (confirmed, unexpired,
+    unrevoked memories per scope, with provenance; tombstones at revocation and expiry), exactly once.
+    """
+    _run("memory", {"prefix": prefix})

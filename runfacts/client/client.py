@@ -400,11 +400,14 @@ class Runfacts:
 
     def memory(self, scope: tuple[str, str]) -> list[memory_view.MemoryEntry]:
         """What agents may rely on in `scope` (`(tenant, "capability:<id>" | "topic:<name>")`):
-        confirmed, unexpired, unrevoked memories with provenance (run, evidence, reviewer), read
-        from the run-state topic."""
+        confirmed, unexpired, unrevoked memories with provenance (run, evidence, reviewer), in
+        key order (run, memoryId), read from the compacted memory topic `<prefix>.memory` (written by `runfacts
+        worker memory`). An entry past its expiry is not answered even before the decider's
+        timer has written `memory.expired` and the projector its tombstone."""
         tenant, kind, name = memory_scope("<memory>", scope)
-        view = memory_view.view_of_states(self.states.scan().values())
-        return memory_view.entries(view, (tenant, kind, name), datetime.now(UTC))
+        found = (memory_view.decode(v) for v in self.states.scan_topic(self.states.names.memory).values())
+        return memory_view.entries({memory_view.memory_key(e): e for e in found}, (tenant, kind, name),
+                                   datetime.now(UTC))
 
     def review_memory(self, run_id: str, memory: ProposedMemory, decision: str, *, reviewer: str | Actor,
                       timeout: float | None = None) -> int | None:

@@ -221,6 +221,7 @@ def words(event: EventBase) -> str:
         "memory.confirmed": lambda: f"Memory {p.memoryId} confirmed by {p.actor.subjectId}",
         "memory.rejected": lambda: f"Memory {p.memoryId} rejected by {p.actor.subjectId}",
         "memory.revoked": lambda: f"Memory {p.memoryId} revoked by {p.actor.subjectId}",
+        "memory.expired": lambda: f"Memory {p.memoryId} expired (at {text(p.expiresAt)})",
         "command.rejected": lambda: f"Command {p.commandType} rejected: {_code(p.reasonCode)}"
                                     + (f" — {p.detail}" if p.detail else ""),
     }

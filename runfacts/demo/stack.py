@@ -1,5 +1,6 @@
 """What the refund demo runs: topics under its own prefix, the payment simulator, and the
-run decider, the dispatcher and the projector as `runfacts worker ...` subprocesses, and
+run decider, the dispatcher and the projector as `runfacts worker ...` subprocesses (and, on
+request, the memory projector), and
 the harness's outbox relay.
 
 Secrets are configured the way a deployment would: the payment API key and the dashboard
@@ -37,6 +38,7 @@ from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
 from runfacts.processors.policy.keyring import ENV_KEYS, ENV_SOURCE_KEYS, new_secret
 from runfacts.processors.policy.sources import SourceKeys, parse_source_keys
 from runfacts.projections.projector.app import app_name as projector_app_name
+from runfacts.projections.projector.memory import app_name as memory_app_name
 from runfacts.schemas.errors import RunfactsError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, apply_topics, changelog_spec, delete_topics, runfacts_topics
@@ -149,6 +151,11 @@ class DemoStack:
         self._spawn_worker("projector", [], RUNFACTS_AUDIT_PII_KEY=self.options.audit_pii_key)
         self.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
 
+    def start_memory_projector(self) -> None:
+        """The memory projector worker: events -> `<prefix>.memory` (what `rf.memory` reads). The
+        refund story does not start it (it promotes no memory); the client's tests do."""
+        self._spawn_worker("memory", [])
+
     def _topics(self) -> None:
         p = self.options.partitions
         specs = runfacts_topics(self.names, p)
@@ -161,7 +168,8 @@ class DemoStack:
         decider = DECIDER_APP if prefix == "runfacts" else f"{prefix}-run-decider"
         return {decider: ("runs", "orphans", "__timers"),
                 dispatcher_app_name(prefix): ("runs", "progress", "__timers"),
-                projector_app_name(prefix): ("heads", "trajectories", "__timers")}
+                projector_app_name(prefix): ("heads", "trajectories", "__timers"),
+                memory_app_name(prefix): ("memories", "__timers")}
 
     def _changelogs(self) -> list[str]:
         return [f"{app}-{store}-changelog" for app, stores in self._apps().items() for store in stores]

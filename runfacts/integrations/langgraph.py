@@ -22,6 +22,10 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    ToolMessage saying so (`facts.failure_text`); rejected, expired or refused: an error
    ToolMessage with the verdict's reason.
 Other tool calls run locally, as LangGraph's ToolNode runs them.
+
+Run-end hygiene: `retire_checkpoints(checkpointer, run)` makes the graph's checkpointer honour
+the run's `checkpoint.archived` marker (SEMANTICS §10): the threads the run checkpointed are
+deleted, so an ended run's graph state is neither served nor kept.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +68,7 @@ from runfacts.client import (  # noqa: E402
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
-from runfacts.schemas.common import Actor, RunVersions  # noqa: E402
+from runfacts.schemas.common import Actor, EventBase, RunVersions  # noqa: E402
 
 
 def asked_decision(resume: Any) -> tuple[str | None, str | None]:
@@ -242,5 +246,33 @@ def run_versions(run: Run) -> RunVersions:
     return found
 
 
-__all__ = ["SUPPORTED", "Gate", "Gated", "RunfactsToolNode", "asked_decision", "check_version", "run_versions",
-           "step_ref"]
+def archived_threads(events: Iterable[EventBase]) -> list[str]:
+    """The LangGraph threads a run checkpointed (`checkpoint.saved` nodes `langgraph:<thread>:<id>`),
+    in order of first checkpoint, once its `checkpoint.archived` marker is among `events`; [] before
+    (a run's checkpoints serve recovery until the decider archives them at the run's end)."""
+    threads: dict[str, None] = {}
+    archived = False
+    for event in events:
+        if event.eventType == "checkpoint.archived":
+            archived = True
+        node = getattr(event.payload, "node", None) if event.eventType == "checkpoint.saved" else None
+        if node is not None and node.startswith("langgraph:"):
+            threads.setdefault(node[len("langgraph:"):].rsplit(":", 1)[0], None)
+    return list(threads) if archived else []
+
+
+def retire_checkpoints(checkpointer: Any, run: Run | Iterable[EventBase]) -> list[str]:
+    """Honour the run's `checkpoint.archived` marker in the graph's checkpointer (any LangGraph
+    `BaseCheckpointSaver`: InMemorySaver, SqliteSaver, PostgresSaver, ...): every thread the run
+    checkpointed is deleted (`delete_thread`), so an archived run's checkpoints are neither served
+    (`get_tuple` finds none) nor retained. Returns the threads deleted; [] while the run has no
+    marker. Idempotent: call it after `run.complete()` / `run.fail()` or from a retention job."""
+    events = [e.event for e in run.journal.entries] if isinstance(run, Run) else list(run)
+    threads = archived_threads(events)
+    for thread in threads:
+        checkpointer.delete_thread(thread)
+    return threads
+
+
+__all__ = ["SUPPORTED", "Gate", "Gated", "RunfactsToolNode", "archived_threads", "asked_decision",
+           "check_version", "retire_checkpoints", "run_versions", "step_ref"]

@@ -2,7 +2,8 @@
 
 - `StateReader.latest(run_id)` reads only the run's partition of the compacted run-state
   topic (murmur2 of the runId, like every runfacts producer) up to its end; `scan()` reads
-  every partition (for `runs list` and finding an approval's run), reporting progress.
+  every partition (for `runs list` and finding an approval's run), reporting progress;
+  `scan_topic(topic)` the same for any compacted topic (the memory topic).
 - `CommandClient.send(command)` notes the end of the run's events partition, produces the
   command (idempotent producer, key runId, murmur2), then reads the events partition from
   that offset for the events whose causationId is the commandId. The decider writes a
@@ -115,6 +116,17 @@ class StateReader:
                     self._states[key.decode()] = load_state(value)
                     self.decoded_states += 1
             return dict(self._states)
+
+    def scan_topic(self, topic: str, progress: Progress | None = None) -> dict[bytes, bytes]:
+        """The latest value of every key of a compacted topic, up to its end (tombstoned keys
+        left out): e.g. the memory topic."""
+        consumer = _consumer(self.kafka, self.names, self.settings)
+        try:
+            count = partition_count(consumer, topic, self.settings.metadata_timeout_s)
+            found = self._read(consumer, topic, list(range(count)), progress, None)
+        finally:
+            consumer.close()
+        return {k: v for k, v in found.items() if v is not None}
 
     def _read(self, consumer: Consumer, topic: str, parts: list[int] | dict[int, int], progress: Progress | None,
               only: bytes | None, positions: dict[int, int] | None = None) -> dict[bytes, bytes | None]:

@@ -6,8 +6,8 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 |--------------|----------------------------|--------------------------------|-----------------------------|
 | decider      | commands                   | events, state, view.user, dlq, | `<prefix>-run-decider*`      |
 |              |                            | decider.versions, metrics      |                             |
-| projector    | events                     | audit, eval.trajectory, dlq,   | `<prefix>-projector*`        |
-|              |                            | metrics                        |                             |
+| projector    | events                     | audit, eval.trajectory,        | `<prefix>-projector*` (and   |
+|              |                            | memory, dlq, metrics           | `-projector-memory`)        |
 | dispatcher   | events                     | commands, dlq, metrics         | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events,  | commands, dlq (redrive         | group `<prefix>-dashboard*`, |
@@ -15,7 +15,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 | client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
-|              | decider.versions           |                                | txn `<prefix>-client-relay-*` |
+|              | decider.versions, memory   |                                | txn `<prefix>-client-relay-*` |
 
 An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
@@ -106,7 +106,8 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
     return [
         # every engine publishes its metrics record (runfacts.processors.engine.reporter)
         engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
-        engine("projector", (n.events,), (n.audit, n.trajectory, n.dlq, n.metrics)),
+        # memory: the projector's memory app
+        engine("projector", (n.events,), (n.audit, n.trajectory, n.memory, n.dlq, n.metrics)),
         engine("dispatcher", (n.events,), (n.commands, n.dlq, n.metrics)),
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
@@ -120,7 +121,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         client("auditor", (n.audit, n.trajectory, n.events), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)
-        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions), (n.commands,)),
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory), (n.commands,)),
                 transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 

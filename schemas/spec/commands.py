@@ -156,9 +156,9 @@ _DECIDER = [
     command("FireTimer", "timer.fire", "A decider timer fell due.", [
         f("timerId", STRING),
         f("kind", TIMER_KIND),
-        f("targetId", STRING, "Approval, tool call or run the timer guards."),
+        f("targetId", STRING, "Approval, tool call, run or memory the timer guards."),
         f("dueAt", TIMESTAMP),
-    ], version=2),  # v2: kind claim_deadline
+    ], version=3),  # v2: kind claim_deadline; v3: kind memory_expiry
     command("ArchiveRun", "run.archive", "Archive a finished run.", [
         opt("checkpointRef", STRING),
     ]),

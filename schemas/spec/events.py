@@ -291,6 +291,10 @@ _MEMORY = [
         f("reason", STRING, default="", pii=True),
         f("actor", ACTOR),
     ]),
+    event("MemoryExpired", "memory.expired", "A memory (or candidate) reached its expiry (the decider's timer).", [
+        f("memoryId", STRING, "memory-<...>: never an approval id (their tokens share a format)."),
+        f("expiresAt", TIMESTAMP),
+    ]),
 ]
 
 EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY)

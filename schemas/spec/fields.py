@@ -137,7 +137,8 @@ VERIFICATION = enum(
     "inconclusive")
 TIMER_KIND = enum(
     "TimerKind", "What a decider timer guards.",
-    ["approval_expiry", "reconciliation_deadline", "wall_budget", "claim_deadline"], "wall_budget")
+    ["approval_expiry", "reconciliation_deadline", "wall_budget", "claim_deadline", "memory_expiry"],
+    "wall_budget")
 DIMENSION = enum(
     "BudgetDimension", "One budget dimension.",
     ["steps", "tool_calls", "tokens", "wall_time", "cost"], "cost")

@@ -35,7 +35,7 @@ def test_every_python_block_of_the_guide_runs_against_the_real_stack(
         kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocks = python_blocks(GUIDE.read_text())
     assert len(blocks) >= 6
-    with agent_stack(kafka_bootstrap, tmp_path / "stack") as stack:
+    with agent_stack(kafka_bootstrap, tmp_path / "stack", memory=True) as stack:
         for key, value in stack.env().items():
             monkeypatch.setenv(key, value)
         monkeypatch.chdir(tmp_path)
@@ -55,4 +55,5 @@ def test_every_python_block_of_the_guide_runs_against_the_real_stack(
         assert f"{refund['refundId']} 4200" in printed and "completed" in printed
         assert "approval rejected by alice" in printed
         assert "call the customer" in printed
+        assert "[('lessons/damaged-no-return', 'rita')]" in printed  # §9: read back from the memory topic
         assert [r["orderId"] for r in stack.ledger()] == ["order-001"]  # the rejected refund never ran

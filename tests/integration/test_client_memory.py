@@ -1,7 +1,8 @@
-"""Memory through runfacts.client on the real stack (decider and dispatcher as `runfacts worker`
-subprocesses, signed approvals on): a run proposes a lesson citing its own facts, a reviewer
-promotes it with a signed decision; evidence-free, foreign-evidence and repeated promotions are
-refused with the decider's typed reasons."""
+"""Memory through runfacts.client on the real stack (decider, dispatcher and memory projector as
+`runfacts worker` subprocesses, signed approvals on): a run proposes a lesson citing its own
+facts, a reviewer promotes it with a signed decision, a later run's client reads it from the
+memory topic until the decider's timer expires it; evidence-free, foreign-evidence and repeated
+promotions are refused with the decider's typed reasons; the live memory topic equals a replay."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from client_support import AgentStack, agent_stack
 
 from runfacts.client import BadArgument, CommandRejected, Runfacts
 from runfacts.projections import memory as memory_view
+from runfacts.projections.projector.replay import ReplaySettings, replay
+from runfacts.topics import delete_topics
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def stack(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentStack]:
-    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("memory")) as running:
+    with agent_stack(kafka_bootstrap, tmp_path_factory.mktemp("memory"), memory=True) as running:
         yield running
 
 
@@ -79,19 +82,42 @@ def _memory_of(rf: Runfacts, scope: tuple[str, str], memory_id: str, present: bo
     raise AssertionError(f"{memory_id} {'not ' if present else ''}in rf.memory({scope}) within {timeout}s")
 
 
-def test_a_later_reader_sees_a_confirmed_memory_until_it_expires(rf: Runfacts) -> None:
+def _topic(rf: Runfacts, topic: str) -> dict[bytes, bytes]:
+    return rf.states.scan_topic(topic)
+
+
+def test_a_later_run_reads_a_confirmed_memory_through_the_client_until_it_expires(
+        stack: AgentStack, rf: Runfacts) -> None:
     run = rf.start_run(goal="ticket:T-7004", summary="Refund order-704", user_id="customer-7", tenant="acme")
     run.reason("order-704: carrier lost it", evidence=["order:order-704"])
+    run.complete(outcome="ticket:T-7004")
     scope = ("acme", "topic:lost-parcels")
     lesson = run.propose_memory("lessons/lost-parcel", evidence=run.evidence(), scope=scope,
-                                expires=timedelta(seconds=6))
+                                expires=timedelta(seconds=8))
     assert not any(e.memoryId == lesson.id for e in rf.memory(scope))  # a candidate is not memory
     rf.review_memory(run.id, lesson, "approve", reviewer="rita")
-    _memory_of(rf, scope, lesson.id, present=True)
-    (entry,) = [e for e in rf.memory(scope) if e.memoryId == lesson.id]
-    assert (entry.runId, entry.reviewer, entry.evidence) == (run.id, "rita", tuple(run.evidence()))
-    assert rf.memory(("globex", "topic:lost-parcels")) == []
-    _memory_of(rf, scope, lesson.id, present=False, timeout=15)  # gone after its expiry
+    later_agent = stack.client(args_store=stack.dir / "later.db")  # not `rf` (connect caches per store)
+    assert later_agent is not rf
+    try:
+        later = later_agent.start_run(goal="ticket:T-7014", summary="Refund order-714", user_id="customer-9",
+                                      tenant="acme")
+        _memory_of(later_agent, scope, lesson.id, present=True)
+        (entry,) = [e for e in later_agent.memory(scope) if e.memoryId == lesson.id]
+        assert (entry.runId, entry.reviewer, entry.evidence) == (run.id, "rita", tuple(run.evidence()))
+        assert entry.statementRef == "lessons/lost-parcel" and entry.reviewedAt is not None
+        assert later_agent.memory(("globex", "topic:lost-parcels")) == []
+        key = f"acme|topic:lost-parcels|{run.id}|{lesson.id}".encode()
+        assert key in _topic(later_agent, stack.names.memory)  # on the compacted memory topic
+        _memory_of(later_agent, scope, lesson.id, present=False, timeout=30)  # gone after its expiry
+        later.complete(outcome="ticket:T-7014")
+    finally:
+        later_agent.close()
+    deadline = time.monotonic() + 30  # the decider's timer wrote the fact, the projector the tombstone
+    while key in _topic(rf, stack.names.memory) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert key not in _topic(rf, stack.names.memory)
+    expired = [e.event for e in rf.run(run.id).journal.entries if e.event_type == "memory.expired"]
+    assert [e.payload.memoryId for e in expired] == [lesson.id]  # no command: the decider's timer
 
 
 def test_a_revoked_memory_is_no_longer_answered(rf: Runfacts) -> None:
@@ -107,3 +133,21 @@ def test_a_revoked_memory_is_no_longer_answered(rf: Runfacts) -> None:
     with pytest.raises(CommandRejected) as again:
         rf.revoke_memory(run.id, lesson, reviewer="rosa")
     assert again.value.reason == "memory_revoked"
+
+
+def test_the_live_memory_topic_is_byte_identical_to_a_replay_of_the_events(stack: AgentStack, rf: Runfacts) -> None:
+    run = rf.start_run(goal="ticket:T-7006", summary="Refund order-706", user_id="customer-7", tenant="acme")
+    run.reason("order-706: left at the neighbour's", evidence=["order:order-706"])
+    scope = ("acme", "topic:neighbours")
+    lesson = run.propose_memory("lessons/neighbour", evidence=run.evidence(), scope=scope, expires=timedelta(days=1))
+    rf.review_memory(run.id, lesson, "approve", reviewer="rita")
+    _memory_of(rf, scope, lesson.id, present=True)
+    kafka, names = stack.options.kafka, stack.names
+    target = f"{names.memory}.replay"
+    try:
+        report = replay(kafka, ReplaySettings("memory", target, names.events))
+        live = _topic(rf, names.memory)
+        assert _topic(rf, target) == live and len(live) == report.records >= 2  # this lesson and test 1's
+        assert {memory_view.decode(v).memoryId for v in live.values()} >= {lesson.id}
+    finally:
+        delete_topics(kafka, [target])

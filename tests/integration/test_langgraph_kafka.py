@@ -216,3 +216,19 @@ def test_tool_failing_after_approval_reaches_the_model_as_an_error_tool_message_
     assert facts.count("tool.call.dispatching") == 1 and facts.count("tool.call.failed") == 1  # ran once
     assert facts.count("tool.call.proposed") == 1  # the model's second ask was the same runfacts call
     assert refunds_of(stack, "order-L8") == []
+
+
+def test_an_ended_runs_graph_checkpoints_are_retired_once_the_decider_archived_them(
+        stack: AgentStack, rf: Runfacts) -> None:
+    from runfacts.integrations.langgraph import retire_checkpoints
+
+    graph, config, _ = graph_run(rf, "T-L9", "order-L9", 700)
+    rf.decide(approval_of(rf, "lg-T-L9"), "reject", approver="alice")
+    graph.invoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
+    run = rf.run("lg-T-L9")
+    assert retire_checkpoints(graph.checkpointer, run) == []  # still running: its checkpoints serve recovery
+    assert graph.checkpointer.get_tuple(config) is not None
+    run.fail("refund_not_done")
+    assert [e.event_type for e in run.journal.entries][-1] == "checkpoint.archived"
+    assert retire_checkpoints(graph.checkpointer, run) == ["lg-T-L9"]
+    assert graph.checkpointer.get_tuple(config) is None and list(graph.checkpointer.list(config)) == []

@@ -29,7 +29,7 @@ def test_component_access_covers_every_component_when_derived_from_topic_names()
 def test_component_access_lets_only_decider_write_facts_when_derived():
     for topic in (NAMES.events, NAMES.state, NAMES.user_view):
         assert writers(topic) == {"decider"}
-    assert writers(NAMES.audit) == writers(NAMES.trajectory) == {"projector"}
+    assert writers(NAMES.audit) == writers(NAMES.trajectory) == writers(NAMES.memory) == {"projector"}
 
 
 def test_component_access_denies_commands_write_when_component_only_projects():
@@ -127,7 +127,7 @@ def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():
 def test_client_component_reads_its_feeds_writes_commands_and_only_the_decider_writes_versions():
     client = ACCESS["client"]
     assert client.principal == "User:acme-client"
-    assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions}
+    assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions, NAMES.memory}
     assert client.writes == (NAMES.commands,)
     assert writers(NAMES.decider_versions) == {"decider"}
     entries = acl_entries(client)

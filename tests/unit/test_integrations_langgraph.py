@@ -104,3 +104,44 @@ def test_the_extras_pin_the_ranges_the_bridges_check_when_pyproject_is_read() ->
     assert f"langgraph>={low},<{high}" in extras["langgraph"] and f"langgraph>={low},<{high}" in extras["dev"]
     assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["pydantic-ai"]
     assert f"{pydantic_ai.PACKAGE}{pydantic_ai.SUPPORTED}" in extras["dev"]
+
+
+def _saver_with_threads(*threads: str):  # a real checkpointer holding these threads' checkpoints
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    class Count(TypedDict):
+        n: int
+
+    graph = StateGraph(Count)
+    graph.add_node("step", lambda s: {"n": s["n"] + 1})
+    graph.add_edge(START, "step")
+    graph.add_edge("step", END)
+    saver = InMemorySaver()
+    for thread in threads:
+        graph.compile(checkpointer=saver).invoke({"n": 0}, {"configurable": {"thread_id": thread}})
+    return saver
+
+
+def test_retire_checkpoints_deletes_the_runs_threads_only_once_checkpoint_archived_is_a_fact() -> None:
+    from decider_support import VERSIONS, Scenario, command, create
+
+    from runfacts.integrations.langgraph import archived_threads, retire_checkpoints
+    from runfacts.schemas import commands as cmd
+
+    saver = _saver_with_threads("thread-a", "thread-other")
+    other = {"configurable": {"thread_id": "thread-other"}}
+    s = Scenario().given(create(), *[command(cmd.SaveCheckpoint, node=f"langgraph:thread-a:1f0-ck-{i}",
+                                             stateHash=f"h{i}", versions=VERSIONS) for i in (1, 2)])
+    assert retire_checkpoints(saver, s.log) == []  # the run goes on: its checkpoints serve recovery
+    assert saver.get_tuple({"configurable": {"thread_id": "thread-a"}}) is not None
+    s.given(command(cmd.CompleteRun, outcomeRef="o"))
+    assert [e.eventType for e in s.log][-1] == "checkpoint.archived"
+    assert archived_threads(s.log) == ["thread-a"]
+    assert retire_checkpoints(saver, s.log) == ["thread-a"]
+    assert saver.get_tuple({"configurable": {"thread_id": "thread-a"}}) is None  # no longer served
+    assert list(saver.list({"configurable": {"thread_id": "thread-a"}})) == []  # nor retained
+    assert saver.get_tuple(other) is not None  # another run's thread is left alone
+    assert retire_checkpoints(saver, s.log) == ["thread-a"]  # idempotent

@@ -80,4 +80,5 @@ def test_worker_factories_build_applications_when_loaded(tmp_path, monkeypatch):
                                                       if kind == "dispatcher" else {})}).name
              for kind, spec in FACTORIES.items()}
 
-    assert names == {"decider": "p1-run-decider", "dispatcher": "p1-dispatcher", "projector": "p1-projector"}
+    assert names == {"decider": "p1-run-decider", "dispatcher": "p1-dispatcher", "projector": "p1-projector",
+                     "memory": "p1-projector-memory"}

@@ -174,5 +174,6 @@ RUN_APPLY: dict[str, Apply] = {
     "memory.confirmed": _memory,
     "memory.rejected": _memory,
     "memory.revoked": _memory,
+    "memory.expired": _memory,
 }
 """The cases of the run's own events (run.created and command.rejected are `evolve`'s)."""
