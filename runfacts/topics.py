@@ -93,6 +93,10 @@ class TopicNames:
     def decider_versions(self) -> str:
         return f"{self.prefix}.decider.versions"
 
+    @property
+    def keys(self) -> str:
+        return f"{self.prefix}.keys"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -111,6 +115,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),
         TopicSpec(names.decider_versions, 1, "compact", UNLIMITED, dict(COMPACT),
                   "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
+        TopicSpec(names.keys, 1, "compact", UNLIMITED, dict(COMPACT),
+                  "wrapped data keys of data subjects, key <ref>/<dek>; erasure = tombstone (runfacts.privacy)"),
     ]
 
 

@@ -518,6 +518,22 @@ class RunStarted(EventBase):
     payload: RunStartedPayload
 
 
+class SubjectErasedPayload(Record):
+    """Payload of SubjectErased."""
+
+    subjectRef: str
+    requestRef: str
+    actor: Actor
+
+
+class SubjectErased(EventBase):
+    """A data subject's keys are erased: its sealed fields read [erased]."""
+
+    eventType: Literal["subject.erased"] = "subject.erased"
+    schemaVersion: Literal[1] = 1
+    payload: SubjectErasedPayload
+
+
 class ToolCallAcceptedPayload(Record):
     """Payload of ToolCallAccepted."""
 
@@ -770,6 +786,7 @@ Event = Annotated[
     | RunPaused
     | RunResumed
     | RunStarted
+    | SubjectErased
     | ToolCallAccepted
     | ToolCallAuthorized
     | ToolCallCompleted
@@ -819,6 +836,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "run.paused": RunPaused,
     "run.resumed": RunResumed,
     "run.started": RunStarted,
+    "subject.erased": SubjectErased,
     "tool.call.accepted": ToolCallAccepted,
     "tool.call.authorized": ToolCallAuthorized,
     "tool.call.completed": ToolCallCompleted,

@@ -20,6 +20,7 @@ import hashlib
 from functools import cache
 
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
+from runfacts.processors.decider.erasure import erase_subject
 from runfacts.processors.decider.evolve import fold
 from runfacts.processors.decider.run_commands import HANDLERS, create_run, follow_ups
 from runfacts.processors.decider.state import RunState
@@ -57,6 +58,8 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
     if denied is not None:
         raise Rejected(command, denied, f"actor {command.actor.subjectId or '<none>'} "
                        f"via {command.actor.authSource or '<none>'}")
+    if isinstance(command, cmd.EraseSubject):  # not a run: no state before or after (erasure.py)
+        return erase_subject(command, state)
     if isinstance(command, cmd.CreateRun):
         if state is not None:
             raise Rejected(command, "run_exists")

@@ -41,8 +41,8 @@ class CorruptLog(RunfactsError):
 
 def evolve(state: RunState | None, event: ev.EventBase) -> RunState | None:
     """The state after `event` (the first event of a run must be run.created)."""
-    if state is None and isinstance(event, ev.CommandRejected):
-        return None  # a command for a run that does not exist: nothing to change
+    if state is None and isinstance(event, ev.CommandRejected | ev.SubjectErased):
+        return None  # a command for a run that does not exist, or an erasure (not a run): nothing to change
     if state is None:
         if not isinstance(event, ev.RunCreated):
             raise CorruptLog(event, "first event of a run must be run.created")

@@ -164,20 +164,25 @@ def open_sealed(token: str, path: str, view: KeyView) -> str:
     parts = token[len(SEALED_PREFIX):].split(".")
     if len(parts) != 4 or not REF_PATTERN.fullmatch(parts[0]) or not DEK_PATTERN.fullmatch(parts[1]):
         return UNREADABLE
-    ref, dek, origin64, blob64 = parts
     if not view.configured:
         return ENCRYPTED
-    secret = view.secrets.get((ref, dek))
+    secret = view.secrets.get((parts[0], parts[1]))
     if secret is None:
         return ERASED
+    plain = _decrypt(parts, path, secret)
+    return UNREADABLE if plain is None else plain
+
+
+def _decrypt(parts: list[str], path: str, secret: bytes) -> str | None:
+    ref, dek, origin64, blob64 = parts
     blob = unb64(blob64)
     if blob is None or len(blob) < NONCE_BYTES + 16:
-        return UNREADABLE
+        return None
     try:
         plain = AESGCM(secret).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], _field_ad(ref, dek, origin64, path))
         return plain.decode("utf-8")
     except (InvalidTag, UnicodeDecodeError):
-        return UNREADABLE
+        return None
 
 
 def reveal(value: Any, path: str, view: KeyView) -> Any:
@@ -233,10 +238,10 @@ def view_of(keys: PrivacyKeys, records: Mapping[bytes, DataKeyRecord]) -> KeyVie
         if secret is None:
             continue
         secrets[(record.ref, record.dek)] = secret
-        if record.name is not None:
-            name = open_sealed(record.name, _NAME_PATH, KeyView({(record.ref, record.dek): secret}))
-            if name not in MARKERS:
-                names[record.ref] = name
+        parts = None if record.name is None else record.name[len(SEALED_PREFIX):].split(".")
+        name = None if parts is None or len(parts) != 4 else _decrypt(parts, _NAME_PATH, secret)
+        if name is not None:
+            names[record.ref] = name
     return KeyView(secrets, names)
 
 

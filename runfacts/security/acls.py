@@ -108,12 +108,13 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)
-        client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq), (n.commands,)),
-        client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
-        client("auditor", (n.audit, n.trajectory, n.events), ()),
+        # (n.keys: the data keys of personal fields: readers reveal, writers seal; the cli erases)
+        client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.keys), (n.commands, n.keys)),
+        client("cli", (n.state, n.events, n.user_view, n.dlq, n.keys), (n.commands, n.keys)),
+        client("auditor", (n.audit, n.trajectory, n.events, n.keys), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)
-        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions), (n.commands,)),
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.keys), (n.commands, n.keys)),
                 transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 

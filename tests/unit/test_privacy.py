@@ -12,14 +12,16 @@ import string
 from typing import Any
 
 import pytest
-from decider_support import RUN, SUPPORT, USER, Scenario, create, propose_refund, resume
+from decider_support import OPERATOR, RUN, SUPPORT, USER, Scenario, command, create, policy_ctx, propose_refund, resume  # noqa: I001
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runfacts.privacy import ENCRYPTED, ERASED, NO_KEYS, UNREADABLE, KeyTable, protect, reveal, reveal_dict
-from runfacts.privacy.envelope import SEALED_PREFIX, b64, decode_record, is_protected, pseudonym
+from runfacts.privacy.envelope import SEALED_PREFIX, b64, decode_record, is_protected, pseudonym, subject_ref
 from runfacts.privacy.fields import _apply
 from runfacts.privacy.keys import new_privacy_keys_json, parse_privacy_keys, random_nonce
+from runfacts.processors.decider.erasure import erasure_run_id
+from runfacts.schemas import commands as cmd
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import ConfigError
@@ -166,3 +168,32 @@ def test_config_error_names_the_setting_and_hides_the_secret_when_keys_are_bad(t
     with pytest.raises(ConfigError) as raised:
         parse_privacy_keys(text)
     assert setting in str(raised.value) and "c2hvcnQ" not in str(raised.value)
+
+
+# --- the erasure command, through the decider -------------------------------------------------
+
+def _erase(ref: str, actor: Any = OPERATOR, run: str | None = None) -> Any:
+    return command(cmd.EraseSubject, actor, run=run or erasure_run_id(ref), subjectRef=ref, requestRef="ticket-77")
+
+
+def test_erase_records_subject_erased_without_the_subject_when_an_operator_erases() -> None:
+    ref = subject_ref("customer-42", KEYS)
+    erase = _erase(ref)
+    s = Scenario(policy_ctx()).when(erase)
+    fact = s.event("subject.erased")
+    assert (fact.payload.subjectRef, fact.payload.requestRef, fact.runId) == (ref, "ticket-77", f"erasure-{ref}")
+    assert b"customer-42" not in Codec().encode(fact)
+    assert s.state is None  # an erasure is not a run
+    assert Scenario(policy_ctx()).when(erase).last == s.last  # a re-sent erasure: the same fact (same event id)
+
+
+def test_erase_rejected_when_the_actor_is_not_an_operator() -> None:
+    ref = subject_ref("customer-42", KEYS)
+    Scenario(policy_ctx()).when(_erase(ref, actor=SUPPORT)).rejected("forbidden_role")
+
+
+def test_erase_rejected_when_the_subject_ref_is_an_id_or_the_run_id_does_not_match() -> None:
+    Scenario().when(_erase("customer-42")).rejected("invalid_subject_ref")
+    ref = subject_ref("customer-42", KEYS)
+    Scenario().when(_erase(ref, run=RUN)).rejected("invalid_erasure_run")
+    Scenario().given(create()).when(_erase(ref, run=RUN)).rejected("run_exists")
