@@ -32,6 +32,8 @@ from typing import Any
 
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
+from runfacts.privacy.keys import ENV_PII_KEYS, new_privacy_keys_json
+from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
 from runfacts.processors.policy.keyring import ENV_KEYS, ENV_SOURCE_KEYS, new_secret
@@ -92,6 +94,9 @@ class DemoOptions:
     source_keys: str = field(default="", repr=False)
     """Command source keys by auth source, RUNFACTS_SOURCE_KEYS JSON (default: a fresh key for
     each of the demo's sources: agent-harness, dashboard, dispatcher)."""
+    privacy_keys: str = field(default="", repr=False)
+    """RUNFACTS_PII_KEYS JSON of the demo's writers (default: fresh): personal fields are sealed
+    at the source (runfacts.privacy); the workers get none (they never decrypt)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -99,6 +104,7 @@ class DemoOptions:
         self.approval_keys = self.approval_keys or json.dumps({"current": "demo-1",
                                                                "keys": {"demo-1": new_secret()}})
         self.session_secret = self.session_secret or new_secret()
+        self.privacy_keys = self.privacy_keys or new_privacy_keys_json("demo-kek-1")
         self.audit_pii_key = self.audit_pii_key or new_secret()
         self.source_keys = self.source_keys or json.dumps({
             source: {"current": f"{source}-demo-1", "keys": {f"{source}-demo-1": new_secret()}}
@@ -112,6 +118,11 @@ class DemoOptions:
     def client_sources(self) -> SourceKeys:
         """What the story's client signs with: the agent harness and the approving UI (dashboard)."""
         return parse_source_keys(self.source_env("agent-harness", "dashboard")[ENV_SOURCE_KEYS], "demo source keys")
+
+    @property
+    def privacy_env(self) -> dict[str, str]:
+        """RUNFACTS_PII_KEYS of the demo's writers (the story's client and UI)."""
+        return {ENV_PII_KEYS: self.privacy_keys}
 
     @property
     def signing_env(self) -> dict[str, str]:
@@ -142,7 +153,9 @@ class DemoStack:
         (self.dir / "capabilities.toml").write_text(manifest)
         self._topics()
         self.provider_url = self._start_provider()
-        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names, sources=self.options.client_sources())
+        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names, sources=self.options.client_sources(),
+                                          protect=protector_if_configured(self.options.kafka, self.names.keys,
+                                                                          self.options.privacy_env))
         self._start_relay()
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env, **self.options.source_env())
@@ -208,7 +221,7 @@ class DemoStack:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY",
-                                    "RUNFACTS_SOURCE_KEYS"))}
+                                    "RUNFACTS_SOURCE_KEYS", "RUNFACTS_PII_KEYS"))}
         env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,

@@ -4,8 +4,9 @@ A personal string (`"pii": true`) is replaced at its source by one of two forms,
 same Avro string (no schema change; a string without a prefix is an older plain record):
 - free text: `rfe1.<ref>.<dek>.<origin>.<sealed>`: AES-256-GCM under data key `dek` of the
   data subject `ref`; `sealed` = base64url(nonce(12) + ciphertext + tag); associated data
-  `runfacts.pii.v1 NUL ref NUL dek NUL origin NUL path` binds it to the record that first
-  carried it (`origin`, base64url of its command id) and to its field path;
+  `runfacts.pii.v1 NUL ref NUL dek NUL origin NUL field` binds it to the record that first
+  carried it (`origin`, base64url of its command id) and to its field (the name, e.g.
+  `goalSummary`: the decider's copies into events and state keep it, a move elsewhere fails);
 - identities (userId, subjectId): `rfp1.<ref>`, a keyed pseudonym (HMAC-SHA256 under the
   pseudonym key, 130 bits in base32). Equal subjects give equal pseudonyms, so the decider's
   comparisons (self-approval, ownership) need no decryption; the name itself is sealed in
@@ -13,7 +14,7 @@ same Avro string (no schema change; a string without a prefix is an older plain 
 Data keys (32 random bytes) are wrapped by the current key-encryption key (KEK) with
 AES-256-GCM, associated data `runfacts.dek.v1 NUL ref NUL dek NUL kek`.
 
-`reveal(value, path, view)` is the one function every reader uses: the plain value, or
+`reveal(value, field, view)` is the one function every reader uses: the plain value, or
 `[erased]` (the subject's key is gone), `[encrypted]` (this reader holds no keys) or
 `[unreadable]` (garbled, or moved to another field): it never raises. Nonces and keys come
 in as arguments; nothing here reads the clock, the environment or randomness.

@@ -65,15 +65,22 @@ def _protect_one(value: Any, path: str, ref: str, origin: str, source: KeySource
     if path.rsplit(".", 1)[-1] in IDENTITY_FIELDS:
         return source.pseudonym(value)
     dek, secret = source.data_key(ref)
-    return seal(value, ref, dek, secret, origin, path, nonce())
+    return seal(value, ref, dek, secret, origin, field_name(path), nonce())
 
 
 def reveal_dict(values: dict[str, Any], schema: str, view: KeyView) -> dict[str, Any]:
     """A copy of a record's values (`model_dump()` or JSON) with its personal fields revealed."""
     out = _copy(values)
     for path in pii_paths(schema):
-        _apply(out, path.split("."), path, lambda v, p: reveal(v, p, view))
+        _apply(out, path.split("."), path, lambda v, p: reveal(v, field_name(p), view))
     return out
+
+
+def field_name(path: str) -> str:
+    """What a sealed value is bound to: its field's name (`payload.goalSummary` -> `goalSummary`),
+    so the decider's copies (command -> event -> state) stay readable and a move to another field
+    does not."""
+    return path.rsplit(".", 1)[-1].removesuffix("[]")
 
 
 def _copy(values: Any) -> Any:

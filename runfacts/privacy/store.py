@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, Producer
 
 from runfacts.logread import read_to_end
 from runfacts.privacy.envelope import (
+    NO_KEYS,
     DataKeyRecord,
     KeyView,
     PrivacyKeys,
@@ -33,11 +35,13 @@ from runfacts.privacy.envelope import (
     view_of,
     wrap,
 )
-from runfacts.privacy.keys import random_dek_id, random_key, random_nonce
+from runfacts.privacy.fields import protect
+from runfacts.privacy.keys import load_privacy_keys_if_configured, random_dek_id, random_key, random_nonce
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.settings import KafkaSettings
 
 Publish = Callable[[bytes, bytes | None], None]
+M = TypeVar("M")
 
 
 class KeyTable:
@@ -163,3 +167,50 @@ class KeyStore(KeyTable):
         if self._producer.flush(self.timeout_s) or errors:
             why = errors[0] if errors else f"not delivered within {self.timeout_s:g}s"
             raise InfrastructureError(f"writing key record to {self.topic}: {why}", retryable=True)
+
+
+class Protector:
+    """What a writer applies to each command before it is encoded and signed (`fields.protect`).
+
+    The data subject of a run's free text is its user: learned from the `run.create` this
+    writer protected (bounded memory), else the command's actor.
+    """
+
+    def __init__(self, table: KeyTable, remember: int = 10_000) -> None:
+        self.table, self.remember = table, remember
+        self._runs: dict[str, str] = {}
+
+    def __call__(self, command: M) -> M:
+        protected = protect(command, self.table, random_nonce, self._runs.get(getattr(command, "runId", "")))
+        if getattr(protected, "commandType", None) == "run.create":
+            if len(self._runs) >= self.remember:
+                self._runs.pop(next(iter(self._runs)))
+            self._runs[protected.runId] = protected.payload.userId  # type: ignore[attr-defined]
+        return protected
+
+    def view(self) -> KeyView:
+        """The key view of this writer's table (fresh from the topic for a KeyStore)."""
+        return self.table.view_fresh() if isinstance(self.table, KeyStore) else self.table.view()
+
+
+def protector_if_configured(kafka: KafkaSettings, topic: str,
+                            environ: Mapping[str, str] | None = None) -> Protector | None:
+    """A Protector over the keys topic when privacy keys are configured (RUNFACTS_PII_KEYS[_FILE])."""
+    keys = load_privacy_keys_if_configured(environ)
+    return None if keys is None else Protector(KeyStore(kafka, topic, keys))
+
+
+def view_if_configured(kafka: KafkaSettings, topic: str, environ: Mapping[str, str] | None = None) -> KeyView:
+    """A reader's key view: the live keys when configured, else NO_KEYS (sealed values read `[encrypted]`)."""
+    keys = load_privacy_keys_if_configured(environ)
+    return NO_KEYS if keys is None else KeyStore(kafka, topic, keys).view()
+
+
+def key_view_if_configured(kafka: KafkaSettings, topic: str,
+                           environ: Mapping[str, str] | None = None) -> Callable[[], KeyView]:
+    """A long-lived reader's source of key views (re-read when 5 s old), or always NO_KEYS."""
+    keys = load_privacy_keys_if_configured(environ)
+    if keys is None:
+        return lambda: NO_KEYS
+    store = KeyStore(kafka, topic, keys)
+    return store.view_fresh

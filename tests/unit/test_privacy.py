@@ -99,16 +99,16 @@ def test_no_reader_raises_when_a_sealed_value_is_garbled_or_moved() -> None:
     table = KeyTable(KEYS, lambda k, v: None)
     sealed = protect(create(), table, random_nonce).payload.goalSummary
     view = table.view()
-    assert reveal(sealed, "payload.goalSummary", view) == "refund order-001"
-    assert reveal(sealed, "payload.reason", view) == UNREADABLE  # bound to its field path
+    assert reveal(sealed, "goalSummary", view) == "refund order-001"
+    assert reveal(sealed, "reason", view) == UNREADABLE  # bound to its field
     for cut in range(len(SEALED_PREFIX), len(sealed)):
-        assert reveal(sealed[:cut], "payload.goalSummary", view) in (UNREADABLE, ERASED)
+        assert reveal(sealed[:cut], "goalSummary", view) in (UNREADABLE, ERASED)
     flipped = sealed[:-3] + ("A" if sealed[-3] != "A" else "B") + sealed[-2:]
-    assert reveal(flipped, "payload.goalSummary", view) == UNREADABLE
-    assert reveal("rfp1.not-a-ref", "payload.userId", view) == UNREADABLE
-    assert reveal(sealed, "payload.goalSummary", NO_KEYS) == ENCRYPTED  # a reader without keys
-    assert reveal("plain from an older record", "payload.goalSummary", view) == "plain from an older record"
-    assert reveal(None, "payload.comment", view) is None
+    assert reveal(flipped, "goalSummary", view) == UNREADABLE
+    assert reveal("rfp1.not-a-ref", "userId", view) == UNREADABLE
+    assert reveal(sealed, "goalSummary", NO_KEYS) == ENCRYPTED  # a reader without keys
+    assert reveal("plain from an older record", "goalSummary", view) == "plain from an older record"
+    assert reveal(None, "comment", view) is None
 
 
 def test_decider_copies_ciphertext_and_compares_pseudonyms_when_commands_are_protected() -> None:
@@ -120,11 +120,11 @@ def test_decider_copies_ciphertext_and_compares_pseudonyms_when_commands_are_pro
     assert [e.eventType for e in s.last] == ["approval.granted", "tool.call.authorized", "run.resumed"]
     created = s.log[0]
     view = table.view()
-    assert reveal(created.payload.goalSummary, "payload.goalSummary", view) == "refund order-001"
-    assert reveal(created.payload.userId, "payload.userId", view) == "customer-42"
-    assert reveal(created.payload.actor.subjectId, "payload.actor.subjectId", view) == USER.subjectId
+    assert reveal(created.payload.goalSummary, "goalSummary", view) == "refund order-001"
+    assert reveal(created.payload.userId, "userId", view) == "customer-42"
+    assert reveal(created.payload.actor.subjectId, "subjectId", view) == USER.subjectId
     required = next(e for e in s.log if e.eventType == "approval.required")
-    assert reveal(required.payload.summary, "payload.summary", view) == "Refund 42.00 EUR for order-001"
+    assert reveal(required.payload.summary, "summary", view) == "Refund 42.00 EUR for order-001"
     assert s.s.approvals["approval-tool-call-031"].decidedBy == pseudonym(SUPPORT.subjectId, KEYS)
     assert s.s.runId == RUN and s.s.userId == pseudonym("customer-42", KEYS)
 
@@ -153,8 +153,8 @@ def test_keys_survive_a_kek_rotation_when_rewrapped_and_the_old_kek_dropped() ->
     assert topic.replayed(both).rewrap() == 2
     only_new = parse_privacy_keys(json.dumps({"current": "kek-b", "keys": fresh, "pseudonymKey": pseudonym_key}))
     view = topic.replayed(only_new).view()
-    assert reveal(sealed.payload.goalSummary, "payload.goalSummary", view) == "refund order-001"
-    assert reveal(sealed.payload.userId, "payload.userId", view) == "customer-42"
+    assert reveal(sealed.payload.goalSummary, "goalSummary", view) == "refund order-001"
+    assert reveal(sealed.payload.userId, "userId", view) == "customer-42"
     assert {decode_record(v).kek for _, v in topic.log[-2:] if v} == {"kek-b"}
 
 
