@@ -94,6 +94,8 @@ class DemoOptions:
     source_keys: str = field(default="", repr=False)
     """Command source keys by auth source, RUNFACTS_SOURCE_KEYS JSON (default: a fresh key for
     each of the demo's sources: agent-harness, dashboard, dispatcher)."""
+    client_timeout_s: float = 30.0
+    """How long the story's client waits for each answer (a loaded machine starts workers slowly)."""
     privacy_keys: str = field(default="", repr=False)
     """RUNFACTS_PII_KEYS JSON of the demo's writers (default: fresh): personal fields are sealed
     at the source (runfacts.privacy); the workers get none (they never decrypt)."""

@@ -73,7 +73,8 @@ class Story:
         self.log = log
         self.say = say
         signing = {**stack.options.signing_env, **stack.options.privacy_env}  # tokens bind the pseudonym
-        settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=signing))
+        settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=signing),
+                                  timeout_s=stack.options.client_timeout_s)
         self.rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix,
                                    outbox=stack.dir / "harness.db", relay=False, settings=settings,
                                    sources=stack.options.client_sources(), privacy_env=stack.options.privacy_env)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from confluent_kafka import KafkaError, Producer
+from pydantic import BaseModel
 
 from runfacts.logread import read_to_end
 from runfacts.privacy.envelope import (
@@ -41,7 +42,7 @@ from runfacts.schemas.errors import InfrastructureError
 from runfacts.settings import KafkaSettings
 
 Publish = Callable[[bytes, bytes | None], None]
-M = TypeVar("M")
+M = TypeVar("M", bound=BaseModel)
 
 
 class KeyTable:

@@ -39,11 +39,13 @@ from runfacts.projections.audit.verify import VerifySettings, verify
 from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.schemas import codec
 from runfacts.schemas.pii import pii_paths, redact
+from runfacts.security.identity import hash_secret
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, delete_topics
 
 pytestmark = pytest.mark.integration
 CUSTOMER = "customer-42"
+AUDITOR_TOKEN = "ada-cli-token"
 
 
 class Played(NamedTuple):
@@ -59,6 +61,7 @@ def played(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> It
                for s in ("agent-harness", "dashboard", "dispatcher", "cli")}
     options = DemoOptions(prefix=f"er-{uuid.uuid4().hex[:10]}", workdir=tmp_path_factory.mktemp("erasure"),
                           partitions=2, keep_topics=True, kafka=KafkaSettings(bootstrap_servers=kafka_bootstrap),
+                          client_timeout_s=120.0,
                           source_keys=json.dumps(sources), privacy_keys=new_privacy_keys_json("kek-test-1"))
     out = io.StringIO()
     try:
@@ -128,17 +131,30 @@ def _verify(options: DemoOptions) -> Any:
                                                 config=AuditConfig(options.audit_pii_key.encode())))
 
 
+def _env(options: DemoOptions, tmp_path: Path, user: str, token: str) -> dict[str, str]:
+    users = write_users(tmp_path / "users.toml")
+    users.write_text(users.read_text() + f'[users.ada]\nroles = ["auditor"]\npassword = "{hash_secret("ada-pw")}"\n'
+                     f'tokens = ["{hash_secret(AUDITOR_TOKEN)}"]\n')
+    return {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": options.kafka.bootstrap_servers,
+            "RUNFACTS_KAFKA_TOPIC_PREFIX": options.prefix, "RUNFACTS_USERS_FILE": str(users),
+            "RUNFACTS_USER": user, "RUNFACTS_TOKEN": token, "RUNFACTS_PII_KEYS": options.privacy_keys,
+            "RUNFACTS_SOURCE_KEYS": options.source_env("cli")["RUNFACTS_SOURCE_KEYS"], "COLUMNS": "200"}
+
+
+def _revealed_timeline(options: DemoOptions, tmp_path: Path, run_id: str, user: str = "ada") -> Any:
+    """`runfacts events RUN --reveal --json` as the auditor ada (or another user)."""
+    token = AUDITOR_TOKEN if user == "ada" else TOKENS[user]
+    return CliRunner().invoke(app, ["events", run_id, "--reveal", "--json"], env=_env(options, tmp_path, user, token))
+
+
 def _erase(options: DemoOptions, tmp_path: Path) -> Any:
-    env = {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": options.kafka.bootstrap_servers,
-           "RUNFACTS_KAFKA_TOPIC_PREFIX": options.prefix, "RUNFACTS_USERS_FILE": str(write_users(tmp_path / "u.toml")),
-           "RUNFACTS_USER": "olga", "RUNFACTS_TOKEN": TOKENS["olga"], "RUNFACTS_PII_KEYS": options.privacy_keys,
-           "RUNFACTS_SOURCE_KEYS": options.source_env("cli")["RUNFACTS_SOURCE_KEYS"], "COLUMNS": "200"}
+    env = _env(options, tmp_path, "olga", TOKENS["olga"])
     stack = DemoStack(options)  # the demo stopped its processes: the same decider again (its state, its offsets)
     stack.start()
     try:
         result = CliRunner().invoke(app, ["erase", "subject", "--subject", CUSTOMER, "--request", "ticket-erase-1",
                                           "--timeout", "60"], env=env)
-        deadline = time.monotonic() + 60  # the projector audits the erasure fact too
+        deadline = time.monotonic() + 180  # the projector audits the erasure fact too
         while result.exit_code == 0 and _verify(options).findings and time.monotonic() < deadline:
             time.sleep(0.5)
         return result
@@ -161,6 +177,12 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     needles = {v: v.encode() for v in plain}
     assert [f for topic, messages in written.items() for f in scan(topic, messages, needles)] == []
     assert written[names.keys]  # the keys topic was scanned, and holds the (wrapped) keys
+
+    run_id = played.result.refund.run_id
+    shown = _revealed_timeline(options, tmp_path, run_id)  # the CLI reader, through the one reveal
+    assert shown.exit_code == 0 and CUSTOMER in shown.output and "[erased]" not in shown.output, shown.output
+    refused = _revealed_timeline(options, tmp_path, run_id, user="olga")
+    assert refused.exit_code == 1 and CUSTOMER not in refused.output and "auditor role" in str(refused.exception)
 
     events_before = _stored(options, names.events)
     audit_before = _audit_rows(options, tmp_path / "before")
@@ -192,3 +214,5 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     shown = reveal_dict(refund.model_dump(mode="json"), "run.created", after)
     assert (shown["payload"]["userId"], shown["payload"]["goalSummary"]) == (ERASED, ERASED)
     assert shown["payload"]["actor"]["subjectId"] not in (ERASED,)  # the agent (another subject) is not erased
+    timeline = _revealed_timeline(options, tmp_path, run_id)
+    assert timeline.exit_code == 0 and "[erased]" in timeline.output and CUSTOMER not in timeline.output
