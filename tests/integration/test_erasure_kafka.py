@@ -122,7 +122,7 @@ def _audit_rows(options: DemoOptions, into: Path) -> list[dict[str, Any]]:
     """The audit replay of the demo's runs (the erasure's own fact left out), in order."""
     replay(options.kafka, ReplaySettings("audit", f"{into}/", TopicNames(options.prefix).events))
     rows = [row for p in sorted(into.iterdir()) if p.suffix == ".avro" for row in avro_reader(p.open("rb"))]
-    return [r for r in rows if not str(r.get("runId", "")).startswith("erasure-")]
+    return [r for r in rows if not r["event"]["runId"].startswith("erasure-")]
 
 
 def _verify(options: DemoOptions) -> Any:
