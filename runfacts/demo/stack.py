@@ -32,7 +32,7 @@ from typing import Any
 
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
-from runfacts.privacy.keys import ENV_PII_KEYS, new_privacy_keys_json
+from runfacts.privacy.keys import ENV_PII_KEYS
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
@@ -97,8 +97,9 @@ class DemoOptions:
     client_timeout_s: float = 30.0
     """How long the story's client waits for each answer (a loaded machine starts workers slowly)."""
     privacy_keys: str = field(default="", repr=False)
-    """RUNFACTS_PII_KEYS JSON of the demo's writers (default: fresh): personal fields are sealed
-    at the source (runfacts.privacy); the workers get none (they never decrypt)."""
+    """RUNFACTS_PII_KEYS JSON of the demo's writers (`runfacts demo` sets fresh ones; empty: off):
+    personal fields are sealed at the source (runfacts.privacy); the workers get none (they
+    never decrypt)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -106,7 +107,6 @@ class DemoOptions:
         self.approval_keys = self.approval_keys or json.dumps({"current": "demo-1",
                                                                "keys": {"demo-1": new_secret()}})
         self.session_secret = self.session_secret or new_secret()
-        self.privacy_keys = self.privacy_keys or new_privacy_keys_json("demo-kek-1")
         self.audit_pii_key = self.audit_pii_key or new_secret()
         self.source_keys = self.source_keys or json.dumps({
             source: {"current": f"{source}-demo-1", "keys": {f"{source}-demo-1": new_secret()}}
