@@ -197,3 +197,27 @@ def test_erase_rejected_when_the_subject_ref_is_an_id_or_the_run_id_does_not_mat
     ref = subject_ref("customer-42", KEYS)
     Scenario().when(_erase(ref, run=RUN)).rejected("invalid_erasure_run")
     Scenario().given(create()).when(_erase(ref, run=RUN)).rejected("run_exists")
+
+
+# --- the readers: views (dashboard) and the timeline (CLI) reveal through the one function --------
+
+def test_views_and_timeline_show_plain_then_erased_when_the_subject_is_erased() -> None:
+    from runfacts.client.timeline import row
+    from runfacts.ops.views import revealed_view, view_of
+
+    topic = Topic()
+    table = KeyTable(KEYS, topic.publish)
+    s = Scenario().given(protect(create(), table, random_nonce))
+    view = view_of(s.s, "auditor")
+    assert view is not None and view["auditor"]["goalSummary"].startswith(SEALED_PREFIX)  # the view copies it
+    shown = revealed_view(view, topic.replayed().view())
+    assert shown is not None
+    assert (shown["auditor"]["userId"], shown["auditor"]["goalSummary"], shown["auditor"]["createdBy"]) == (
+        "customer-42", "refund order-001", USER.subjectId)
+    assert revealed_view(view_of(s.s, "user"), topic.replayed().view()) == view_of(s.s, "user")  # no detail
+    assert "refund order-001" in row(0, s.log[0], topic.replayed().view()).detail
+    table.erase(subject_ref("customer-42", KEYS))
+    erased = revealed_view(view, topic.replayed().view())
+    assert erased is not None and (erased["auditor"]["userId"], erased["auditor"]["goalSummary"]) == (ERASED, ERASED)
+    assert "refund order-001" not in row(0, s.log[0], topic.replayed().view()).detail
+    assert ERASED in row(0, s.log[0], topic.replayed().view()).detail
