@@ -21,7 +21,7 @@ from runfacts.ops.control import Issue
 from runfacts.privacy.envelope import subject_ref
 from runfacts.privacy.keys import load_privacy_keys, new_privacy_keys_json
 from runfacts.privacy.store import KeyStore
-from runfacts.processors.decider.erasure import erasure_run_id
+from runfacts.processors.decider.run_commands import erasure_run_id
 from runfacts.schemas import commands as cmd
 
 app = typer.Typer(no_args_is_help=True, help="Erase a data subject's personal fields (crypto-shredding).")
