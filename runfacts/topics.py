@@ -101,6 +101,10 @@ class TopicNames:
     def metrics(self) -> str:
         return f"{self.prefix}.engine.metrics"
 
+    @property
+    def keys(self) -> str:
+        return f"{self.prefix}.keys"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -123,6 +127,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
                   "the decider's current RunVersions, key 'current' (not runId-keyed: one partition)"),
         TopicSpec(names.metrics, 1, "delete", DAY_MS, {"segment.ms": str(3600 * 1000)},
                   "the engines' metrics records, key '<app>/<instance>' (health page; best effort)"),
+        TopicSpec(names.keys, 1, "compact", UNLIMITED, dict(COMPACT),
+                  "wrapped data keys of data subjects, key <ref>/<dek>; erasure = tombstone (runfacts.privacy)"),
     ]
 
 

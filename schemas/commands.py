@@ -126,6 +126,21 @@ class DebitBudget(CommandBase):
     payload: DebitBudgetPayload
 
 
+class EraseSubjectPayload(Record):
+    """Payload of EraseSubject."""
+
+    subjectRef: str
+    requestRef: str
+
+
+class EraseSubject(CommandBase):
+    """Erase a data subject's keys (operator; right to erasure)."""
+
+    commandType: Literal["subject.erase"] = "subject.erase"
+    schemaVersion: Literal[1] = 1
+    payload: EraseSubjectPayload
+
+
 class FailRunPayload(Record):
     """Payload of FailRun."""
 
@@ -508,6 +523,7 @@ Command = Annotated[
     | CompleteTurn
     | CreateRun
     | DebitBudget
+    | EraseSubject
     | FailRun
     | FireTimer
     | MigrateRun
@@ -543,6 +559,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "turn.complete": CompleteTurn,
     "run.create": CreateRun,
     "budget.debit": DebitBudget,
+    "subject.erase": EraseSubject,
     "run.fail": FailRun,
     "timer.fire": FireTimer,
     "run.migrate": MigrateRun,

@@ -533,6 +533,22 @@ class RunStarted(EventBase):
     payload: RunStartedPayload
 
 
+class SubjectErasedPayload(Record):
+    """Payload of SubjectErased."""
+
+    subjectRef: str
+    requestRef: str
+    actor: Actor
+
+
+class SubjectErased(EventBase):
+    """A data subject's keys are erased: its sealed fields read [erased]."""
+
+    eventType: Literal["subject.erased"] = "subject.erased"
+    schemaVersion: Literal[1] = 1
+    payload: SubjectErasedPayload
+
+
 class ToolCallAcceptedPayload(Record):
     """Payload of ToolCallAccepted."""
 
@@ -786,6 +802,7 @@ Event = Annotated[
     | RunPaused
     | RunResumed
     | RunStarted
+    | SubjectErased
     | ToolCallAccepted
     | ToolCallAuthorized
     | ToolCallCompleted
@@ -836,6 +853,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "run.paused": RunPaused,
     "run.resumed": RunResumed,
     "run.started": RunStarted,
+    "subject.erased": SubjectErased,
     "tool.call.accepted": ToolCallAccepted,
     "tool.call.authorized": ToolCallAuthorized,
     "tool.call.completed": ToolCallCompleted,

@@ -40,8 +40,12 @@ class CommandEncoder:
     topic: str
     sources: SourceKeys | None = field(default=None, repr=False)
     """Signing keys of the sources this service writes for (None: rows are unsigned)."""
+    protect: Callable[[CommandBase], CommandBase] | None = field(default=None, repr=False)
+    """Seals the personal fields before the row is written (runfacts.privacy; None: plain)."""
 
     def encode(self, command: CommandBase) -> EncodedRecord:
+        if self.protect is not None:
+            command = self.protect(command)
         value = codec.encode(command)
         signed = () if self.sources is None else tuple(sign(self.sources, command.actor.authSource, value))
         return EncodedRecord(self.topic, command.runId, value, command.commandId,
@@ -52,16 +56,19 @@ class CommandOutbox:
     """An outbox for commands plus the argument store, on one connection (SQLite or psycopg 3)."""
 
     def __init__(self, conn: Any, names: TopicNames, table: str = "runfacts_outbox",
-                 sources: SourceKeys | None = None) -> None:
+                 sources: SourceKeys | None = None,
+                 protect: Callable[[CommandBase], CommandBase] | None = None) -> None:
         self.conn = conn
-        self.outbox = Outbox(CommandEncoder(names.commands, sources), table=table, commands_topic=names.commands)
+        self.outbox = Outbox(CommandEncoder(names.commands, sources, protect), table=table,
+                             commands_topic=names.commands)
         self.outbox.install(conn)
         self.args = ArgsStore(conn)
 
     @classmethod
     def open(cls, path: str | Path, names: TopicNames, table: str = "runfacts_outbox",
-             sources: SourceKeys | None = None) -> CommandOutbox:
-        return cls(connect(str(path)), names, table, sources)
+             sources: SourceKeys | None = None,
+             protect: Callable[[CommandBase], CommandBase] | None = None) -> CommandOutbox:
+        return cls(connect(str(path)), names, table, sources, protect)
 
     def send(self, *commands: CommandBase) -> None:
         """Queue commands for publishing, in order, in one local transaction."""

@@ -6,6 +6,7 @@ the whole command contract.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from runfacts.processors.decider import memory as memory_commands
@@ -357,3 +358,28 @@ HANDLERS: dict[str, Handler] = {
     "memory.review": memory_commands.review_memory,
     "memory.revoke": memory_commands.revoke_memory,
 }
+
+
+# --- the erasure of a data subject: `subject.erase` -> `subject.erased` (docs/decider.md "Erasure")
+# Not a run: runId `erasure-<subjectRef>` (one partition per subject; a re-sent command gives the
+# same event id), no state before or after, the subject named by its reference (a keyed digest),
+# never its id. The decider holds no keys: `runfacts erase subject` tombstones them after the fact.
+ERASURE_RUN_PREFIX = "erasure-"
+SUBJECT_REF = re.compile(r"[a-z2-7]{26}")  # runfacts.privacy.envelope.REF_PATTERN
+
+
+def erasure_run_id(subject_ref: str) -> str:
+    """The run id an erasure of `subject_ref` travels under."""
+    return ERASURE_RUN_PREFIX + subject_ref
+
+
+def erase_subject(c: cmd.EraseSubject, state: RunState | None) -> list[Draft]:
+    """One `subject.erased` fact, or a rejection naming what is wrong."""
+    p = c.payload
+    if state is not None:
+        raise Rejected(c, "run_exists", "an erasure is not a command on a run")
+    if not SUBJECT_REF.fullmatch(p.subjectRef):
+        raise Rejected(c, "invalid_subject_ref", "expected 26 characters of base32 (runfacts.privacy.subject_ref)")
+    if c.runId != erasure_run_id(p.subjectRef):
+        raise Rejected(c, "invalid_erasure_run", f"runId must be {erasure_run_id(p.subjectRef)}")
+    return [draft(ev.SubjectErased, subjectRef=p.subjectRef, requestRef=p.requestRef, actor=c.actor)]

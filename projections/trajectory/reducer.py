@@ -360,7 +360,9 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "command.rejected", "tool.call.reconciliation_requested",
                      # run-end hygiene and memory: facts of the run's end and of its review, not steps
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
-                     "memory.rejected", "memory.revoked", "memory.expired"})
+                     "memory.rejected", "memory.revoked", "memory.expired",
+                     # an erasure (runId erasure-<ref>) is no run's step
+                     "subject.erased"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

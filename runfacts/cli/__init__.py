@@ -24,6 +24,7 @@ from runfacts.cli.dev import dev_app, provider_app
 from runfacts.cli.dispatcher import app as dispatcher_app
 from runfacts.cli.dlq import app as dlq_app
 from runfacts.cli.engine import app as engine_app
+from runfacts.cli.erase import app as erase_app
 from runfacts.cli.ops import app as ops_app
 from runfacts.cli.outbox import app as outbox_app
 from runfacts.cli.schemas import app as schemas_app
@@ -55,6 +56,7 @@ app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(erase_app, name="erase")
 
 __all__ = ["app", "main"]
 

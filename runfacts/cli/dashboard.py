@@ -17,6 +17,7 @@ from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.privacy.store import key_view_if_configured, protector_if_configured
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.security.identity import users_file
@@ -65,7 +66,9 @@ def build_dashboard(settings: DashboardSettings, kafka: KafkaSettings, host: str
                      signer=SessionSigner(secret, settings.session_ttl_s),
                      commands=CommandClient(kafka, names, settings=ReaderSettings(
                          outcome_timeout_s=settings.outcome_timeout_s, component="dashboard"),
-                         sources=load_source_keys_if_configured()),  # signs as authSource "dashboard"
+                         sources=load_source_keys_if_configured(),  # signs as authSource "dashboard"
+                         protect=protector_if_configured(kafka, names.keys)),  # seals personal fields
+                     keys=key_view_if_configured(kafka, names.keys),
                      cookie_secure=cookie_secure_for(settings.cookie_secure, host or settings.host),
                      policy=load_policy(settings.policy_file), throttle=LoginThrottle(throttle))
 

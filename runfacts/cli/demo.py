@@ -6,6 +6,7 @@ import typer
 
 from runfacts.demo.run import run_demo
 from runfacts.demo.stack import DemoOptions
+from runfacts.privacy.keys import new_privacy_keys_json
 
 
 def demo(
@@ -17,5 +18,6 @@ def demo(
 ) -> None:
     """Play the refund story end to end; exit 1 unless exactly one refund was executed and all checks hold."""
     result = run_demo(DemoOptions(prefix=prefix, partitions=partitions, approval_ttl_ms=approval_ttl_ms,
-                                  keep_topics=keep_topics))
+                                  keep_topics=keep_topics,  # personal fields sealed (runfacts.privacy)
+                                  privacy_keys=new_privacy_keys_json("demo-kek-1")))
     raise typer.Exit(0 if result.ok else 1)

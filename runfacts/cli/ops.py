@@ -24,6 +24,7 @@ from runfacts.ops import control
 from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
 from runfacts.ops.control import ControlError, Issue, Outcome
 from runfacts.ops.views import RunFilter, list_rows, operator_summary, parse_duration, view_of
+from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.schemas.common import ApprovalDecision, CommandBase
@@ -91,7 +92,8 @@ def _issue(identity: Identity) -> Issue:
 def _send(command: CommandBase, timeout: float) -> Outcome:
     """Send with a trace span (when telemetry is on), wait, print; exit 3 on rejection."""
     kafka, names, settings = _setup(timeout)
-    client = CommandClient(kafka, names, settings=settings, sources=load_source_keys_if_configured())
+    client = CommandClient(kafka, names, settings=settings, sources=load_source_keys_if_configured(),
+                           protect=protector_if_configured(kafka, names.keys))  # seals personal fields
     tel = telemetry.current() if telemetry.current().enabled else telemetry.configure_from_env("runfacts-cli")
     attrs = {"runfacts.run_id": command.runId, "runfacts.command_id": command.commandId,
              "runfacts.command_type": command.commandType, "runfacts.correlation_id": command.correlationId}

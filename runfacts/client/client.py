@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +38,7 @@ from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, m
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
 from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
+from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
@@ -122,7 +123,8 @@ class Runfacts:
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,
                 args_store: str | Path | None = None, outbox: str | Path | None = None, relay: bool = True,
                 outbox_table: str = "runfacts_outbox", settings: ClientSettings | None = None,
-                versions: RunVersions | None = None, sources: SourceKeys | None = None) -> Runfacts:
+                versions: RunVersions | None = None, sources: SourceKeys | None = None,
+                privacy_env: Mapping[str, str] | None = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
         `args_store`: the SQLite file or postgresql:// URL the dispatcher's `--args-store`
@@ -133,6 +135,8 @@ class Runfacts:
         `--args-store` then names that database; an `args_store` naming another is refused).
         `sources`: the keys each command is signed with for its authSource (default: this
         process's RUNFACTS_SOURCE_KEYS[_FILE]; neither: commands go unsigned).
+        `privacy_env`: where RUNFACTS_PII_KEYS[_FILE] is looked up (default the environment); when
+        set, personal fields are sealed before a command leaves the process (runfacts.privacy).
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
@@ -144,8 +148,10 @@ class Runfacts:
             if existing is not None:
                 return existing
             sources = sources if sources is not None else load_source_keys_if_configured()
-            sender: Sender = (DirectSender(kafka, names, args_store, sources=sources) if outbox is None
-                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table, sources))
+            protect = protector_if_configured(kafka, names.keys, privacy_env)  # seal personal fields
+            sender: Sender = (DirectSender(kafka, names, args_store, sources=sources, protect=protect) if outbox is None
+                              else OutboxSender(kafka, names, str(outbox), args_store, relay, outbox_table, sources,
+                                                protect))
             try:
                 settings = settings or ClientSettings()
                 client = cls(kafka, names, sender, settings,

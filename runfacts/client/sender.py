@@ -37,6 +37,7 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
 
 Build = Callable[[str, str], CommandBase]
+Protect = Callable[[CommandBase], CommandBase]
 
 
 class Sender(Protocol):
@@ -62,8 +63,9 @@ class DirectSender:
     """Commands through one idempotent producer."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, args_store: str | Path | None,
-                 timeout_s: float = 30.0, codec: Codec | None = None, sources: SourceKeys | None = None) -> None:
-        self.names, self.timeout_s, self.sources = names, timeout_s, sources
+                 timeout_s: float = 30.0, codec: Codec | None = None, sources: SourceKeys | None = None,
+                 protect: Protect | None = None) -> None:
+        self.names, self.timeout_s, self.sources, self.protect = names, timeout_s, sources, protect
         self.codec = codec or Codec()
         self.args = _args_store(args_store)
         self._lock = threading.Lock()
@@ -79,6 +81,8 @@ class DirectSender:
 
         with self._lock:
             for command in commands:
+                if self.protect is not None:  # seal personal fields before signing (runfacts.privacy)
+                    command = self.protect(command)
                 value = self.codec.encode(command)
                 headers: list[tuple[str, str | bytes | None]] = list(self.codec.headers(command))
                 if self.sources is not None:
@@ -114,7 +118,8 @@ class OutboxSender:
     """Commands as outbox rows in the service's database, published by a relay."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, db: str, args_store: str | Path | None,
-                 relay: bool = True, table: str = "runfacts_outbox", sources: SourceKeys | None = None) -> None:
+                 relay: bool = True, table: str = "runfacts_outbox", sources: SourceKeys | None = None,
+                 protect: Protect | None = None) -> None:
         if args_store is not None and not same_database(str(args_store), db):
             raise ConfigError("args_store", shown_db(str(args_store)),
                               f"with an outbox the arguments are written in the outbox's transaction, in its "
@@ -122,7 +127,7 @@ class OutboxSender:
                               f"--args-store at {shown_db(db)}")
         self.db, self.table = db, table
         self._lock = threading.RLock()
-        self._outbox = CommandOutbox.open(db, names, table, sources)
+        self._outbox = CommandOutbox.open(db, names, table, sources, protect)
         self.conn, self.outbox, self.args = self._outbox.conn, self._outbox.outbox, self._outbox.args
         self._relay: Relay | None = None
         self._thread: threading.Thread | None = None

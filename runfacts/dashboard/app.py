@@ -64,7 +64,8 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, view_of
+from runfacts.ops.views import Viewer, page_view, revealed_view, view_of
+from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.projections.audit import reducer as audit_reducer
@@ -103,6 +104,7 @@ class Dashboard:
     lag: Callable[[], list[Lag]] | None = None  # consumer lag per processor and partition (health page)
     audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
     metrics: MetricsFeed | None = None  # the engines' metrics records (health page: commit latency)
+    keys: Callable[[], KeyView] = lambda: NO_KEYS  # the data keys personal fields are revealed with
 
 
 def _now_s() -> int:
@@ -373,13 +375,13 @@ class _Pages:
 
 def shown(d: Dashboard, viewer: Viewer, run_id: str) -> dict[str, Any] | None:
     """The run as this viewer may see it (None: unknown, archived, or not theirs)."""
-    state = d.states.get(run_id)
-    owner, tenant = (None, None) if state is None else (state.userId, state.tenant)
+    state, keys = d.states.get(run_id), d.keys()
+    owner, tenant = (None, None) if state is None else (reveal(state.userId, "userId", keys), state.tenant)
     if not viewer.may_see(owner, tenant):
         return None
     if viewer.role == "user":
         return page_view(d.views.get(run_id), viewer)
-    return page_view(view_of(state, viewer.role), viewer)
+    return page_view(revealed_view(view_of(state, viewer.role), keys), viewer)
 
 
 def _feed(d: Dashboard, viewer: Viewer) -> ViewFeed:

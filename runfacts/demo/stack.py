@@ -33,6 +33,8 @@ from typing import Any
 
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
+from runfacts.privacy.keys import ENV_PII_KEYS
+from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
 from runfacts.processors.policy.keyring import ENV_KEYS, ENV_SOURCE_KEYS, new_secret
@@ -94,6 +96,12 @@ class DemoOptions:
     source_keys: str = field(default="", repr=False)
     """Command source keys by auth source, RUNFACTS_SOURCE_KEYS JSON (default: a fresh key for
     each of the demo's sources: agent-harness, dashboard, dispatcher)."""
+    client_timeout_s: float = 30.0
+    """How long the story's client waits for each answer (a loaded machine starts workers slowly)."""
+    privacy_keys: str = field(default="", repr=False)
+    """RUNFACTS_PII_KEYS JSON of the demo's writers (`runfacts demo` sets fresh ones; empty: off):
+    personal fields are sealed at the source (runfacts.privacy); the workers get none (they
+    never decrypt)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -114,6 +122,11 @@ class DemoOptions:
     def client_sources(self) -> SourceKeys:
         """What the story's client signs with: the agent harness and the approving UI (dashboard)."""
         return parse_source_keys(self.source_env("agent-harness", "dashboard")[ENV_SOURCE_KEYS], "demo source keys")
+
+    @property
+    def privacy_env(self) -> dict[str, str]:
+        """RUNFACTS_PII_KEYS of the demo's writers (the story's client and UI)."""
+        return {ENV_PII_KEYS: self.privacy_keys}
 
     @property
     def signing_env(self) -> dict[str, str]:
@@ -144,7 +157,9 @@ class DemoStack:
         (self.dir / "capabilities.toml").write_text(manifest)
         self._topics()
         self.provider_url = self._start_provider()
-        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names, sources=self.options.client_sources())
+        self.harness = CommandOutbox.open(self.dir / "harness.db", self.names, sources=self.options.client_sources(),
+                                          protect=protector_if_configured(self.options.kafka, self.names.keys,
+                                                                          self.options.privacy_env))
         self._start_relay()
         self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
                            **self.options.signing_env, **self.options.source_env())
@@ -216,7 +231,7 @@ class DemoStack:
         # the demo arms its own crash point and signs no approvals
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY",
-                                    "RUNFACTS_SOURCE_KEYS"))}
+                                    "RUNFACTS_SOURCE_KEYS", "RUNFACTS_PII_KEYS"))}
         env.update({"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
                     "RUNFACTS_STATE_DIR": str(self.dir / "state"), "RUNFACTS_COMMIT_INTERVAL_MS": "50",
                     "RUNFACTS_POLL_TIMEOUT_MS": "50", "RUNFACTS_PAYMENT_API_KEY": API_KEY,

@@ -72,10 +72,12 @@ class Story:
         self.stack = stack
         self.log = log
         self.say = say
-        settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=stack.options.signing_env))
+        signing = {**stack.options.signing_env, **stack.options.privacy_env}  # tokens bind the pseudonym
+        settings = ClientSettings(agent=AGENT.subjectId, ui=UiSettings(signing_env=signing),
+                                  timeout_s=stack.options.client_timeout_s)
         self.rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix,
                                    outbox=stack.dir / "harness.db", relay=False, settings=settings,
-                                   sources=stack.options.client_sources())
+                                   sources=stack.options.client_sources(), privacy_env=stack.options.privacy_env)
 
     def close(self) -> None:
         self.rf.close()

@@ -181,8 +181,10 @@ class CommandClient:
     """Sends commands to the commands topic and waits for the run decider's outcome."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, codec: Codec | None = None,
-                 settings: ReaderSettings | None = None, sources: SourceKeys | None = None) -> None:
+                 settings: ReaderSettings | None = None, sources: SourceKeys | None = None,
+                 protect: Callable[[CommandBase], CommandBase] | None = None) -> None:
         self.kafka, self.names, self.sources = kafka, names, sources  # sources: sign for the actor's authSource
+        self.protect = protect  # seals personal fields before signing (runfacts.privacy)
         self.codec = codec or Codec()
         self.settings = settings or ReaderSettings()
         self._producer: Producer | None = None
@@ -222,6 +224,8 @@ class CommandClient:
                 errors.append(str(err))
 
         # confluent's stub types headers as an invariant list of (str, str | bytes | None)
+        if self.protect is not None:
+            command = self.protect(command)
         value = self.codec.encode(command)
         signed = sign(self.sources, command.actor.authSource, value) if self.sources is not None else []
         all_headers: list[tuple[str, str | bytes | None]] = [*self.codec.headers(command), *signed, *(headers or [])]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from runfacts.privacy.envelope import KeyView, reveal
 from runfacts.processors.decider.state import TERMINAL, ApprovalState, RunState, ToolCallState
 from runfacts.projections.user_view import Role, as_json, user_view
 
@@ -165,6 +166,21 @@ def view_of(state: RunState | None, role: Role) -> dict[str, Any] | None:
     """The `role` user view of a run as the view topic carries it (projections' `user_view`)."""
     view = user_view(state, role)
     return None if view is None else as_json(view)
+
+
+AUDITOR_FIELDS = ("userId", "goalSummary", "createdBy", "lastError")
+"""The personal fields of a view (its auditor detail), by the field they were sealed as."""
+_SEALED_AS = {"createdBy": "subjectId", "lastError": "detail"}
+
+
+def revealed_view(view: dict[str, Any] | None, keys: KeyView) -> dict[str, Any] | None:
+    """The view with its auditor detail revealed through `runfacts.privacy.reveal` (plain values,
+    or `[erased]` once the subject's keys are gone); views without the detail are unchanged."""
+    if view is None or not view.get("auditor"):
+        return view
+    detail = {name: reveal(value, _SEALED_AS.get(name, name), keys) if name in AUDITOR_FIELDS else value
+              for name, value in view["auditor"].items()}
+    return {**view, "auditor": detail}
 
 
 def page_view(view: dict[str, Any] | None, viewer: Viewer) -> dict[str, Any] | None:

@@ -114,14 +114,16 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         # built from; the decider's answers (events whose causationId is the command)
         # its commands, and the console's redrive (runfacts.ops.dlq): to the topics a service may
         # redrive to, a marker on the dlq, in a transaction of the redrive's id
-        replace(client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.metrics),
-                       tuple(dict.fromkeys((n.commands, *redrive_writes(n))))),
+        # (n.keys: the data keys of personal fields: readers reveal, writers seal; the cli erases)
+        replace(client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.metrics, n.keys),
+                       tuple(dict.fromkeys((n.commands, *redrive_writes(n), n.keys)))),
                 transactional_prefix=redrive_transactional_id(n.dlq)),
-        client("cli", (n.state, n.events, n.user_view, n.dlq), (n.commands,)),
-        client("auditor", (n.audit, n.trajectory, n.events), ()),
+        client("cli", (n.state, n.events, n.user_view, n.dlq, n.keys), (n.commands, n.keys)),
+        client("auditor", (n.audit, n.trajectory, n.events, n.keys), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)
-        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory), (n.commands,)),
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory, n.keys),
+                       (n.commands, n.keys)),
                 transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 

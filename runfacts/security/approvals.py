@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from runfacts.privacy.envelope import is_protected, pseudonym
+from runfacts.privacy.keys import load_privacy_keys_if_configured
 from runfacts.schemas.errors import ConfigError
 
 DEFAULT_TOKEN_TTL_MS = 5 * 60 * 1000
@@ -44,5 +46,12 @@ def sign_approval(request: ApprovalRequest, now_ms: int, ttl_ms: int = DEFAULT_T
         raise ConfigError(approval_keys.ENV_KEYS, "<keyring>", "no current key to sign approvals with")
     claims = approval_tokens.ApprovalClaims(
         run_id=request.run_id, approval_id=request.approval_id, args_hash=request.args_hash,
-        decision=request.decision, subject_id=request.subject_id, expires_at_ms=now_ms + ttl_ms)
+        decision=request.decision, subject_id=_pseudonymous(request.subject_id, env), expires_at_ms=now_ms + ttl_ms)
     return approval_tokens.issue_token(keyring, keyring.current, claims)
+
+
+def _pseudonymous(subject_id: str, env: Mapping[str, str]) -> str:
+    """The approver as the command's actor will carry it: its pseudonym when personal fields are
+    sealed (RUNFACTS_PII_KEYS[_FILE], runfacts.privacy), so the token binds what the decider sees."""
+    keys = load_privacy_keys_if_configured(env)
+    return subject_id if keys is None or is_protected(subject_id) else pseudonym(subject_id, keys)

@@ -297,4 +297,12 @@ _MEMORY = [
     ]),
 ]
 
-EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY)
+_PRIVACY = [  # crypto-shredding (issue 23): the fact of an erasure, without the erased content
+    event("SubjectErased", "subject.erased", "A data subject's keys are erased: its sealed fields read [erased].", [
+        f("subjectRef", STRING, "The subject's reference (keyed digest, runfacts.privacy); never its id."),
+        f("requestRef", STRING, "The erasure request's reference (e.g. a ticket id); no personal data."),
+        f("actor", ACTOR),
+    ]),
+]
+
+EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY + _PRIVACY)

@@ -127,8 +127,9 @@ def test_security_keygen_cli_prints_keyring_entry_when_kid_is_valid():
 def test_client_component_reads_its_feeds_writes_commands_and_only_the_decider_writes_versions():
     client = ACCESS["client"]
     assert client.principal == "User:acme-client"
-    assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions, NAMES.memory}
-    assert client.writes == (NAMES.commands,)
+    assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions,
+                                 NAMES.memory, NAMES.keys}
+    assert client.writes == (NAMES.commands, NAMES.keys)  # it seals personal fields at the source
     assert writers(NAMES.decider_versions) == {"decider"}
     entries = acl_entries(client)
     p = "User:acme-client"

@@ -50,6 +50,8 @@ PURE = [
     "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
     # the tool registry's declarations and manifest
     "runfacts.tools.registry", "runfacts.tools.spec", "runfacts.tools.errors", "runfacts.tools.manifest",
+    # crypto-shredding: sealing, pseudonyms, key wrapping, THE reveal (keys and nonces come in)
+    "runfacts.privacy.envelope", "runfacts.privacy.fields",
     # the framework bridges' verdict on a gated call, and their errors
     "runfacts.integrations.facts", "runfacts.integrations.errors",
 ]
