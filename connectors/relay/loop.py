@@ -73,6 +73,9 @@ class RelaySettings:
     metrics_interval_s: float = 10.0
     backoff_base_s: float = 0.1
     backoff_cap_s: float = 5.0
+    missing_topic_grace_s: float = 15.0
+    """A topic the cluster does not list holds its runs' rows this long before they are parked:
+    a topic just created is listed by the broker a moment after the controller made it."""
     exit_when_idle: bool = False
     kafka_timeout_s: float = 30.0
     transactional_id: str = ""  # default: transactional_id_for(prefix, table, the outbox's relay id)
@@ -85,6 +88,8 @@ class RelaySettings:
                 raise ConfigError(name, getattr(self, name), "must be > 0")
         if self.retention_s < 0:
             raise ConfigError("retention_s", self.retention_s, "must be >= 0")
+        if self.missing_topic_grace_s < 0:
+            raise ConfigError("missing_topic_grace_s", self.missing_topic_grace_s, "must be >= 0")
 
     def publisher(self, relay_id: str) -> PublisherSettings:
         """Producer settings; `relay_id` is the outbox's (`OutboxStore.relay_id`)."""
@@ -173,6 +178,7 @@ class Relay:
         self._waker = self._make_waker()
         self._rate = RateWindow()
         self._failures = 0
+        self._missing_since: dict[str, float] = {}  # topic -> when the cluster first did not list it
         self.idle = False
         self._next_renew = self._next_sweep = self._next_metrics = 0.0
 
@@ -281,14 +287,27 @@ class Relay:
         return self._publisher
 
     def _park_missing_topics(self, rows: list[Any]) -> list[Any]:
+        """Rows to topics the cluster lists; a run's rows from its first row to a missing topic on
+        are held back (order per run), and parked once the topic stayed missing for the grace."""
         if not rows:
             return rows
         missing = self._publisher_now().missing_topics({row.topic for row in rows})
+        now = time.monotonic()
+        for topic in list(self._missing_since):
+            if topic not in missing:
+                del self._missing_since[topic]
         if not missing:
             return rows
         first = first_rows_to(rows, missing)
+        for topic in missing:
+            if topic not in self._missing_since:
+                self._missing_since[topic] = now
+                log.warning("topic %s is not listed by the cluster; holding its runs' rows for up to %.0fs "
+                            "before parking them (create the topic, or fix the rows' topic)",
+                            topic, self.settings.missing_topic_grace_s)
         for row in first.values():
-            self._park(row, f"UNKNOWN_TOPIC_OR_PART: topic {row.topic} does not exist")
+            if now - self._missing_since[row.topic] >= self.settings.missing_topic_grace_s:
+                self._park(row, f"UNKNOWN_TOPIC_OR_PART: topic {row.topic} does not exist")
         return without_parked(rows, {run: row.seq for run, row in first.items()})
 
     def _publish(self, rows: list[Any]) -> int:

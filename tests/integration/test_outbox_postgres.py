@@ -146,7 +146,7 @@ def test_relay_parks_only_the_run_with_a_missing_topic_when_topic_does_not_exist
     emit_all(env, [DemoEvent("a1", "A", 1), DemoEvent("b1", "B", 1)])
     emit_all(env, [DemoEvent("b2", "B", 2)], env.outbox(missing))
     emit_all(env, [DemoEvent("b3", "B", 3), DemoEvent("a2", "A", 2)])
-    Relay(env.settings()).run()
+    Relay(env.settings(missing_topic_grace_s=1.0)).run()  # held for the grace, then parked
     store = OutboxStore.open(env.dsn, env.table)
     assert [(p.run_id, p.event_id) for p in store.parked()] == [("B", "b2")]
     assert [r.event_id for r in store.fetch_pending(10)] == []
@@ -159,6 +159,28 @@ def test_relay_parks_only_the_run_with_a_missing_topic_when_topic_does_not_exist
     assert [r.event_id for r in consume(env.bootstrap, missing, 1)] == ["b2"]
     order = per_run_first_seen(consume(env.bootstrap, env.topic, 4, group=f"g2-{unique}"))
     assert order == {"A": [1, 2], "B": [1, 3]}
+    store.close()
+
+
+def test_relay_holds_rows_to_a_topic_made_after_they_were_written_and_publishes_them_when_it_appears(env, unique):
+    late = f"test.outbox.late.{unique}"
+    emit_all(env, [DemoEvent("a1", "A", 1)])
+    emit_all(env, [DemoEvent("b1", "B", 1)], env.outbox(late))
+    emit_all(env, [DemoEvent("b2", "B", 2), DemoEvent("a2", "A", 2)])
+    relay = Relay(env.settings(missing_topic_grace_s=60.0, exit_when_idle=False))
+    thread = in_thread(relay)
+    assert sorted(r.event_id for r in consume(env.bootstrap, env.topic, 2)) == ["a1", "a2"]  # A goes on
+    create_topic(env.bootstrap, late)  # B's rows wait for it instead of being parked
+    deadline = time.monotonic() + 60
+    while relay.metrics().published_total < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    relay.stop()
+    thread.join(10)
+    store = OutboxStore.open(env.dsn, env.table)
+    assert store.parked() == [] and store.metrics().pending == 0
+    assert [r.event_id for r in consume(env.bootstrap, late, 1)] == ["b1"]
+    # A went on while B waited: b2 after b1 (on the late topic), after A's rows
+    assert [r.event_id for r in consume(env.bootstrap, env.topic, 3, group=f"g2-{unique}")] == ["a1", "a2", "b2"]
     store.close()
 
 
