@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from runfacts.processors.policy.approvals import MIN_KEY_BYTES, Keyring, parse_keyring
 from runfacts.processors.policy.sources import SourceKeys, parse_source_keys
 from runfacts.schemas.errors import ConfigError
+from runfacts.secretfiles import configured_secret
 
 ENV_KEYS = "RUNFACTS_APPROVAL_KEYS"
 ENV_KEYS_FILE = "RUNFACTS_APPROVAL_KEYS_FILE"
@@ -30,24 +30,10 @@ ENV_SOURCE_KEYS_FILE = "RUNFACTS_SOURCE_KEYS_FILE"
 
 def load_keyring(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Keyring:
     """The approval keyring from `path`, $RUNFACTS_APPROVAL_KEYS_FILE or $RUNFACTS_APPROVAL_KEYS."""
-    env = os.environ if environ is None else environ
-    if path is None and env.get(ENV_KEYS_FILE):
-        path = Path(env[ENV_KEYS_FILE])
-    if path is not None:
-        return parse_keyring(_read_secret_file(Path(path)), str(path))
-    if env.get(ENV_KEYS):
-        return parse_keyring(env[ENV_KEYS], ENV_KEYS)
-    raise ConfigError(ENV_KEYS, None, f"no approval keys: set {ENV_KEYS_FILE} or {ENV_KEYS}")
-
-
-def _read_secret_file(path: Path, setting: str = ENV_KEYS_FILE) -> str:
-    try:
-        mode = path.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ConfigError(setting, str(path), f"mode {stat.filemode(mode)}: chmod 600 (owner only)")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(setting, str(path), f"cannot read: {exc.strerror}") from exc
+    found = configured_secret(os.environ if environ is None else environ, ENV_KEYS_FILE, ENV_KEYS, path)
+    if found is None:
+        raise ConfigError(ENV_KEYS, None, f"no approval keys: set {ENV_KEYS_FILE} or {ENV_KEYS}")
+    return parse_keyring(*found)
 
 
 def new_secret() -> str:
@@ -66,10 +52,5 @@ def load_keyring_if_configured(environ: Mapping[str, str] | None = None) -> Keyr
 def load_source_keys_if_configured(environ: Mapping[str, str] | None = None) -> SourceKeys | None:
     """The command source keys from $RUNFACTS_SOURCE_KEYS_FILE or $RUNFACTS_SOURCE_KEYS; None
     when neither is set (commands go unsigned, and the decider does not check signatures)."""
-    env = os.environ if environ is None else environ
-    if env.get(ENV_SOURCE_KEYS_FILE):
-        path = Path(env[ENV_SOURCE_KEYS_FILE])
-        return parse_source_keys(_read_secret_file(path, ENV_SOURCE_KEYS_FILE), str(path))
-    if env.get(ENV_SOURCE_KEYS):
-        return parse_source_keys(env[ENV_SOURCE_KEYS], ENV_SOURCE_KEYS)
-    return None
+    found = configured_secret(os.environ if environ is None else environ, ENV_SOURCE_KEYS_FILE, ENV_SOURCE_KEYS)
+    return None if found is None else parse_source_keys(*found)

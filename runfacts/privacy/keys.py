@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from runfacts.privacy.envelope import KEY_BYTES, NONCE_BYTES, PrivacyKeys, b64, unb64
 from runfacts.schemas.errors import ConfigError
+from runfacts.secretfiles import configured_secret
 
 ENV_PII_KEYS = "RUNFACTS_PII_KEYS"
 ENV_PII_KEYS_FILE = "RUNFACTS_PII_KEYS_FILE"
@@ -59,14 +59,10 @@ def _secret(value: object, where: str) -> bytes:
 
 def load_privacy_keys(path: Path | None = None, environ: Mapping[str, str] | None = None) -> PrivacyKeys:
     """The privacy keys from `path`, $RUNFACTS_PII_KEYS_FILE or $RUNFACTS_PII_KEYS."""
-    env = os.environ if environ is None else environ
-    if path is None and env.get(ENV_PII_KEYS_FILE):
-        path = Path(env[ENV_PII_KEYS_FILE])
-    if path is not None:
-        return parse_privacy_keys(_read_secret_file(Path(path)), str(path))
-    if env.get(ENV_PII_KEYS):
-        return parse_privacy_keys(env[ENV_PII_KEYS], ENV_PII_KEYS)
-    raise ConfigError(ENV_PII_KEYS, None, f"no privacy keys: set {ENV_PII_KEYS_FILE} or {ENV_PII_KEYS}")
+    found = configured_secret(os.environ if environ is None else environ, ENV_PII_KEYS_FILE, ENV_PII_KEYS, path)
+    if found is None:
+        raise ConfigError(ENV_PII_KEYS, None, f"no privacy keys: set {ENV_PII_KEYS_FILE} or {ENV_PII_KEYS}")
+    return parse_privacy_keys(*found)
 
 
 def load_privacy_keys_if_configured(environ: Mapping[str, str] | None = None) -> PrivacyKeys | None:
@@ -75,16 +71,6 @@ def load_privacy_keys_if_configured(environ: Mapping[str, str] | None = None) ->
     if env.get(ENV_PII_KEYS_FILE) or env.get(ENV_PII_KEYS):
         return load_privacy_keys(environ=env)
     return None
-
-
-def _read_secret_file(path: Path) -> str:
-    try:
-        mode = path.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ConfigError(ENV_PII_KEYS_FILE, str(path), f"mode {stat.filemode(mode)}: chmod 600 (owner only)")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(ENV_PII_KEYS_FILE, str(path), f"cannot read: {exc.strerror}") from exc
 
 
 def new_privacy_keys_json(kid: str = "kek-1") -> str:
