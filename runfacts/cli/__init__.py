@@ -19,18 +19,20 @@ from rich.console import Console
 from runfacts.cli import demo
 from runfacts.cli import events as events_cli
 from runfacts.cli import projections as projections_cli
-from runfacts.cli.capabilities import app as capabilities_app
 from runfacts.cli.dev import dev_app, provider_app
-from runfacts.cli.dispatcher import app as dispatcher_app
 from runfacts.cli.dlq import app as dlq_app
-from runfacts.cli.engine import app as engine_app
 from runfacts.cli.erase import app as erase_app
 from runfacts.cli.ops import app as ops_app
-from runfacts.cli.outbox import app as outbox_app
-from runfacts.cli.schemas import app as schemas_app
-from runfacts.cli.security import app as security_app
-from runfacts.cli.topics import topics_app
-from runfacts.cli.worker import app as worker_app
+from runfacts.cli.platform import (
+    capabilities_app,
+    dispatcher_app,
+    engine_app,
+    outbox_app,
+    schemas_app,
+    security_app,
+    topics_app,
+    worker_app,
+)
 from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
 app = typer.Typer(

@@ -9,7 +9,7 @@ from outbox_support import AvroEncoder, DemoEvent
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.cli.outbox import relay_settings
+from runfacts.cli.platform.outbox import relay_settings
 from runfacts.connectors.outbox import Outbox
 from runfacts.connectors.outbox.store import OutboxStore
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from runfacts.cli.topics import print_specs
+from runfacts.cli.platform.topics import print_specs
 from runfacts.topics import TopicNames, runfacts_topics
 
 RUNFACTS = str(Path(sys.executable).with_name("runfacts"))

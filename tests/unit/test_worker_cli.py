@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runfacts.cli import app
-from runfacts.cli.worker import FACTORIES, engine_settings
+from runfacts.cli.platform.worker import FACTORIES, engine_settings
 from runfacts.processors.engine.settings import load_settings
 from runfacts.schemas.errors import ConfigError
 
@@ -45,7 +45,7 @@ def test_worker_engine_refuses_the_old_broker_variables_when_they_are_set(monkey
 
 def test_worker_refuses_to_start_and_names_the_replacement_when_an_old_variable_is_set(monkeypatch):
     monkeypatch.setenv("RUNFACTS_BOOTSTRAP_SERVERS", "broker-a:9093")
-    monkeypatch.setattr("runfacts.cli.worker.run", lambda *a: pytest.fail("the worker started"))
+    monkeypatch.setattr("runfacts.cli.platform.worker.run", lambda *a: pytest.fail("the worker started"))
 
     result = runner.invoke(app, ["worker", "projector"])
 
@@ -61,7 +61,7 @@ def test_worker_runs_the_factory_of_its_kind_when_invoked(kind: str, monkeypatch
     def fake_run(spec: str, pairs: list[str], settings: object) -> int:
         seen.update(spec=spec, pairs=pairs)
         return 0
-    monkeypatch.setattr("runfacts.cli.worker.run", fake_run)
+    monkeypatch.setattr("runfacts.cli.platform.worker.run", fake_run)
     extra = ["--args-store", "/tmp/h.db"] if kind == "dispatcher" else []
 
     result = runner.invoke(app, ["worker", kind, "--prefix", "p1", *extra])
