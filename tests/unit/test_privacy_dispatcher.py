@@ -13,6 +13,7 @@ from dispatcher_support import Loop
 
 from runfacts.client.outcomes import Entry, call_result
 from runfacts.privacy import ERASED, KeyTable, is_protected, parse_privacy_keys, reveal_dict, subject_ref
+from runfacts.privacy.fields import _apply
 from runfacts.privacy.keys import new_privacy_keys_json
 from runfacts.privacy.store import Protector
 from runfacts.schemas.pii import pii_paths
@@ -21,24 +22,16 @@ KEYS = parse_privacy_keys(new_privacy_keys_json("kek-d"))
 CUSTOMER = "customer-42"
 
 
-def _leaves(values: Any, path: str) -> list[Any]:
-    head, _, rest = path.partition(".")
-    name = head.removesuffix("[]")
-    if not isinstance(values, dict) or values.get(name) is None:
-        return []
-    if head.endswith("[]"):
-        return [leaf for item in values[name] for leaf in _leaves(item, rest)]
-    return _leaves(values[name], rest) if rest else [values[name]]
-
-
 def _sealed_loop(tmp_path: Path, **options: Any) -> tuple[Loop, KeyTable]:
     table = KeyTable(KEYS, lambda _k, _v: None)
     return Loop(tmp_path, protect=Protector(table), **options), table
 
 
 def _personal(command: Any) -> list[Any]:
-    values = command.model_dump(mode="json")
-    return [v for path in pii_paths(command.commandType) for v in _leaves(values, path) if v]
+    values, found = command.model_dump(mode="json"), []
+    for path in pii_paths(command.commandType):
+        _apply(values, path.split("."), path, lambda v, _p: found.append(v) or v)
+    return [v for v in found if v]
 
 
 def test_reports_are_sealed_for_the_runs_user_and_revealed_until_erased_when_keys_are_set(tmp_path: Path) -> None:
