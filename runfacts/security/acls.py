@@ -8,7 +8,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 |              |                            | decider.versions, metrics      |                             |
 | projector    | events                     | audit, eval.trajectory,        | `<prefix>-projector*` (and   |
 |              |                            | memory, dlq, metrics           | `-projector-memory`)        |
-| dispatcher   | events                     | commands, dlq, metrics         | `<prefix>-dispatcher*`       |
+| dispatcher   | events, keys               | commands, dlq, metrics, keys   | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events,  | commands, dlq (redrive         | group `<prefix>-dashboard*`, |
 |              | audit, dlq, metrics        | markers)                       | txn `runfacts-dlq-redrive-<dlq>` |
