@@ -182,7 +182,8 @@ def _os_env() -> dict[str, str]:
 
 
 def _erase(options: DemoOptions, tmp_path: Path) -> tuple[Any, list[Any]]:
-    """The erasure, interrupted once: killed after its fact, `erase status`, then run again."""
+    """The erasure, interrupted once: killed after its fact, `erase status`, `erase resume`, then the
+    erasure run again (finds its fact, nothing left to tombstone)."""
     env = _env(options, tmp_path, "olga", TOKENS["olga"])
     stack = DemoStack(options)  # the demo stopped its processes: the same decider again (its state, its offsets)
     stack.start()
@@ -190,12 +191,13 @@ def _erase(options: DemoOptions, tmp_path: Path) -> tuple[Any, list[Any]]:
         killed = _killed_erasure(options, tmp_path)
         assert killed.returncode == -9, (killed.returncode, killed.stdout, killed.stderr)
         status = CliRunner().invoke(app, ["erase", "status"], env=env)
-        result = CliRunner().invoke(app, ERASE, env=env)
+        resumed = CliRunner().invoke(app, ["erase", "resume"], env=env)
         after = CliRunner().invoke(app, ["erase", "status"], env=env)
+        result = CliRunner().invoke(app, ERASE, env=env)
         deadline = time.monotonic() + 180  # the projector audits the erasure fact too
         while result.exit_code == 0 and _verify(options).findings and time.monotonic() < deadline:
             time.sleep(0.5)
-        return result, [status, after]
+        return result, [status, resumed, after]
     finally:
         stack.stop()
 
@@ -231,11 +233,14 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     assert _verify(options).findings == []
 
     # 2. the erasure: an audited fact, then the tombstones (killed between the two once, then resumed)
-    result, (status, after_status) = _erase(options, tmp_path)
+    result, (status, resumed, after_status) = _erase(options, tmp_path)
     assert status.exit_code == 1 and f"subject {ref}: erasure recorded" in status.output, status.output
-    assert result.exit_code == 0, result.output
-    assert "erasure already recorded" in result.output and "tombstoned" in result.output, result.output
+    assert resumed.exit_code == 0, resumed.output
+    assert f"subject {ref}: " in resumed.output and "1 unfinished erasure(s) finished" in resumed.output
+    assert " 0 data key(s) tombstoned" not in resumed.output, resumed.output  # resume did the tombstoning
     assert after_status.exit_code == 0 and "every recorded erasure is finished" in after_status.output
+    assert result.exit_code == 0, result.output  # run again: finds its fact, sends no second one
+    assert "erasure already recorded" in result.output and "0 data key(s) tombstoned" in result.output, result.output
     events_after = _at(_stored(options, names.events))
     before = _at(events_before)
     facts = [codec.decode(v) for at, v in events_after.items() if at not in before]
