@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -560,8 +560,9 @@ async def _command(d: Dashboard, request: Request, session: Session | None, buil
     form = await request.form()
     if not _csrf_passed(request, session, form):
         return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
-    run_id = request.path_params["run_id"]
-    state, view = d.states.get(run_id), shown(d, _viewer(session, d.policy), run_id)
+    run_id, viewer = request.path_params["run_id"], _viewer(session, d.policy)
+    # the State of a run no longer cached is read back from its topic: off the event loop
+    state, view = await run_in_threadpool(lambda: (d.states.get(run_id), shown(d, viewer, run_id)))
     if state is None or view is None:
         return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
     try:
@@ -588,27 +589,25 @@ def _issue(session: Session) -> Issue:
     return Issue(session.identity.actor(AUTH_SOURCE), f"dash-{uuid.uuid4()}", datetime.now(UTC))
 
 
-def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
-    decision, approval_id = control.approval_decision(str(form.get("decision", ""))), form["approval_id"]
-    approval = state.approvals.get(approval_id)
-    if approval is None:
-        raise ControlError(f"run {state.runId} has no approval {approval_id}")
-    issue = _issue(session)
-    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
-                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
-    return control.resume_command(state, approval_id, decision, issue, token)
+def _decision(id_param: str, noun: str, items: Callable[[RunState], Mapping[str, Any]], digest: str,
+              build: Callable[[RunState, str, str, Issue, str], CommandBase]) -> Build:
+    """A signed decision (approve/reject) on one of the run's approvals or memory candidates,
+    bound to its hash (`digest`: argsHash, candidateHash) and signed like an approval."""
+    def command(state: RunState, session: Session, form: Any) -> CommandBase:
+        decision, item_id = control.approval_decision(str(form.get("decision", ""))), form[id_param]
+        item = items(state).get(item_id)
+        if item is None:
+            raise ControlError(f"run {state.runId} has no {noun} {item_id}")
+        issue = _issue(session)
+        token = sign_approval(ApprovalRequest(state.runId, item_id, getattr(item, digest), decision,
+                                              session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+        return build(state, item_id, decision, issue, token)
+    return command
 
 
-def _review_memory(state: RunState, session: Session, form: Any) -> CommandBase:
-    """ReviewMemory bound to the candidate's hash, signed like an approval (the same keys)."""
-    decision, memory_id = control.approval_decision(str(form.get("decision", ""))), form["memory_id"]
-    memory = state.memories.get(memory_id)
-    if memory is None:
-        raise ControlError(f"run {state.runId} has no memory candidate {memory_id}")
-    issue = _issue(session)
-    token = sign_approval(ApprovalRequest(state.runId, memory_id, memory.candidateHash, decision,
-                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
-    return control.review_memory_command(state, memory_id, decision, issue, token)
+_resume = _decision("approval_id", "approval", lambda s: s.approvals, "argsHash", control.resume_command)
+_review_memory = _decision("memory_id", "memory candidate", lambda s: s.memories, "candidateHash",
+                           control.review_memory_command)
 
 
 def _stop(state: RunState, session: Session, form: Any) -> CommandBase:

@@ -340,17 +340,18 @@ def earlier_calls(state: RunState, entries: Sequence[Entry], viewer: Viewer, bef
     ids = list(state.toolCalls)
     end = ids.index(before) if before in ids else len(ids)
     start = max(0, end - CALLS_A_PAGE)
-    steps = _steps(entries)
+    steps = _steps(entries, ids[start:end])
     calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[start:end])
     return CallsPage(calls, start, ids[start] if start < end else None)
 
 
-def _steps(entries: Sequence[Entry]) -> dict[str, tuple[list[Step], list[Step]]]:
-    """Per tool call: its execution and verification steps from the facts."""
+def _steps(entries: Sequence[Entry], calls: Sequence[str]) -> dict[str, tuple[list[Step], list[Step]]]:
+    """Per tool call of `calls`: its execution and verification steps from the facts."""
     found: dict[str, tuple[list[Step], list[Step]]] = {}
+    wanted = set(calls)
     for entry in entries:
         call, kind = entry.tool_call_id, entry.event_type
-        if call is None or (kind not in _CALL_EVENTS and kind != "verification.updated"):
+        if call not in wanted or (kind not in _CALL_EVENTS and kind != "verification.updated"):
             continue
         event = entry.event
         p: Any = event.payload
@@ -413,7 +414,7 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         [e.offset for e in entries], facts_from)
     ids = list(state.toolCalls)
     first_call = ids.index(calls_from) if calls_from in ids else max(0, len(ids) - CALLS_A_PAGE)
-    steps = _steps(entries)
+    steps = _steps(entries, ids[first_call:])
     calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[first_call:])
     approvals = tuple(
         ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
