@@ -318,7 +318,7 @@ def test_a_long_run_shows_its_newest_facts_unfolds_every_older_one_and_still_upd
                 break
             shown = rows.count()
             more.click()
-            page.wait_for_function(f"document.querySelectorAll('#timeline tr[data-offset]').length > {shown}")
+            rows.nth(shown).wait_for(timeout=15_000)  # the older page is in (no eval under the CSP)
         offsets = [int(o) for o in page.eval_on_selector_all("#timeline tr[data-offset]",
                                                              "rows => rows.map(r => r.dataset.offset)")]
         assert len(offsets) == 442 and offsets == sorted(set(offsets))  # every fact once, in log order
