@@ -73,7 +73,7 @@ from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.projections.audit import reducer as audit_reducer
-from runfacts.schemas.common import CommandBase
+from runfacts.schemas.common import ApprovalDecision, CommandBase
 from runfacts.schemas.errors import ConfigError, InfrastructureError, InvalidInput
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import AuthenticationFailed, UserDirectory
@@ -590,7 +590,7 @@ def _issue(session: Session) -> Issue:
 
 
 def _decision(id_param: str, noun: str, items: Callable[[RunState], Mapping[str, Any]], digest: str,
-              build: Callable[[RunState, str, str, Issue, str], CommandBase]) -> Build:
+              build: Callable[[RunState, str, ApprovalDecision, Issue, str | None], CommandBase]) -> Build:
     """A signed decision (approve/reject) on one of the run's approvals or memory candidates,
     bound to its hash (`digest`: argsHash, candidateHash) and signed like an approval."""
     def command(state: RunState, session: Session, form: Any) -> CommandBase:
