@@ -12,7 +12,7 @@ from runfacts.schemas import codec
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.commands import ReportToolFailed
-from runfacts.schemas.common import CommandEnvelope, EventEnvelope
+from runfacts.schemas.common import Actor, CommandEnvelope, EventEnvelope
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition
 from runfacts.schemas.events import ApprovalRequired, ApprovalRequiredPayload
 from runfacts.schemas.spec.samples import sample
@@ -189,6 +189,20 @@ def test_trusted_model_behaves_like_validated_when_hashed_copied_and_dumped() ->
     assert trusted.model_fields_set == strict.model_fields_set
     assert trusted.model_copy(update={"runId": "other"}).runId == "other"
     assert repr(trusted) == repr(strict)
+
+
+def test_trusted_models_share_one_fields_set_and_copies_never_change_it_when_every_field_is_given() -> None:
+    from runfacts.schemas import construct
+    data = STRICT.encode_dict(sample(CATALOG.by_type["run.created"]))
+    first, second = TRUSTED.decode(data), TRUSTED.decode(data)
+    everything = set(type(first).model_fields)
+    assert first.model_fields_set is second.model_fields_set  # one set for the class, not one each
+    assert first.model_fields_set == everything
+    copied = first.model_copy(update={"runId": "other"})
+    assert copied.model_fields_set is not first.model_fields_set
+    assert first.model_fields_set == everything and copied.runId == "other"
+    partial = construct.trusted(Actor, {"subjectId": "u"})  # not every field: a set of its own
+    assert partial.model_fields_set == {"subjectId"}
 
 
 def test_codec_raises_config_error_when_confluent_framing_has_no_registry() -> None:
