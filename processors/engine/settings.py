@@ -86,6 +86,9 @@ class EngineSettings(BaseSettings):
     store_memory_mb: int = Field(64, ge=0, description="RocksDB's memory (block cache and memtables of every "
                                  "partition's stores) stays within this bound; 0: RocksDB's defaults, "
                                  "unbounded (each store keeps up to 2 x 64 MB memtables per partition)")
+    store_cache_keys: int = Field(10_000, ge=0, description="per partition and store, the values of the "
+                                  "last committed writes kept in memory for reads (all dropped when full; "
+                                  "0: the last commit's only)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
