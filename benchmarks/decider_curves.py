@@ -6,10 +6,11 @@ CSV to .runfacts/bench-results/ and a PNG to docs/figures/.
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/decider_curves.py MODE ...
 
   load  [--loads 0.1,0.3,0.5,0.7,0.9] [--runs 300] [--age 256] [--seconds 15] [--capacity N]
+        [--ramp-start 250] [--rounds 1] [--commit-interval-ms N]
         the sustained capacity (view_latency_bench's ramp, or --capacity), then a steady stream
         at each share of it: command -> committed user view p50/p99, and the worker's CPU-µs
         per command (a fixed per-transaction cost shows as a line falling with load).
-  age   [--ages 0,64,256,1024,4096] [--runs 30] [--rate 200] [--seconds 15]
+  age   [--ages 0,64,256,1024,4096] [--runs 30] [--rate 200] [--seconds 15] [--rounds 1]
         for each age a fresh worker whose runs have had that many commands each, then a steady
         stream at --rate (well below capacity at every age): CPU-µs per command and latency.
         The state compaction keeps a run's state size flat past the dedupe window; this shows
@@ -154,9 +155,12 @@ def load_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
         _age_runs(b.producer, b.names, runs, b.watcher, args.age)
         capacity = args.capacity
         if not capacity:
-            ramp_args = argparse.Namespace(ramp_start=250, ramp_factor=1.5, ramp_max=50_000, step_seconds=5,
-                                           max_lag_ms=250)
+            ramp_args = argparse.Namespace(ramp_start=args.ramp_start, ramp_factor=1.5, ramp_max=50_000,
+                                           step_seconds=5, max_lag_ms=250)
             capacity, _ = ramp(b.producer, b.names, runs, b.watcher, ramp_args)
+            if not capacity:
+                raise SystemExit(f"the decider fell behind already at {args.ramp_start:,.0f} commands/s: "
+                                 "lower --ramp-start (or give --capacity)")
         print(f"sustained capacity {capacity:,.0f} commands/s ({args.runs} runs aged {args.age})", flush=True)
         for share in args.loads:
             points.append(steady(b, runs, capacity * share, args.seconds, share))
@@ -302,7 +306,7 @@ def plot(mode: str, points: list[Point], path: Path, caption: str) -> None:
             left.errorbar(xs, mids, yerr=spread, fmt="o-", capsize=3, label=label)
         if mode == "load":
             left.axhline(150, color="grey", linestyle=":", label="bar: p99 150 ms at 70%")
-        left.set_ylabel(f"command -> committed view, ms (median, range of {rounds})")
+        left.set_ylabel(f"view latency, ms (median, range of {rounds})")
         left.set_xlabel("share of sustained capacity" if mode == "load" else "commands the run had before")
         if mode == "age":
             left.set_xscale("symlog", linthresh=64)
@@ -358,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     load.add_argument("--age", type=int, default=256)
     load.add_argument("--seconds", type=float, default=15)
     load.add_argument("--capacity", type=float, default=0, help="skip the ramp: commands/s")
+    load.add_argument("--ramp-start", type=float, default=250, help="the ramp's first rate, commands/s")
     age = modes.add_parser("age", help="CPU and latency against the commands a run had before")
     age.add_argument("--ages", type=_numbers(int), default=[0, 64, 256, 1024, 4096])
     age.add_argument("--runs", type=int, default=30)

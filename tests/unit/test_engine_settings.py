@@ -87,6 +87,7 @@ def test_memory_defaults_are_the_ones_docs_engine_md_names() -> None:
     doc = " ".join(ENGINE_DOC.read_text().split())
     settings = EngineSettings()
     assert f"(`RUNFACTS_STORE_MEMORY_MB`, {settings.store_memory_mb})" in doc
+    assert f"(`RUNFACTS_STORE_CACHE_KEYS`, {settings.store_cache_keys})" in doc
     assert (settings.store_memory_mb, CONSUMER_PREFETCH["queued.max.messages.kbytes"]) == (64, 16_384)
     consumer = consumer_config(APP, settings)
     for key, value in CONSUMER_PREFETCH.items():
