@@ -7,7 +7,9 @@ Run: .venv/bin/python benchmarks/console_paint_bench.py [--facts 2000] [--runs 1
 
 For each page, --repeat fresh navigations (signed in, cache off) report the browser's own
 timing: the first byte of the response (the server's share), first contentful paint
-(`performance.getEntriesByType("paint")`), DOMContentLoaded and the load event
+(`performance.getEntriesByType("paint")`), largest contentful paint (the biggest text block:
+on the run page the facts or the tool calls, so a page that paints its header early does not
+pass for painted), DOMContentLoaded and the load event
 (`PerformanceNavigationTiming`, from navigation start), as min / median / max milliseconds,
 and the page's transfer size.
 """
@@ -20,51 +22,29 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_bench import RUN, T0, long_run  # noqa: E402
+from dashboard_bench import RUN, fed_dashboard, operator_users  # noqa: E402
 
 from runfacts.dashboard.app import Dashboard, create_app  # noqa: E402
-from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view  # noqa: E402
-from runfacts.dashboard.session import SessionSigner  # noqa: E402
-from runfacts.ops.client import CommandClient  # noqa: E402
-from runfacts.schemas.codec import Codec  # noqa: E402
-from runfacts.security.identity import hash_secret, load_users  # noqa: E402
-from runfacts.settings import KafkaSettings  # noqa: E402
-from runfacts.topics import TopicNames  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-TIMING = """() => {
+TIMING = """() => new Promise(resolve => {
   const nav = performance.getEntriesByType("navigation")[0];
   const fcp = performance.getEntriesByType("paint").find(p => p.name === "first-contentful-paint");
-  return {ttfb: nav.responseStart, fcp: fcp ? fcp.startTime : -1, dcl: nav.domContentLoadedEventEnd,
-          load: nav.loadEventEnd, bytes: nav.transferSize || nav.encodedBodySize};
-}"""
-
-
-def dashboard(facts_wanted: int, runs: int, users: Path) -> tuple[Dashboard, int]:
-    state, log = long_run(facts_wanted)
-    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("bench-paint")
-    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = StateFeed(kafka, FeedSettings(names.state))
-    facts = FactsFeed(kafka, FeedSettings(names.events))
-    codec = Codec()
-    for offset, event in enumerate(log):
-        facts.add(RUN, offset, int(event.occurredAt.timestamp() * 1000), codec.encode(event))  # type: ignore[attr-defined]
-    for i in range(runs - 1):
-        states.put(f"run-{i:06d}", state.model_copy(update={  # type: ignore[attr-defined]
-            "runId": f"run-{i:06d}", "tenant": ("acme", "globex")[i % 2],
-            "status": "waiting_for_review" if i % 10 == 0 else "running", "updatedAt": T0 + timedelta(seconds=i)}))
-    states.put(RUN, state)  # last: among the cached States (no broker here to read one back from)
-    return Dashboard(views, states, load_users(users), SessionSigner(b"p" * 32), CommandClient(kafka, names),
-                     facts=facts), len(log)
+  new PerformanceObserver(list => {
+    const lcp = list.getEntries().at(-1);
+    resolve({ttfb: nav.responseStart, fcp: fcp ? fcp.startTime : -1, lcp: lcp ? lcp.startTime : -1,
+             dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
+             bytes: nav.transferSize || nav.encodedBodySize});
+  }).observe({type: "largest-contentful-paint", buffered: true});
+})"""
 
 
 def serve(d: Dashboard) -> tuple[uvicorn.Server, str]:
@@ -95,7 +75,8 @@ def report(name: str, timings: list[dict[str, float]]) -> None:
     def stat(key: str) -> str:
         values = [t[key] for t in timings]
         return f"{min(values):6.0f} / {statistics.median(values):6.0f} / {max(values):6.0f}"
-    print(f"{name:<32} first byte {stat('ttfb')} | FCP {stat('fcp')} | DOMContentLoaded {stat('dcl')} | "
+    print(f"{name:<32} first byte {stat('ttfb')} | FCP {stat('fcp')} | LCP {stat('lcp')} | "
+          f"DOMContentLoaded {stat('dcl')} | "
           f"load {stat('load')} ms "
           f"(min / median / max) | {timings[0]['bytes'] / 1024:6.0f} KiB")
 
@@ -109,9 +90,8 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        users = Path(tmp) / "users.toml"
-        users.write_text(f'[users.olga]\nroles = ["operator"]\npassword = "{hash_secret("olga-pw")}"\n')
-        d, facts = dashboard(args.facts, args.runs, users)
+        d, _state, log = fed_dashboard(args.facts, args.runs, operator_users(tmp), "bench-paint")
+        facts = len(log)
         server, base = serve(d)
         try:
             with sync_playwright() as p:

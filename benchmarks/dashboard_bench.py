@@ -10,8 +10,9 @@ Run: .venv/bin/python benchmarks/dashboard_bench.py [--facts 2000] [--runs 10000
    (as the events topic holds them), the State into the state feed;
 2. times GET /runs/<run> as an operator: the first request (every fact decoded) and the next
    --repeat ones (decoded facts cached; each still redacts, groups and renders every fact);
-3. makes --runs copies of the State under other run ids and tenants and times GET / (first
-   page), the last page, a status filter and a run-id search.
+3. with --runs States in all (copies of the run's under other run ids and tenants: the
+   fixture `fed_dashboard`, which console_paint_bench.py serves too) times GET / (first page),
+   the last page, a status filter and a run-id search.
 Reports milliseconds per request (min / median / max) and the page sizes.
 
 Memory: `--memory --runs 2000,10000 [--facts-per-run 20] [--rounds 3]` feeds each count of
@@ -108,6 +109,35 @@ def long_run(facts: int) -> tuple[object, list[object]]:
     return state, log
 
 
+def fed_dashboard(facts_wanted: int, runs: int, users: Path, prefix: str) -> tuple[Dashboard, object, list[object]]:
+    """The dashboard over feeds fed as the topics would feed them (no broker): the long run's facts
+    as framed Avro records, `runs - 1` copies of its State under other run ids and tenants, then
+    its own State (last: among the cached States, as there is no broker to read one back from).
+    Returns the dashboard, the run's State and its facts."""
+    state, log = long_run(facts_wanted)
+    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames(prefix)
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = StateFeed(kafka, FeedSettings(names.state))
+    facts = FactsFeed(kafka, FeedSettings(names.events))
+    codec = Codec()
+    for offset, event in enumerate(log):
+        facts.add(RUN, offset, int(event.occurredAt.timestamp() * 1000), codec.encode(event))  # type: ignore[attr-defined]
+    for i in range(runs - 1):
+        states.put(f"run-{i:06d}", state.model_copy(update={  # type: ignore[attr-defined]
+            "runId": f"run-{i:06d}", "tenant": ("acme", "globex")[i % 2],
+            "status": "waiting_for_review" if i % 10 == 0 else "running", "updatedAt": T0 + timedelta(seconds=i)}))
+    states.apply(RUN.encode(), state.model_dump_json().encode())  # type: ignore[attr-defined]
+    return Dashboard(views, states, load_users(users), SessionSigner(b"b" * 32), CommandClient(kafka, names),
+                     facts=facts), state, log
+
+
+def operator_users(directory: str) -> Path:
+    """A users file with one operator, olga (password olga-pw)."""
+    users = Path(directory) / "users.toml"
+    users.write_text(f'[users.olga]\nroles = ["operator"]\npassword = "{hash_secret("olga-pw")}"\n')
+    return users
+
+
 def timed(get, url: str, repeat: int) -> tuple[float, list[float], int]:
     started = time.perf_counter()
     first = get(url)
@@ -182,32 +212,14 @@ def main() -> int:
         return memory([int(n) for n in args.runs.split(",")], args.facts_per_run, args.rounds)
     args.runs = int(args.runs)
 
-    state, log = long_run(args.facts)
-    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("bench-dash")
-    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
-    states = StateFeed(kafka, FeedSettings(names.state))
-    facts = FactsFeed(kafka, FeedSettings(names.events))
-    codec = Codec()
-    for offset, event in enumerate(log):
-        facts.add(RUN, offset, int(event.occurredAt.timestamp() * 1000), codec.encode(event))
-    states.apply(RUN.encode(), state.model_dump_json().encode())  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
-        users = Path(tmp) / "users.toml"
-        users.write_text(f'[users.olga]\nroles = ["operator"]\npassword = "{hash_secret("olga-pw")}"\n')
-        dashboard = Dashboard(views, states, load_users(users), SessionSigner(b"b" * 32), CommandClient(kafka, names),
-                              facts=facts)
+        dashboard, state, log = fed_dashboard(args.facts, args.runs, operator_users(tmp), "bench-dash")
+        states = dashboard.states
         with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.bench") as client:
             token = client.get("/login").cookies[LOGIN_CSRF_COOKIE]
             client.post("/login", data={"username": "olga", "password": "olga-pw", "csrf": token})
             print(f"run page: {len(log)} facts, {len(state.toolCalls)} tool calls")  # type: ignore[attr-defined]
             report(f"GET /runs/<run> ({len(log)} facts)", *timed(client.get, f"/runs/{RUN}", args.repeat))
-
-            for i in range(args.runs):
-                copy = state.model_copy(update={  # type: ignore[attr-defined]
-                    "runId": f"run-{i:06d}", "tenant": ("acme", "globex")[i % 2],
-                    "status": "waiting_for_review" if i % 10 == 0 else "running",
-                    "updatedAt": T0 + timedelta(seconds=i)})
-                states.put(copy.runId, copy)
             pages = -(-len(states) // 50)
             print(f"run list: {len(states)} runs, {pages} pages of 50")
             report("GET / (page 1)", *timed(client.get, "/", args.repeat))

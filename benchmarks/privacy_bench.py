@@ -9,7 +9,12 @@ Run: .venv/bin/python benchmarks/privacy_bench.py [--runs 100] [--calls 10] [--r
    for every command, plain vs sealed;
 3. "projector": the audit and user-view projections' per-record handlers (decode + fold +
    encode, as `replay_bench.py`'s core row) over the events each variant produced;
-4. "client": `protect` per command, and `reveal_dict` per event (the readers' side).
+4. "dispatcher": the dispatcher shell over the events it is fed for `--runs` runs of
+   `--calls` low-risk lookups each (`dispatcher_load`: recorded once through the real decider
+   and dispatcher, then replayed into a fresh dispatcher per round; an instant in-memory tool
+   whose result names the customer, so the shell's own work is all that is timed): plain vs
+   sealing its claims and reports (`Protector` with the run's user as subject);
+5. "client": `protect` per command, and `reveal_dict` per event (the readers' side).
 After a warm-up of both, rounds interleave plain and sealed (alternating which goes first);
 each prints the sealed/plain CPU-time ratio; the summary gives the median and the range over
 the rounds (a shared machine: the range matters).
@@ -28,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decider_load import CTX, run_commands  # noqa: E402
+from dispatcher_load import record, replay  # noqa: E402
 
 from runfacts.privacy import KeyTable, parse_privacy_keys, reveal_dict  # noqa: E402
 from runfacts.privacy.keys import new_privacy_keys_json  # noqa: E402
@@ -93,7 +99,15 @@ def main() -> None:
     values = {"plain": [TRUSTED.encode(c) for c in plain], "sealed": [TRUSTED.encode(c) for c in sealed]}
     print(f"{len(plain)} commands over {args.runs} runs; bytes plain {sum(map(len, values['plain']))}, "
           f"sealed {sum(map(len, values['sealed']))}")
-    ratios: dict[str, list[float]] = {"decider": [], "audit": [], "user-view": []}
+    ratios: dict[str, list[float]] = {"decider": [], "audit": [], "user-view": [], "dispatcher": []}
+    fed = {"plain": record(args.runs, args.calls, None), "sealed": record(args.runs, args.calls, protector)}
+
+    def sealer() -> Protector:  # a dispatcher that loaded the keys topic: the subjects' keys, nothing cached
+        loaded = KeyTable(keys, lambda _k, _v: None)
+        loaded.records.update(table.records)
+        return Protector(loaded)
+    reports = replay(fed["plain"], None)[1]
+    print(f"dispatcher: {len(fed['plain'])} events in, {reports} commands out")
     view = table.view()
     for variant in ("plain", "sealed"):  # warm-up (caches, first calls), not counted
         project_all("user-view", decide_all(values[variant])[1])
@@ -102,11 +116,13 @@ def main() -> None:
         for variant in ("plain", "sealed") if r % 2 == 0 else ("sealed", "plain"):
             seconds, events = decide_all(values[variant])
             cost[variant] = {"decider": seconds, "audit": project_all("audit", events),
-                             "user-view": project_all("user-view", events)}
+                             "user-view": project_all("user-view", events),
+                             "dispatcher": replay(fed[variant], sealer() if variant == "sealed" else None)[0]}
         for what in ratios:
             ratios[what].append(cost["sealed"][what] / cost["plain"][what])
-        print(f"round {r + 1}: " + ", ".join(f"{w} {cost['plain'][w] * 1e6 / len(plain):.0f} -> "
-                                             f"{cost['sealed'][w] * 1e6 / len(plain):.0f} µs/command"
+        per = {w: (reports, "report") if w == "dispatcher" else (len(plain), "command") for w in ratios}
+        print(f"round {r + 1}: " + ", ".join(f"{w} {cost['plain'][w] * 1e6 / per[w][0]:.0f} -> "
+                                             f"{cost['sealed'][w] * 1e6 / per[w][0]:.0f} µs/{per[w][1]}"
                                              for w in ratios))
     protect_s = timed(lambda: [Protector(KeyTable(keys, lambda _k, _v: None))(c) for c in plain[:2000]])
     _, events = decide_all(values["sealed"])

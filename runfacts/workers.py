@@ -20,6 +20,7 @@ from pathlib import Path
 from runfacts import telemetry
 from runfacts.connectors.args_store import ArgsStore
 from runfacts.connectors.versions import publish_versions
+from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
 from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell, InputLimits
 from runfacts.processors.decider.context import DecideContext
@@ -38,6 +39,7 @@ from runfacts.projections.projector.memory import MemoryProjectorShell
 from runfacts.projections.user_view import publisher
 from runfacts.schemas.common import RunVersions
 from runfacts.schemas.errors import ConfigError
+from runfacts.settings import KafkaSettings
 from runfacts.tools.adapter import ToolRuntime
 from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
 from runfacts.tools.serve import served_catalog
@@ -107,6 +109,8 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     key is needed only when `payments.refund` is served). The manifest is the registry's own,
     or the `capabilities` file the decider reads (runfacts.tools.serve.served_catalog).
     Calls run on a pool of `threads` threads, off the engine transaction (docs/dispatcher.md).
+    With privacy keys (RUNFACTS_PII_KEYS[_FILE]) the personal fields of its reports (the tool's
+    result, error texts) are sealed for the run's user, keys in `<prefix>.keys` (docs/security.md).
     """
     if not args_store:
         raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
@@ -119,13 +123,15 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     name = app_name(prefix)
     telemetry.configure_from_env(name)
     incarnation = next_incarnation(engine.state_dir / name / "incarnation", int(time.time() * 1000))
-    settings = DispatcherSettings(names=TopicNames(prefix), incarnation=incarnation,
+    names = TopicNames(prefix)
+    settings = DispatcherSettings(names=names, incarnation=incarnation,
                                   instance=instance or stable_instance_id(engine), catalog=catalog,
                                   result_max_bytes=result_cap(), sources=load_source_keys_if_configured())
     dispatcher_log.info("dispatcher %s starts as incarnation %d serving %s", settings.instance, incarnation,
                         ", ".join(sorted(adapters)))
     pool = ToolPool(int(threads))
-    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool).application()
+    seal = protector_if_configured(KafkaSettings(), names.keys)
+    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal).application()
 
 
 def projector(prefix: str = "runfacts") -> Application:

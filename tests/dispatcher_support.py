@@ -72,8 +72,10 @@ class Loop:
 
     def __init__(self, tmp: Path, *, incarnation: int = 1_000, max_amount_minor: int = 1_000_000,
                  read_timeout_ms: int = 2_000, api_key: str = API_KEY, crash_at: str = "",
-                 ctx: DecideContext = CTX, pooled: bool | None = None, sources: SourceKeys | None = None) -> None:
+                 ctx: DecideContext = CTX, pooled: bool | None = None, sources: SourceKeys | None = None,
+                 protect: Any = None) -> None:
         self.sources = sources  # the decider verifies with all, the dispatcher signs with its own
+        self.protect = protect  # a runfacts.privacy Protector: the harness's and the dispatcher's seal
         self.pooled = POOLED["on"] if pooled is None else pooled
         self.pool: ToolPool | None = None
         self.sim = PaymentSimulator(SimSettings(api_key=API_KEY, max_amount_minor=max_amount_minor))
@@ -96,7 +98,8 @@ class Loop:
         self.pool = ToolPool(2) if self.pooled else None
         self.shell = DispatcherShell(settings, {"payments.refund": self.adapter}, self.args,
                                      clock=lambda: self.decider.now_ms / 1000,
-                                     crash=lambda point: _crash(point, crash_at), pool=self.pool)
+                                     crash=lambda point: _crash(point, crash_at), pool=self.pool,
+                                     seal=self.protect)
         return TestDriver(self.shell.application(), start_ms=self.decider.now_ms)
 
     def restart_dispatcher(self, incarnation: int, crash_at: str = "") -> None:
@@ -119,6 +122,7 @@ class Loop:
     def pipe(self, *commands: CommandBase) -> Loop:
         """Commands to the decider only (nothing forwarded yet)."""
         for c in commands:
+            c = c if self.protect is None else self.protect(c)
             value = codec.encode(c)
             signed = None if self.sources is None else [*codec.headers(c),
                                                         *sign(self.sources, c.actor.authSource, value)]

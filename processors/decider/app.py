@@ -164,10 +164,22 @@ class InputLimits:
         return extent is not None and extent.text_bytes <= self.max_text_chars and extent.items <= self.max_items
 
     def check(self, command: BaseModel) -> str | None:
-        """The first field over a limit, as a readable reason (None: within the limits)."""
+        """The first field over a limit, as a readable reason (None: within the limits).
+
+        A report's `result` is bounded by the record limit only: the dispatcher caps it
+        (RUNFACTS_TOOL_RESULT_MAX_BYTES, 16 KiB), sealing makes it about a third longer, and the
+        state keeps only its `resultRef`; a side effect that happened must be recorded."""
         if _fits(command, self):
             return None
+        if isinstance(command, RESULT_REPORTS) and command.payload.result is not None:
+            command = command.model_copy(update={"payload": command.payload.model_copy(update={"result": None})})
+            if _fits(command, self):
+                return None
         return _oversized(command, "", self)
+
+
+RESULT_REPORTS = (cmd.ReportToolCompleted, cmd.ReportReconciled)
+"""The reports that carry a tool's result value."""
 
 
 def _fits(value: BaseModel, limits: InputLimits) -> bool:

@@ -2,7 +2,8 @@
 and reconciles calls whose outcome is unknown.
 
 Pure: core (what to do for a run: claim, execute, reconcile). The port: adapters
-(ToolAdapter and ArgsReader, which runfacts.connectors implements). Shells: app
+(ToolAdapter and ArgsReader, which runfacts.connectors implements; SealPersonal, which
+runfacts.privacy implements). Shells: app
 (DispatcherShell), incarnation (the fenced incarnation counter on local disk). The worker
 factory is runfacts.workers:dispatcher.
 """
@@ -14,7 +15,14 @@ from typing import TYPE_CHECKING
 from runfacts.doorway import lazy_names
 
 if TYPE_CHECKING:
-    from runfacts.processors.dispatcher.adapters import ArgsMissing, ArgsReader, ArgsTampered, ToolAdapter, ToolRequest
+    from runfacts.processors.dispatcher.adapters import (
+        ArgsMissing,
+        ArgsReader,
+        ArgsTampered,
+        SealPersonal,
+        ToolAdapter,
+        ToolRequest,
+    )
     from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell
 
 # the doorway is lazy: importing one module of this room does not load the others
@@ -24,6 +32,7 @@ _HOME = {
     "ArgsTampered": "adapters",
     "DispatcherSettings": "app",
     "DispatcherShell": "app",
+    "SealPersonal": "adapters",
     "ToolAdapter": "adapters",
     "ToolRequest": "adapters",
 }
@@ -33,6 +42,7 @@ __all__ = [
     "ArgsTampered",
     "DispatcherSettings",
     "DispatcherShell",
+    "SealPersonal",
     "ToolAdapter",
     "ToolRequest",
 ]

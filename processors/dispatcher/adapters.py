@@ -1,4 +1,5 @@
-"""The dispatcher's ports: what it calls to reach an external system, and where it reads arguments.
+"""The dispatcher's ports: what it calls to reach an external system, where it reads arguments,
+and how it seals personal fields (`SealPersonal`, runfacts.privacy implements it).
 
 A port belongs to its consumer (LAYOUT rule 5): the dispatcher defines `ToolAdapter` and
 `ArgsReader` here, and `runfacts.connectors` implements them (refund_adapter.RefundAdapter,
@@ -15,14 +16,16 @@ secret file), never from requests or events.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from runfacts.processors.policy.retry import ErrorClass, is_retryable
+from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import RunfactsError
 
+C = TypeVar("C", bound=CommandBase)
 CAMEL = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True)
 
 
@@ -171,6 +174,16 @@ class ArgsReader(Protocol):
     """Where the dispatcher reads a call's arguments (connectors/args_store.py implements it)."""
 
     def load_verified(self, ref: str, expected_hash: str) -> dict[str, Any]: ...
+
+
+class SealPersonal(Protocol):
+    """How the dispatcher seals the personal fields of a command before it is encoded and signed
+    (`runfacts.privacy.store.Protector` implements it): identities become pseudonyms, free text
+    (a tool result, an error's message, `lastError`) is sealed under a data key of `subject`, the
+    run's data subject (its `userId`, a pseudonym `rfp1.<ref>` when the run was created sealed).
+    None (no privacy keys configured): the commands go out as they are."""
+
+    def __call__(self, command: C, subject: str | None = None) -> C: ...
 
 
 class ArgsMissing(RunfactsError):

@@ -11,9 +11,11 @@ Per event record (all in the engine's transaction for the batch):
    transaction. Without one the call runs inline (bounded by its connect/read timeouts).
    Outcomes become commands through the pure `after_*` functions.
 5. Every finding is a command to the commands topic (key runId, deterministic commandId
-   from the input position): the run decider validates it. The dispatcher never writes
-   events. Follow-ups (a retry, the next lookup, the next verification poll) are engine
-   timers, so no call ever sleeps inside a transaction.
+   from the input position): the run decider validates it. With privacy keys (`seal`, the
+   port `SealPersonal`) its personal fields (the tool's result, error texts) are sealed
+   for the run's data subject, its `userId` in the `runs` store, before it is encoded and
+   signed. The dispatcher never writes events. Follow-ups (a retry, the next lookup, the
+   next verification poll) are engine timers, so no call ever sleeps inside a transaction.
 The engine commits commands, the `runs`/`progress` stores and the input offset atomically.
 A call of a capability without an adapter raises `UnservedCapability` at step 3: the engine
 stops on that record without committing past it (docs/dispatcher.md, "Unserved capabilities").
@@ -49,6 +51,7 @@ from runfacts.processors.dispatcher.adapters import (
     ArgsMissing,
     ArgsReader,
     ArgsTampered,
+    SealPersonal,
     ToolAdapter,
     ToolOutcome,
     ToolRequest,
@@ -114,7 +117,7 @@ class DispatcherShell:
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
                  crash: Callable[[str], None] = crash_point,
                  telemetry: telemetry_hooks.Telemetry | None = None,
-                 pool: ToolPool | None = None) -> None:
+                 pool: ToolPool | None = None, seal: SealPersonal | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
@@ -127,6 +130,8 @@ class DispatcherShell:
             require_signing_key(settings.sources, self.actor.authSource)
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
         self.pool = pool  # None: calls run inside the transaction (one at a time)
+        self.seal = seal  # None: no privacy keys, the reports go out as they are
+        self._subject = ""  # the data subject of the run at hand (its userId): what `seal` seals for
         self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
         self._sent = 0
         self._cause: str | None = None
@@ -148,6 +153,7 @@ class DispatcherShell:
             return
         runs.put(key, run.model_dump_json().encode())
         self._sent, self._cause, self._trace, self._salt = 0, event.eventId, [], ""
+        self._subject = run.userId
         works = core.work_for(event, run, self.settings.incarnation)
         tel = self.telemetry
         if not works or not tel.enabled:
@@ -169,6 +175,7 @@ class DispatcherShell:
         if run is None or call is None:
             return
         self._sent, self._cause, self._trace, self._salt = 0, None, [], ""
+        self._subject = run.userId
         progress = self._progress(ctx, run.runId, call, run.runId)
         if kind == "retry" and self._retry_due(call, progress):
             self._retry(call, progress, run, ctx)
@@ -405,6 +412,8 @@ class DispatcherShell:
                                   actor=self.actor, issuedAt=issued, correlationId=corr,
                                   causationId=self._cause, payload=d.payload)
             self._sent += 1
+            if self.seal is not None:  # the tool's result, error texts: sealed for the run's user
+                command = self.seal(command, self._subject)
             value, sources = self.codec.encode(command), self.settings.sources
             signed = sign(sources, self.actor.authSource, value) if sources is not None else []
             ctx.emit(self.settings.names.commands, run_id.encode(), value,

@@ -38,6 +38,7 @@ from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, m
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
 from runfacts.connectors.versions import published_versions
 from runfacts.ops.client import ReaderSettings, StateReader
+from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
@@ -110,9 +111,11 @@ class Runfacts:
     """The process-wide client: a sender, one follower, the run-state reader."""
 
     def __init__(self, kafka: KafkaSettings, names: TopicNames, sender: Sender, settings: ClientSettings,
-                 versions: RunVersions) -> None:
+                 versions: RunVersions, keys: Callable[[], KeyView] = lambda: NO_KEYS) -> None:
         self.kafka, self.names, self.sender, self.settings = kafka, names, sender, settings
         self.versions = versions
+        self.keys = keys
+        """The key view that reveals sealed results and failure details (the protector's, fresh)."""
         self.actor = Actor(subjectId=settings.agent, roles=("agent",), authSource=AGENT_SOURCE)
         self.follower = Follower(kafka, FollowerSettings(names.events, names.prefix, settings.component))
         self.states = StateReader(kafka, names, ReaderSettings(component=settings.component))
@@ -155,7 +158,8 @@ class Runfacts:
             try:
                 settings = settings or ClientSettings()
                 client = cls(kafka, names, sender, settings,
-                             versions or connect_versions(kafka, names, settings.component))
+                             versions or connect_versions(kafka, names, settings.component),
+                             protect.view if protect is not None else lambda: NO_KEYS)
             except BaseException:
                 sender.close()
                 raise

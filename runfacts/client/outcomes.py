@@ -4,7 +4,10 @@ Every function reads a run's journal (its events in log order, with their offset
 `None` while the facts do not decide yet, or a `Resolved` holding the value or the typed error.
 This is the one place that knows which facts end a wait: after a lost response success arrives
 as `tool.call.reconciled(found_completed)`, not `tool.call.completed`, and both give the value
-through `result_value`.
+through `result_value`. Sealed personal fields (the result, a failure's detail: the dispatcher
+seals them when privacy keys are configured) are revealed through `runfacts.privacy.reveal` with
+the key view `keys()` gives, asked for only when a value is sealed: the plain value, or a marker
+(`[erased]` once the run's user was erased, `[encrypted]` for a client without keys).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runfacts.client import errors
+from runfacts.privacy.envelope import MARKERS, NO_KEYS, KeyView, is_protected, reveal
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
 
@@ -61,11 +65,24 @@ class Resolved:
         return self.value
 
 
-def result_value(payload: Any) -> Any:
+Keys = Callable[[], KeyView]
+
+
+def _no_keys() -> KeyView:
+    return NO_KEYS
+
+
+def revealed(value: Any, field: str, keys: Keys) -> Any:
+    """A personal field's plain value (keys asked for only when it is sealed), or a marker."""
+    return reveal(value, field, keys()) if is_protected(value) else value
+
+
+def result_value(payload: Any, keys: Keys = _no_keys) -> Any:
     """The tool's result value carried by a completion fact (`tool.call.completed` or
-    `tool.call.reconciled`): its `result` field, JSON text, decoded; None when it carries none."""
-    raw = getattr(payload, "result", None)
-    return None if raw is None else json.loads(raw)
+    `tool.call.reconciled`): its `result` field, JSON text, decoded; None when it carries none;
+    the marker (`[erased]`, `[encrypted]`, `[unreadable]`) when it cannot be revealed."""
+    raw = revealed(getattr(payload, "result", None), "result", keys)
+    return raw if raw is None or raw in MARKERS else json.loads(raw)
 
 
 def command_events(entries: Sequence[Entry], command_id: str) -> list[Entry]:
@@ -107,7 +124,7 @@ def _call_events(entries: Sequence[Entry], tool_call_id: str) -> list[EventBase]
     return out
 
 
-def _refusal(run_id: str, call_id: str, event: EventBase) -> errors.ClientError | None:
+def _refusal(run_id: str, call_id: str, event: EventBase, keys: Keys = _no_keys) -> errors.ClientError | None:
     """The error an approval, run or failure fact means for a call that is not done."""
     p: Any = event.payload
     match event.eventType:
@@ -120,7 +137,7 @@ def _refusal(run_id: str, call_id: str, event: EventBase) -> errors.ClientError 
         case "approval.invalidated":
             return errors.ApprovalInvalidated(run_id, call_id, p.reason, p.detail)
         case "tool.call.failed":
-            return errors.ToolFailed(run_id, call_id, p.errorClass, p.retryable, p.detail)
+            return errors.ToolFailed(run_id, call_id, p.errorClass, p.retryable, revealed(p.detail, "detail", keys))
         case "run.needs_review":
             return errors.RunNeedsReview(run_id, p.reason, p.detail, call_id)
         case "run.cancel_requested" | "run.cancelled":
@@ -130,21 +147,21 @@ def _refusal(run_id: str, call_id: str, event: EventBase) -> errors.ClientError 
     return None
 
 
-def call_result(run_id: str, entries: Sequence[Entry], tool_call_id: str) -> Resolved | None:
+def call_result(run_id: str, entries: Sequence[Entry], tool_call_id: str, keys: Keys = _no_keys) -> Resolved | None:
     """The call's result value once it completed (directly or found by reconciliation), its
     typed error once it cannot (rejected, expired, failed, review, cancelled); else None."""
     for event in _call_events(entries, tool_call_id):
         p: Any = event.payload
         if isinstance(event, ev.ToolCallCompleted):
-            return Resolved(result_value(p))
+            return Resolved(result_value(p, keys))
         if isinstance(event, ev.ToolCallReconciled):
             if p.outcome == "found_completed":
-                return Resolved(result_value(p))
+                return Resolved(result_value(p, keys))
             if p.outcome == "found_failed":
                 return Resolved(error=errors.ToolFailed(run_id, tool_call_id, "found_failed", False,
                                                         "reconciliation found the call failed"))
             continue  # not_found: re-dispatched; still_unknown: looked up again
-        refused = _refusal(run_id, tool_call_id, event)
+        refused = _refusal(run_id, tool_call_id, event, keys)
         if refused is not None:
             return Resolved(error=refused)
     return None

@@ -124,7 +124,7 @@ class ToolCall:
         return None if found is None else found.payload.approvalId
 
     def _result(self, journal: Journal) -> outcomes.Resolved | None:
-        return outcomes.call_result(self.run.id, journal.entries, self.id)
+        return outcomes.call_result(self.run.id, journal.entries, self.id, self.run.client.keys)
 
     def _decision(self, journal: Journal) -> outcomes.Resolved | None:
         return outcomes.call_decision(self.run.id, journal.entries, self.id)

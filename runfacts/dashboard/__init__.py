@@ -1,6 +1,6 @@
 """The live dashboard (`runfacts dashboard serve`): runs, approval banners, control commands.
 
-Pure: html (the pages and fragments), runpage (what a run's page says: timeline, tool-call
+Pure: html (the pages and fragments), runpage (what a run's page says, a page at a time: timeline, tool-call
 tracks, approvals), runlist (the run list: filters, search, pages; the compact RunRow),
 console (their HTML), charts (the health page's SVG charts).
 Shells: app (the Starlette app), feed (live views, states and facts from the topics, bounded),

@@ -8,7 +8,11 @@ Routes:
   user's roles or tenant in the users file end them; a request with an ended session gets
   401, its SSE stream an `ended` event and its end.
 - GET / and GET /runs/{run}: the runs and one run, as the viewer's role may see them; the
-  `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE).
+  `#live` part is kept current by GET /stream and GET /runs/{run}/stream (SSE). A run page
+  shows its newest facts and tool calls; GET /runs/{run}/facts?before=<offset> and
+  /runs/{run}/calls?before=<call> answer the older pages (a fragment for the page's script,
+  `X-Fragment: 1`, else a page of their own), and the stream, asked with
+  `facts_from=<offset>&calls_from=<call>`, keeps everything from there on current.
 - POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
   required; a command is built from the run's State (argsHash) at the version of the view the
   page shows (expectedVersion), signed approval token when keys are configured, actor = the
@@ -26,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -50,7 +54,7 @@ from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directo
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.runlist import REVIEWER, ListQuery, inbox, memory_inbox, run_list
-from runfacts.dashboard.runpage import run_page
+from runfacts.dashboard.runpage import earlier_calls, earlier_facts, run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -69,7 +73,7 @@ from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
 from runfacts.projections.audit import reducer as audit_reducer
-from runfacts.schemas.common import CommandBase
+from runfacts.schemas.common import ApprovalDecision, CommandBase
 from runfacts.schemas.errors import ConfigError, InfrastructureError, InvalidInput
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import AuthenticationFailed, UserDirectory
@@ -199,15 +203,49 @@ class _Pages:
         runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC))
         return console.runs_table(runs, datetime.now(UTC))
 
-    def run_html(self, session: Session, run_id: str) -> str:
+    def run_html(self, session: Session, run_id: str, facts_from: int | None = None,
+                 calls_from: str | None = None) -> str:
         viewer = _viewer(session, self.d.policy)
         view = shown(self.d, viewer, run_id)
         state = self.d.states.get(run_id)
         if view is None or not isinstance(state, RunState):
             return html.run_fragment(view, session.csrf)
         entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
-        page = run_page(state, entries, viewer, self.audit_status(run_id))
+        page = run_page(state, entries, viewer, self.audit_status(run_id), facts_from, calls_from)
         return html.run_fragment(view, session.csrf, run_console(page, session.csrf))
+
+    def earlier_html(self, session: Session, run_id: str, part: str, before: str) -> str | None:
+        """The page of facts (or tool calls) just before `before`; None: not this viewer's run."""
+        viewer = _viewer(session, self.d.policy)
+        state = self.d.states.get(run_id)
+        if shown(self.d, viewer, run_id) is None or not isinstance(state, RunState):
+            return None
+        entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+        if part == "facts":
+            return console.facts_fragment(run_id, earlier_facts(entries, viewer, int(before)))
+        return console.calls_fragment(run_id, earlier_calls(state, entries, viewer, before))
+
+    async def earlier(self, request: Request) -> Response:
+        """GET /runs/{run}/facts|calls?before=…: an older page of the run's facts or tool calls."""
+        session = self.session_of(request)
+        if session is None:
+            return self.ended(request)
+        run_id, part = request.path_params["run_id"], request.url.path.rsplit("/", 1)[1]
+        before = request.query_params.get("before", "")
+        if not before or (part == "facts" and not before.isdigit()):
+            wanted = "offset of the first fact" if part == "facts" else "id of the first tool call"
+            return HTMLResponse(f'<p role="alert">before="{escape(before)}": give the {wanted} the page shows '
+                                '(the "Show earlier" link carries it)</p>', 400)
+        fragment = await run_in_threadpool(self.earlier_html, session, run_id, part, before)
+        if fragment is None:
+            return HTMLResponse('<p id="run-missing" class="muted">No such run (or not yours to see).</p>', 404)
+        if request.headers.get("x-fragment"):
+            return HTMLResponse(fragment, headers={"Vary": "X-Fragment"})
+        noun = "facts" if part == "facts" else "tool calls"
+        body = (f'<h1>Run <a href="/runs/{escape(run_id)}">{escape(run_id)}</a>: earlier {noun}</h1>'
+                f'<div id="earlier">{fragment}</div>')
+        return HTMLResponse(html.page(f"Run {run_id}: earlier {noun}", body, session.identity.subject, session.csrf),
+                            headers={"Vary": "X-Fragment"})
 
     def audit_status(self, run_id: str) -> AuditStatus | None:
         if self.d.audit is None or self.d.facts is None:
@@ -361,11 +399,15 @@ class _Pages:
                 return Response(str(exc), 400)
             stream = _Stream((self.d.states,), self.d.keepalive_s, self.d.session_check_s, alive, 0.5)
             return stream.response(None, lambda: self.runs_html(session, query))
+        facts_from, calls_from = request.query_params.get("facts_from"), request.query_params.get("calls_from")
+        if facts_from is not None and not facts_from.isdigit():
+            return Response(f"facts_from={facts_from!r}: give an offset (the first fact the page shows)", 400)
         feeds: tuple[ViewFeed, ...] = (_feed(self.d, _viewer(session, self.d.policy)),)
         # the run page reads the State, the facts and the audit too: any of them may come last
         feeds += tuple(f for f in (self.d.states, self.d.facts, self.d.audit) if f is not None and f is not feeds[0])
         stream = _Stream(feeds, self.d.keepalive_s, self.d.session_check_s, alive)
-        return stream.response(run_id, lambda: self.run_html(session, run_id))
+        since = None if facts_from is None else int(facts_from)
+        return stream.response(run_id, lambda: self.run_html(session, run_id, since, calls_from))
 
     def command(self, build: Build) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
@@ -411,6 +453,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/login", p.login_form, methods=["GET"]), Route("/login", p.login, methods=["POST"]),
         Route("/logout", p.logout, methods=["POST"]), Route("/", p.index), Route("/stream", p.stream),
         Route("/runs/{run_id}", p.run_page), Route("/runs/{run_id}/stream", p.stream),
+        Route("/runs/{run_id}/facts", p.earlier), Route("/runs/{run_id}/calls", p.earlier),
         Route("/runs/{run_id}/approvals/{approval_id}", p.command(_resume), methods=["POST"]),
         Route("/runs/{run_id}/stop", p.command(_stop), methods=["POST"]),
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
@@ -517,8 +560,9 @@ async def _command(d: Dashboard, request: Request, session: Session | None, buil
     form = await request.form()
     if not _csrf_passed(request, session, form):
         return JSONResponse({"accepted": False, "message": "CSRF check failed: reload the page"}, 403)
-    run_id = request.path_params["run_id"]
-    state, view = d.states.get(run_id), shown(d, _viewer(session, d.policy), run_id)
+    run_id, viewer = request.path_params["run_id"], _viewer(session, d.policy)
+    # the State of a run no longer cached is read back from its topic: off the event loop
+    state, view = await run_in_threadpool(lambda: (d.states.get(run_id), shown(d, viewer, run_id)))
     if state is None or view is None:
         return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
     try:
@@ -545,27 +589,25 @@ def _issue(session: Session) -> Issue:
     return Issue(session.identity.actor(AUTH_SOURCE), f"dash-{uuid.uuid4()}", datetime.now(UTC))
 
 
-def _resume(state: RunState, session: Session, form: Any) -> CommandBase:
-    decision, approval_id = control.approval_decision(str(form.get("decision", ""))), form["approval_id"]
-    approval = state.approvals.get(approval_id)
-    if approval is None:
-        raise ControlError(f"run {state.runId} has no approval {approval_id}")
-    issue = _issue(session)
-    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision,
-                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
-    return control.resume_command(state, approval_id, decision, issue, token)
+def _decision(id_param: str, noun: str, items: Callable[[RunState], Mapping[str, Any]], digest: str,
+              build: Callable[[RunState, str, ApprovalDecision, Issue, str | None], CommandBase]) -> Build:
+    """A signed decision (approve/reject) on one of the run's approvals or memory candidates,
+    bound to its hash (`digest`: argsHash, candidateHash) and signed like an approval."""
+    def command(state: RunState, session: Session, form: Any) -> CommandBase:
+        decision, item_id = control.approval_decision(str(form.get("decision", ""))), form[id_param]
+        item = items(state).get(item_id)
+        if item is None:
+            raise ControlError(f"run {state.runId} has no {noun} {item_id}")
+        issue = _issue(session)
+        token = sign_approval(ApprovalRequest(state.runId, item_id, getattr(item, digest), decision,
+                                              session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+        return build(state, item_id, decision, issue, token)
+    return command
 
 
-def _review_memory(state: RunState, session: Session, form: Any) -> CommandBase:
-    """ReviewMemory bound to the candidate's hash, signed like an approval (the same keys)."""
-    decision, memory_id = control.approval_decision(str(form.get("decision", ""))), form["memory_id"]
-    memory = state.memories.get(memory_id)
-    if memory is None:
-        raise ControlError(f"run {state.runId} has no memory candidate {memory_id}")
-    issue = _issue(session)
-    token = sign_approval(ApprovalRequest(state.runId, memory_id, memory.candidateHash, decision,
-                                          session.identity.subject), int(issue.issued_at.timestamp() * 1000))
-    return control.review_memory_command(state, memory_id, decision, issue, token)
+_resume = _decision("approval_id", "approval", lambda s: s.approvals, "argsHash", control.resume_command)
+_review_memory = _decision("memory_id", "memory candidate", lambda s: s.memories, "candidateHash",
+                           control.review_memory_command)
 
 
 def _stop(state: RunState, session: Session, form: Any) -> CommandBase:

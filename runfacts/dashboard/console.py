@@ -1,6 +1,10 @@
 """The operator console's HTML, pure: the run page's timeline, tool-call tracks, approvals and
 meters (`runpage.RunPage`), the run list, the approvals inbox, dead letters and health.
 
+Older facts and tool calls are folded behind a "Show earlier" link (`earlier_control`): a plain
+GET of the older page's fragment (`facts_fragment`, `calls_fragment`) that the script puts in
+place of the link, and that works as a page of its own without the script.
+
 Every value goes through `html.escape` (`_e`); no inline script or handler, so the page's
 Content-Security-Policy (script-src 'self') holds; live parts are swapped by the one script.
 """
@@ -18,8 +22,11 @@ from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
     VERIFICATION_STEPS,
+    CallsPage,
     CallTracks,
+    FactsPage,
     RunPage,
+    Turn,
     relative,
     text,
 )
@@ -43,7 +50,32 @@ def _csrf(token: str) -> str:
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
     return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_audit(page)}{_meters(page)}'
-            f'{_approvals(page, csrf)}{_calls(page.calls)}{_timeline(page)}</div>')
+            f'{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+
+
+def earlier_control(run_id: str, part: str, earlier: int, before: Any) -> str:
+    """The link to the page just before `before` ('facts' or 'calls'), saying how many are folded."""
+    if earlier <= 0 or before is None:
+        return ""
+    noun = "facts" if part == "facts" else "tool calls"
+    return (f'<p class="earlier"><a class="show-earlier" data-part="{part}" href="/runs/{escape(run_id)}/{part}?'
+            f'before={escape(str(before))}">Show earlier {noun} ({earlier} more)</a></p>')
+
+
+def _folded(run_id: str, part: str, earlier: int, before: Any) -> str:
+    """The box the older pages unfold into (the script keeps it across live updates)."""
+    return (f'<div id="earlier-{part}" class="folded" data-before="{escape(str(before))}">'
+            f'{earlier_control(run_id, part, earlier, before)}</div>')
+
+
+def facts_fragment(run_id: str, page: FactsPage) -> str:
+    """A page of older facts: the link to the ones older still, then its turns."""
+    return earlier_control(run_id, "facts", page.earlier, page.before) + _turns(page.turns)
+
+
+def calls_fragment(run_id: str, page: CallsPage) -> str:
+    """A page of older tool calls: the link to the ones older still, then the calls."""
+    return earlier_control(run_id, "calls", page.earlier, page.before) + "".join(_call(c) for c in page.calls)
 
 
 def _audit(page: RunPage) -> str:
@@ -114,32 +146,40 @@ def _after(current: str, step: str, happy: Sequence[str]) -> bool:
     return current in happy and happy.index(step) > happy.index(current)
 
 
-def _calls(calls: Sequence[CallTracks]) -> str:
-    if not calls:
-        return '<h2>Tool calls</h2><p class="muted" id="no-calls">No tool calls yet.</p>'
-    out = []
-    for c in calls:
-        key = (f' · idempotency key <code class="idempotency-key">{_e(c.idempotency_key)}</code>'
-               if c.idempotency_key is not None else "")
-        out.append(
-            f'<div class="call" data-call="{escape(c.tool_call_id)}"><h3>{_e(c.tool_call_id)} · {_e(c.action)} '
+def _call(c: CallTracks) -> str:
+    key = (f' · idempotency key <code class="idempotency-key">{_e(c.idempotency_key)}</code>'
+           if c.idempotency_key is not None else "")
+    return (f'<div class="call" data-call="{escape(c.tool_call_id)}"><h3>{_e(c.tool_call_id)} · {_e(c.action)} '
             f'({_e(c.capability)})</h3><p>attempts {c.attempts} · external request '
             f'<code>{_e(c.external_request_id)}</code> · error class {_e(c.error_class)} · reconciliation '
             f'{_e(c.reconciliation)} · closed {_e(c.closed_reason)}{key}</p><div class="tracks">'
             f'{_track("execution", c.execution_steps, c.execution, EXECUTION_STEPS)}'
             f'{_track("verification", c.verification_steps, c.verification, VERIFICATION_STEPS)}</div></div>')
-    return f'<h2>Tool calls</h2><div id="calls">{"".join(out)}</div>'
+
+
+def _calls(page: RunPage) -> str:
+    if not page.calls:
+        return '<h2>Tool calls</h2><p class="muted" id="no-calls">No tool calls yet.</p>'
+    folded = _folded(page.run_id, "calls", page.earlier_calls, page.calls_before) if page.earlier_calls else ""
+    return (f'<h2>Tool calls ({page.earlier_calls + len(page.calls)})</h2><div id="calls">{folded}'
+            f'{"".join(_call(c) for c in page.calls)}</div>')
+
+
+def _turns(turns: Sequence[Turn]) -> str:
+    groups = []
+    for turn in turns:
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{_e(f.at)}</td>'
+                       f'<td>{_e(f.actor)}</td><td>{_e(f.words)}</td><td><code>{_e(f.event_id)}</code></td></tr>'
+                       for f in turn.facts)
+        groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
+    return "".join(groups)
 
 
 def _timeline(page: RunPage) -> str:
-    if not page.turns:
+    if not page.turns and not page.earlier_facts:
         return '<h2>Timeline</h2><p class="muted" id="no-facts">No facts read yet.</p>'
-    groups = []
-    for turn in page.turns:
-        rows = "".join(f'<tr data-event="{escape(f.event_type)}"><td>{_e(f.at)}</td><td>{_e(f.actor)}</td>'
-                       f'<td>{_e(f.words)}</td><td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
-        groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
-    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{"".join(groups)}</div>'
+    folded = _folded(page.run_id, "facts", page.earlier_facts, page.facts_before) if page.earlier_facts else ""
+    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{folded}{_turns(page.turns)}</div>'
 
 
 def when_or_none(at: datetime | None) -> str:

@@ -2,7 +2,9 @@
 
 Everything user-visible goes through `html.escape`. Pages load one script
 (`/static/dashboard.js`, no inline script, so the Content-Security-Policy can forbid them);
-the script swaps `#live` with each fragment the stream sends and submits command forms
+the script swaps `#live` with each fragment the stream sends (keeping the older pages of facts
+and tool calls it has unfolded: a "Show earlier" link fetches one with `X-Fragment: 1`, and the
+stream is then asked for everything from the page's first fact and call on) and submits command forms
 with fetch, showing the decider's answer in `#command-status`. Forms work without the
 script too (plain POST, redirect back).
 """
@@ -18,9 +20,19 @@ from runfacts.dashboard.runpage import text
 
 SCRIPT = """(function () {
   const live = document.getElementById('live');
-  if (live && live.dataset.stream) {
-    const source = new EventSource(live.dataset.stream);
-    source.addEventListener('view', function (e) { live.innerHTML = e.data; live.dataset.updated = Date.now(); });
+  let source = null;
+  function listen(url) {
+    if (source) source.close();
+    source = new EventSource(url);
+    source.addEventListener('view', function (e) {
+      const unfolded = Array.from(live.querySelectorAll('.folded[data-unfolded]'));
+      live.innerHTML = e.data;
+      unfolded.forEach(function (box) {  // the older pages already fetched stay in place
+        const fresh = document.getElementById(box.id);
+        if (fresh) fresh.replaceWith(box);
+      });
+      live.dataset.updated = Date.now();
+    });
     source.addEventListener('ended', function (e) {
       source.close();
       const note = document.createElement('p');
@@ -34,6 +46,42 @@ SCRIPT = """(function () {
       live.replaceChildren(note);
     });
   }
+  if (live && live.dataset.stream) listen(live.dataset.stream);
+  document.addEventListener('click', async function (ev) {
+    const link = ev.target.closest ? ev.target.closest('a.show-earlier') : null;
+    const box = link ? link.closest('.folded') : null;
+    if (!box || !live || !live.contains(box)) return;
+    ev.preventDefault();
+    let pinned = null;
+    if (source && !live.dataset.pinned) {
+      // from now on the stream renders everything from the first fact and call shown on, so
+      // nothing between an unfolded page and the live part is skipped when new facts arrive
+      source.close();
+      const pins = ['facts', 'calls'].map(function (part) {
+        const folded = document.getElementById('earlier-' + part);
+        return folded ? part + '_from=' + encodeURIComponent(folded.dataset.before) : '';
+      }).filter(Boolean);
+      const url = live.dataset.stream;
+      pinned = url + (url.indexOf('?') < 0 ? '?' : '&') + pins.join('&');
+      live.dataset.pinned = '1';
+    }
+    const id = box.id, href = link.href;
+    link.textContent = 'loading...';
+    try {
+      const resp = await fetch(href, {credentials: 'same-origin', headers: {'X-Fragment': '1'}});
+      const page = await resp.text();
+      const current = document.getElementById(id);
+      const control = current ? current.querySelector('.earlier') : null;
+      if (!resp.ok) {
+        if (control) control.textContent = 'could not load the earlier page: ' + resp.status;
+      } else if (control) {
+        control.outerHTML = page;
+        current.dataset.unfolded = '1';
+      }
+    } finally {
+      if (pinned) listen(pinned);
+    }
+  });
   function tick() {
     document.querySelectorAll('.countdown[data-expires]').forEach(function (el) {
       const left = Math.floor((Number(el.dataset.expires) - Date.now()) / 1000);

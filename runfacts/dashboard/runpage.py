@@ -2,15 +2,18 @@
 its approvals, budgets, progress and versions — as plain data for `console` to render.
 
 Input: the run's State (as the state topic carries it), its facts (events in log order, with
-offsets and times) and who looks. Personal fields (`"pii": true` in the contract) read
-`[redacted]` for every role but auditor, and free text (details, reasons) is left out, as in
-the views; the idempotency key is for
-operators (and auditors) only. Nothing here prints Python's `None`: a missing value is
+offsets and times) and who looks. A page holds the newest facts and tool calls; the older ones
+are folded behind a boundary (`earlier_facts`, `earlier_calls`: the pages the console fetches
+on demand), so a run with thousands of facts paints as fast as a short one. Personal fields
+(`"pii": true` in the contract) read `[redacted]` for every role but auditor, and free text
+(details, reasons) is left out, as in the views; the idempotency key is for operators (and
+auditors) only. Nothing here prints Python's `None`: a missing value is
 `NONE_TEXT`.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +27,8 @@ from runfacts.schemas.common import EventBase
 from runfacts.schemas.pii import MASK, redact
 
 NONE_TEXT = "—"
+FACTS_A_PAGE = 200  # the newest whole turns up to this many facts; older ones one page per request
+CALLS_A_PAGE = 20  # the newest tool calls on their tracks; older ones one page per request
 EXECUTION_STEPS = ("proposed", "authorized", "dispatching", "accepted", "completed")
 VERIFICATION_STEPS = ("not_observed", "pending", "confirmed_success")
 OPERATOR_ROLES = frozenset({"operator", "auditor"})
@@ -143,6 +148,29 @@ class RunPage:
     versions: dict[str, str] = field(default_factory=dict)
     fact_count: int = 0
     audit: AuditStatus | None = None  # None: the audit topic is not read here
+    earlier_facts: int = 0  # facts before the first one shown (folded: fetched by `facts_before`)
+    facts_before: int | None = None  # the offset of the first fact shown (None: no fact)
+    earlier_calls: int = 0  # tool calls proposed before the first one shown
+    calls_before: str | None = None  # the first tool call shown (None: no call)
+
+
+@dataclass(frozen=True)
+class FactsPage:
+    """A page of older facts: its turns, how many facts are older still and the offset to ask
+    for them by (the first fact of this page)."""
+
+    turns: tuple[Turn, ...]
+    earlier: int
+    before: int | None
+
+
+@dataclass(frozen=True)
+class CallsPage:
+    """A page of older tool calls, how many are older still and the call to ask for them by."""
+
+    calls: tuple[CallTracks, ...]
+    earlier: int
+    before: str | None
 
 
 def _shown(event: EventBase, viewer: Viewer) -> EventBase:
@@ -233,44 +261,97 @@ def _code(code: Any) -> str:
     return str(code).replace("_", " ")
 
 
-def _turn_label(event: EventBase, current: str | None) -> str | None:
-    if event.eventType == "turn.started":
-        payload: Any = event.payload
-        return f"Turn {payload.turnNumber}"
-    return current
+Span = tuple[str, int, int]  # a turn's label and the indexes [start, end) of its facts
 
 
-def timeline(entries: Sequence[Entry], viewer: Viewer) -> tuple[Turn, ...]:
-    """The facts grouped by turn, in log order (facts outside a turn in their own groups)."""
-    turns: list[Turn] = []
+def spans(entries: Sequence[Entry]) -> list[Span]:
+    """The facts' turns, in log order (facts outside a turn in their own groups): labels and
+    index ranges, without redacting or wording a fact."""
+    found: list[Span] = []
     label: str | None = None
-    facts: list[Fact] = []
-    group = "Before the first turn"
-    for entry in entries:
-        event = _shown(entry.event, viewer)
-        new_label = _turn_label(event, label)
-        if new_label != label and facts:
-            turns.append(Turn(group, tuple(facts)))
-            facts = []
+    start, group = 0, "Before the first turn"
+    for i, entry in enumerate(entries):
+        new_label = label
+        if entry.event_type == "turn.started":
+            payload: Any = entry.event.payload
+            new_label = f"Turn {payload.turnNumber}"
+        if new_label != label and i > start:
+            found.append((group, start, i))
+            start = i
         label = new_label
-        if not facts:
-            group = label or ("Between turns" if turns else "Before the first turn")
-        facts.append(Fact(entry.offset, event.occurredAt, _actor(event.payload, event.producer), event.eventId,
-                          event.eventType, words(event)))
-        if event.eventType == "turn.completed":
-            turns.append(Turn(group, tuple(facts)))
-            facts, label = [], None
-    if facts:
-        turns.append(Turn(group, tuple(facts)))
-    return tuple(turns)
+        if i == start:
+            group = label or ("Between turns" if found else "Before the first turn")
+        if entry.event_type == "turn.completed":
+            found.append((group, start, i + 1))
+            start, label = i + 1, None
+    if start < len(entries):
+        found.append((group, start, len(entries)))
+    return found
 
 
-def _steps(entries: Sequence[Entry]) -> dict[str, tuple[list[Step], list[Step]]]:
-    """Per tool call: its execution and verification steps from the facts."""
+def page_start(turns: Sequence[Span], end: int, limit: int = FACTS_A_PAGE) -> int:
+    """Where the page of facts ending before index `end` starts: the newest whole turns that fit
+    in `limit` facts; a turn that does not fit is cut (its newer part on this page) only when
+    the page would otherwise hold under half of `limit`."""
+    start = end
+    for _label, first, _last in reversed(turns):
+        if first >= end:
+            continue
+        if end - first <= limit:
+            start = first
+            continue
+        if end - start < limit // 2:
+            start = end - limit
+        break
+    return start
+
+
+def timeline(entries: Sequence[Entry], viewer: Viewer, start: int = 0, end: int | None = None,
+             turns: Sequence[Span] | None = None) -> tuple[Turn, ...]:
+    """The facts [start, end) grouped by turn, in log order; a turn cut at `start` reads
+    '… (continued)'."""
+    end = len(entries) if end is None else end
+    groups = []
+    for label, first, last in spans(entries) if turns is None else turns:
+        lo, hi = max(first, start), min(last, end)
+        if lo >= hi:
+            continue
+        facts = []
+        for entry in entries[lo:hi]:
+            event = _shown(entry.event, viewer)
+            facts.append(Fact(entry.offset, event.occurredAt, _actor(event.payload, event.producer), event.eventId,
+                              event.eventType, words(event)))
+        groups.append(Turn(label if lo == first else f"{label} (continued)", tuple(facts)))
+    return tuple(groups)
+
+
+def earlier_facts(entries: Sequence[Entry], viewer: Viewer, before: int) -> FactsPage:
+    """The page of facts just before offset `before` (a boundary a page gave out)."""
+    end = bisect_left([e.offset for e in entries], before)
+    turns = spans(entries)
+    start = page_start(turns, end)
+    return FactsPage(timeline(entries, viewer, start, end, turns), start,
+                     entries[start].offset if start < end else None)
+
+
+def earlier_calls(state: RunState, entries: Sequence[Entry], viewer: Viewer, before: str) -> CallsPage:
+    """The page of tool calls proposed just before call `before` (a boundary a page gave out);
+    an unknown call id: the newest page."""
+    ids = list(state.toolCalls)
+    end = ids.index(before) if before in ids else len(ids)
+    start = max(0, end - CALLS_A_PAGE)
+    steps = _steps(entries, ids[start:end])
+    calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[start:end])
+    return CallsPage(calls, start, ids[start] if start < end else None)
+
+
+def _steps(entries: Sequence[Entry], calls: Sequence[str]) -> dict[str, tuple[list[Step], list[Step]]]:
+    """Per tool call of `calls`: its execution and verification steps from the facts."""
     found: dict[str, tuple[list[Step], list[Step]]] = {}
+    wanted = set(calls)
     for entry in entries:
         call, kind = entry.tool_call_id, entry.event_type
-        if call is None or (kind not in _CALL_EVENTS and kind != "verification.updated"):
+        if call not in wanted or (kind not in _CALL_EVENTS and kind != "verification.updated"):
             continue
         event = entry.event
         p: Any = event.payload
@@ -322,11 +403,19 @@ def awaits_reauthorization(state: RunState, approval_id: str) -> bool:
     return approval.toolCallId in state.toolCalls
 
 
-def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None) -> RunPage:
-    """The run page's content for this viewer (who may see the run: checked by the caller)."""
+def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None,
+             facts_from: int | None = None, calls_from: str | None = None) -> RunPage:
+    """The run page's content for this viewer (who may see the run: checked by the caller): the
+    newest page of facts and of tool calls, or everything from `facts_from` (an offset) and
+    `calls_from` (a tool call) on, as a page that has unfolded older ones asks."""
     auditor = viewer.role == "auditor"
-    steps = _steps(entries)
-    calls = tuple(_tracks(c, steps.get(c.toolCallId, ([], [])), viewer) for c in state.toolCalls.values())
+    turns = spans(entries)
+    start = page_start(turns, len(entries)) if facts_from is None else bisect_left(
+        [e.offset for e in entries], facts_from)
+    ids = list(state.toolCalls)
+    first_call = ids.index(calls_from) if calls_from in ids else max(0, len(ids) - CALLS_A_PAGE)
+    steps = _steps(entries, ids[first_call:])
+    calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[first_call:])
     approvals = tuple(
         ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
                     (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
@@ -340,12 +429,13 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         run_id=state.runId, version=state.version, status=state.status, status_reason=text(state.statusReason),
         status_since=state.statusSince, tenant=state.tenant if viewer.role in OPERATOR_ROLES else None,
         goal=state.goalSummary if auditor else MASK, needs_review=state.status in REVIEW,
-        turns=timeline(entries, viewer), calls=calls, approvals=approvals, meters=meters,
+        turns=timeline(entries, viewer, start, len(entries), turns), calls=calls, approvals=approvals, meters=meters,
         progress={"verified": list(state.progress.verifiedItems), "open": list(state.progress.openItems),
                   "next": text(state.progress.nextSafeAction)},
         checkpoint=f"node {cp.node}, saved {text(cp.savedAt)}" if cp else NONE_TEXT,
         versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
-        audit=audit)
+        audit=audit, earlier_facts=start, facts_before=entries[start].offset if start < len(entries) else None,
+        earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None)
 
 
 def relative(then: datetime, now: datetime) -> str:

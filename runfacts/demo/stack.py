@@ -100,8 +100,8 @@ class DemoOptions:
     """How long the story's client waits for each answer (a loaded machine starts workers slowly)."""
     privacy_keys: str = field(default="", repr=False)
     """RUNFACTS_PII_KEYS JSON of the demo's writers (`runfacts demo` sets fresh ones; empty: off):
-    personal fields are sealed at the source (runfacts.privacy); the workers get none (they
-    never decrypt)."""
+    personal fields are sealed at the source (runfacts.privacy): the story's client and UI, and
+    the dispatcher (its reports); the decider and projector get none (they never decrypt)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
@@ -125,7 +125,7 @@ class DemoOptions:
 
     @property
     def privacy_env(self) -> dict[str, str]:
-        """RUNFACTS_PII_KEYS of the demo's writers (the story's client and UI)."""
+        """RUNFACTS_PII_KEYS of the demo's writers (the story's client and UI, the dispatcher)."""
         return {ENV_PII_KEYS: self.privacy_keys}
 
     @property
@@ -265,7 +265,7 @@ class DemoStack:
         self._spawn_worker("dispatcher", options, f"dispatcher-{self.dispatcher_starts}.log",
                            RUNFACTS_CONSUME_BATCH="1", RUNFACTS_TRANSACTION_TIMEOUT_MS="30000",
                            RUNFACTS_PAYMENT_READ_TIMEOUT_MS="3000", **self.options.source_env("dispatcher"),
-                           **(crash if crash_at else {}))
+                           **self.options.privacy_env, **(crash if crash_at else {}))
 
     def dispatcher_args_store(self) -> str:
         """The argument store the dispatcher reads (the harness's SQLite file)."""

@@ -76,11 +76,17 @@ def reveal_dict(values: dict[str, Any], schema: str, view: KeyView) -> dict[str,
     return out
 
 
+COPIED_AS = {"message": "detail"}
+"""Fields the decider copies under another name: `tool.call.report_failed`'s `message` becomes
+`tool.call.failed`'s `detail`, so both bind to `detail`."""
+
+
 def field_name(path: str) -> str:
     """What a sealed value is bound to: its field's name (`payload.goalSummary` -> `goalSummary`),
     so the decider's copies (command -> event -> state) stay readable and a move to another field
-    does not."""
-    return path.rsplit(".", 1)[-1].removesuffix("[]")
+    does not (`COPIED_AS` names the one copy under another name)."""
+    name = path.rsplit(".", 1)[-1].removesuffix("[]")
+    return COPIED_AS.get(name, name)
 
 
 def _copy(values: Any) -> Any:

@@ -128,9 +128,10 @@ class KeyTable:
 class KeyStore(KeyTable):
     """The key table bound to the keys topic: read to its end on open, written through."""
 
-    def __init__(self, kafka: KafkaSettings, topic: str, keys: PrivacyKeys, timeout_s: float = 30.0) -> None:
+    def __init__(self, kafka: KafkaSettings, topic: str, keys: PrivacyKeys, timeout_s: float = 30.0,
+                 miss_refresh_s: float = 1.0) -> None:
         super().__init__(keys, self._produce)
-        self.kafka, self.topic, self.timeout_s = kafka, topic, timeout_s
+        self.kafka, self.topic, self.timeout_s, self.miss_refresh_s = kafka, topic, timeout_s, miss_refresh_s
         self._producer: Producer | None = None
         self._loaded_at = 0.0
         self.refresh()
@@ -147,6 +148,15 @@ class KeyStore(KeyTable):
             if record.key is not None:
                 self.apply(record.key, record.value)
         self._loaded_at = time.monotonic()
+
+    def data_key(self, ref: str) -> tuple[str, bytes]:
+        """As `KeyTable.data_key`; a subject this copy has never seen is first looked up in the
+        topic again (another writer, e.g. the client that created the run, may have added its
+        key since), at most once per `miss_refresh_s`, so a new subject does not get a second key."""
+        if (ref not in self._active and time.monotonic() - self._loaded_at > self.miss_refresh_s
+                and not any(r.ref == ref for r in list(self.records.values()))):
+            self.refresh()
+        return super().data_key(ref)
 
     def view_fresh(self, max_age_s: float = 5.0) -> KeyView:
         """`view()` after a refresh when the copy is older than `max_age_s` (long-lived readers)."""
@@ -173,7 +183,8 @@ class KeyStore(KeyTable):
 class Protector:
     """What a writer applies to each command before it is encoded and signed (`fields.protect`).
 
-    The data subject of a run's free text is its user: learned from the `run.create` this
+    The data subject of a run's free text is its user: `subject` when the writer knows it (the
+    dispatcher passes the run's `userId` pseudonym), else learned from the `run.create` this
     writer protected (bounded memory), else the command's actor.
     """
 
@@ -181,8 +192,10 @@ class Protector:
         self.table, self.remember = table, remember
         self._runs: dict[str, str] = {}
 
-    def __call__(self, command: M) -> M:
-        protected = protect(command, self.table, random_nonce, self._runs.get(getattr(command, "runId", "")))
+    def __call__(self, command: M, subject: str | None = None) -> M:
+        """`command` protected; its free text sealed for `subject` (a pseudonym or an id) when given."""
+        subject = subject or self._runs.get(getattr(command, "runId", ""))
+        protected = protect(command, self.table, random_nonce, subject)
         if getattr(protected, "commandType", None) == "run.create":
             if len(self._runs) >= self.remember:
                 self._runs.pop(next(iter(self._runs)))

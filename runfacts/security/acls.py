@@ -8,7 +8,7 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 |              |                            | decider.versions, metrics      |                             |
 | projector    | events                     | audit, eval.trajectory,        | `<prefix>-projector*` (and   |
 |              |                            | memory, dlq, metrics           | `-projector-memory`)        |
-| dispatcher   | events                     | commands, dlq, metrics         | `<prefix>-dispatcher*`       |
+| dispatcher   | events, keys               | commands, dlq, metrics, keys   | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events,  | commands, dlq (redrive         | group `<prefix>-dashboard*`, |
 |              | audit, dlq, metrics        | markers)                       | txn `runfacts-dlq-redrive-<dlq>` |
@@ -108,7 +108,8 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
         # memory: the projector's memory app
         engine("projector", (n.events,), (n.audit, n.trajectory, n.memory, n.dlq, n.metrics)),
-        engine("dispatcher", (n.events,), (n.commands, n.dlq, n.metrics)),
+        # (n.keys: it seals the personal fields of its reports, runfacts.privacy)
+        engine("dispatcher", (n.events, n.keys), (n.commands, n.dlq, n.metrics, n.keys)),
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)

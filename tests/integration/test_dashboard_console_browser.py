@@ -295,3 +295,38 @@ def test_memory_reviewer_confirms_a_candidate_from_the_memory_page_and_it_goes_w
         reviewed = dep.state(run)
         assert reviewed is not None and reviewed.memories[memory].status == "confirmed"
         assert reviewed.memories[memory].decidedBy == "rita"
+
+
+def test_a_long_run_shows_its_newest_facts_unfolds_every_older_one_and_still_updates_live(console):
+    dep, base, runs = console
+    run, now = f"run-long-{uuid.uuid4().hex[:8]}", datetime.now(UTC)
+    turns = [command(cls, AGENT, run=run, turnId=f"{run}-t{n}", at=now)
+             for n in range(1, 221) for cls in (cmd.StartTurn, cmd.CompleteTurn)]
+    dep.send(create(run=run, at=now, tenant="acme"), *turns)  # 442 facts: three pages
+    dep.wait_state(run, lambda s: s.turnCount == 220 and s.activeTurnId is None)
+    with browser_page() as page:
+        login(page, base, "olga", password("olga"))
+        page.goto(f"{base}/runs/{run}")
+        page.locator("h2:has-text('Timeline (442 facts)')").wait_for(timeout=30_000)
+        rows = page.locator("#timeline tr[data-offset]")
+        assert rows.count() == 200 and page.locator("#timeline h3:text-is('Turn 1')").count() == 0
+        page.evaluate("document.getElementById('live').dataset.marker = 'same-page'")
+
+        for _ in range(5):  # 242 facts folded: two older pages
+            more = page.locator("#earlier-facts a.show-earlier")
+            if more.count() == 0:
+                break
+            shown = rows.count()
+            more.click()
+            rows.nth(shown).wait_for(timeout=15_000)  # the older page is in (no eval under the CSP)
+        offsets = [int(o) for o in page.eval_on_selector_all("#timeline tr[data-offset]",
+                                                             "rows => rows.map(r => r.dataset.offset)")]
+        assert len(offsets) == 442 and offsets == sorted(set(offsets))  # every fact once, in log order
+        assert page.locator("#timeline h3:text-is('Before the first turn')").count() == 1
+        screenshot(page, "run-page-long-unfolded")
+
+        dep.send(command(cmd.StartTurn, AGENT, run=run, turnId=f"{run}-t221", at=datetime.now(UTC)))
+        page.locator("#timeline h3:text-is('Turn 221')").wait_for(timeout=30_000)  # over SSE, no reload
+        assert page.locator("#timeline h3:text-is('Turn 1')").count() == 1  # the unfolded pages stay
+        assert rows.count() == 443 and page.locator("h2:has-text('Timeline (443 facts)')").count() == 1
+        assert page.evaluate("document.getElementById('live').dataset.marker") == "same-page"

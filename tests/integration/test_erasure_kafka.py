@@ -1,17 +1,25 @@
 """Right to erasure on the immutable log (issue 23), on the real broker with the real processes.
 
-The refund demo plays with personal fields sealed at the source; then the customer is erased
-with `runfacts erase subject` (operator, through the run decider). Asserted: the demo's checks
-hold with encryption on; no personal value the client wrote is in clear in any topic; the
-erasure is a `subject.erased` fact without the subject's id; `audit verify` still passes; the
-events topic's stored bytes and the audit replay of the demo's runs are byte-identical before
-and after; and afterwards no sealed value of the customer opens with the remaining keys.
+The refund demo plays with personal fields sealed at the source (the client, the UI and the
+dispatcher's reports: the refund's result, `lastError` of the lost response); then the customer
+is erased with `runfacts erase subject` (operator, through the run decider). Asserted: the
+demo's checks hold with encryption on; no personal value any writer wrote is in clear in any
+topic (events, commands, state, views, changelogs, dlq); the agent's `call.result()` is the
+refund before the erasure and `[erased]` after; the erasure is a `subject.erased` fact without
+the subject's id; an erasure killed between its fact and its tombstones shows in `erase status`
+and is finished by running `erase subject` again, without a second fact; `audit verify` still
+passes; the events topic's stored bytes and the audit replay of the demo's runs are
+byte-identical before and after; and afterwards no sealed value of the customer opens with the
+remaining keys.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,6 +36,8 @@ from scan_support import records, scan
 from typer.testing import CliRunner
 
 from runfacts.cli import app
+from runfacts.client import Runfacts, ToolCall
+from runfacts.crashpoints import arm
 from runfacts.demo.run import DemoOptions, DemoResult, run_demo
 from runfacts.demo.stack import DemoStack
 from runfacts.logread import read_to_end
@@ -87,16 +97,14 @@ def _at(stored: list[tuple[int, int, bytes | None]]) -> dict[tuple[int, int], by
     return {(p, o): v for p, o, v in stored}
 
 
-def _client_plaintexts(options: DemoOptions, store: KeyStore) -> set[str]:
-    """Every personal value the client and UI wrote (revealed from the commands topic), minus
-    values that also appear in fields not marked personal (service identities: `agent-harness`
-    is also an authSource)."""
-    names, found, public = TopicNames(options.prefix), set(), set()
+def _written_plaintexts(options: DemoOptions, store: KeyStore) -> tuple[set[str], set[str]]:
+    """Every personal value the client, the UI and the dispatcher wrote (revealed from the
+    commands topic), minus values that also appear in fields not marked personal (service
+    identities: `agent-harness` is also an authSource); and the dispatcher's among them."""
+    names, found, public, reports = TopicNames(options.prefix), set(), set(), set()
     view = store.view()
     for _p, _o, value in _stored(options, names.commands):
         command = codec.decode(value)
-        if command.actor.authSource == "dispatcher":  # the dispatcher's reports are not sealed (docs/security.md)
-            continue
         shown = reveal_dict(command.model_dump(mode="json"), command.commandType, view)
         raw = command.model_dump(mode="json")
         public |= public_leaves(redact(command).model_dump(mode="json"))
@@ -105,7 +113,9 @@ def _client_plaintexts(options: DemoOptions, store: KeyStore) -> set[str]:
                 if isinstance(plain, str) and len(plain) >= 4:
                     assert is_protected(stored), (command.commandType, path, stored)
                     found.add(plain)
-    return found - public
+                    if command.actor.authSource == "dispatcher" and path.startswith("payload."):
+                        reports.add(plain)
+    return found - public, reports - public
 
 
 def _leaves(values: Any, path: str) -> list[Any]:
@@ -147,17 +157,47 @@ def _revealed_timeline(options: DemoOptions, tmp_path: Path, run_id: str, user: 
     return CliRunner().invoke(app, ["events", run_id, "--reveal", "--json"], env=_env(options, tmp_path, user, token))
 
 
-def _erase(options: DemoOptions, tmp_path: Path) -> Any:
+def _agent_result(options: DemoOptions, tmp_path: Path, run_id: str) -> Any:
+    """What the agent's `call.result()` returns for the refund (a client with the privacy keys)."""
+    rf = Runfacts.connect(kafka=options.kafka, prefix=options.prefix, args_store=tmp_path / "agent-args.db",
+                          privacy_env={"RUNFACTS_PII_KEYS": options.privacy_keys})
+    try:
+        return ToolCall(rf.run(run_id), "call-order-001", "payments.refund", "", None).result(timeout=30)
+    finally:
+        rf.close()
+
+
+ERASE = ["erase", "subject", "--subject", CUSTOMER, "--request", "ticket-erase-1", "--timeout", "60"]
+
+
+def _killed_erasure(options: DemoOptions, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`runfacts erase subject` as a process, killed (SIGKILL) after the fact, before the tombstones."""
+    env = {**_env(options, tmp_path, "olga", TOKENS["olga"]), **arm("erase.after_fact_before_tombstones")}
+    return subprocess.run([sys.executable, "-m", "runfacts.cli", *ERASE], env={**_os_env(), **env},
+                          capture_output=True, text=True, timeout=180)
+
+
+def _os_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("RUNFACTS_")}
+
+
+def _erase(options: DemoOptions, tmp_path: Path) -> tuple[Any, list[Any]]:
+    """The erasure, interrupted once: killed after its fact, `erase status`, `erase resume`, then the
+    erasure run again (finds its fact, nothing left to tombstone)."""
     env = _env(options, tmp_path, "olga", TOKENS["olga"])
     stack = DemoStack(options)  # the demo stopped its processes: the same decider again (its state, its offsets)
     stack.start()
     try:
-        result = CliRunner().invoke(app, ["erase", "subject", "--subject", CUSTOMER, "--request", "ticket-erase-1",
-                                          "--timeout", "60"], env=env)
+        killed = _killed_erasure(options, tmp_path)
+        assert killed.returncode == -9, (killed.returncode, killed.stdout, killed.stderr)
+        status = CliRunner().invoke(app, ["erase", "status"], env=env)
+        resumed = CliRunner().invoke(app, ["erase", "resume"], env=env)
+        after = CliRunner().invoke(app, ["erase", "status"], env=env)
+        result = CliRunner().invoke(app, ERASE, env=env)
         deadline = time.monotonic() + 180  # the projector audits the erasure fact too
         while result.exit_code == 0 and _verify(options).findings and time.monotonic() < deadline:
             time.sleep(0.5)
-        return result
+        return result, [status, resumed, after]
     finally:
         stack.stop()
 
@@ -170,15 +210,19 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     ref = subject_ref(CUSTOMER, keys)
     store = KeyStore(options.kafka, names.keys, keys)
 
-    # 1. sealed at the source: no personal value the client wrote is in clear in any topic
-    plain = _client_plaintexts(options, store)
+    # 1. sealed at the source: no personal value the client, UI or dispatcher wrote is in clear in any topic
+    plain, reports = _written_plaintexts(options, store)
     assert CUSTOMER in plain and "alice" in plain and any("order-001" in v for v in plain), plain
+    refund = played.result.refund.facts["result"]  # what the story's agent got from call.result()
+    assert any(v.startswith("{") and json.loads(v) == refund for v in reports), reports  # the tool's result
+    assert len(reports) >= 2, reports  # and the lost response's lastError
     written = {topic: records(options.kafka, topic) for topic in _topics(options)}
     needles = {v: v.encode() for v in plain}
     assert [f for topic, messages in written.items() for f in scan(topic, messages, needles)] == []
     assert written[names.keys]  # the keys topic was scanned, and holds the (wrapped) keys
 
     run_id = played.result.refund.run_id
+    assert _agent_result(options, tmp_path, run_id) == refund  # the agent reads the sealed result back
     shown = _revealed_timeline(options, tmp_path, run_id)  # the CLI reader, through the one reveal
     assert shown.exit_code == 0 and CUSTOMER in shown.output and "[erased]" not in shown.output, shown.output
     refused = _revealed_timeline(options, tmp_path, run_id, user="olga")
@@ -188,10 +232,15 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     audit_before = _audit_rows(options, tmp_path / "before")
     assert _verify(options).findings == []
 
-    # 2. the erasure: an audited fact, then the tombstones
-    result = _erase(options, tmp_path)
-    assert result.exit_code == 0, result.output
-    assert "tombstoned" in result.output
+    # 2. the erasure: an audited fact, then the tombstones (killed between the two once, then resumed)
+    result, (status, resumed, after_status) = _erase(options, tmp_path)
+    assert status.exit_code == 1 and f"subject {ref}: erasure recorded" in status.output, status.output
+    assert resumed.exit_code == 0, resumed.output
+    assert f"subject {ref}: " in resumed.output and "1 unfinished erasure(s) finished" in resumed.output
+    assert " 0 data key(s) tombstoned" not in resumed.output, resumed.output  # resume did the tombstoning
+    assert after_status.exit_code == 0 and "every recorded erasure is finished" in after_status.output
+    assert result.exit_code == 0, result.output  # run again: finds its fact, sends no second one
+    assert "erasure already recorded" in result.output and "0 data key(s) tombstoned" in result.output, result.output
     events_after = _at(_stored(options, names.events))
     before = _at(events_before)
     facts = [codec.decode(v) for at, v in events_after.items() if at not in before]
@@ -209,10 +258,11 @@ def test_erasure_keeps_the_log_and_audit_and_leaves_nothing_readable_when_the_cu
     # 4. nothing of the customer is readable with the keys that remain (a fresh reader of the topic)
     after = KeyStore(options.kafka, names.keys, keys).view()
     assert all(r != ref for r, _d in after.secrets) and ref not in after.names
-    refund = next(codec.decode(v) for _p, _o, v in _stored(options, names.events)
-                  if codec.decode_envelope(v).eventType == "run.created")
-    shown = reveal_dict(refund.model_dump(mode="json"), "run.created", after)
+    created = next(codec.decode(v) for _p, _o, v in _stored(options, names.events)
+                   if codec.decode_envelope(v).eventType == "run.created")
+    shown = reveal_dict(created.model_dump(mode="json"), "run.created", after)
     assert (shown["payload"]["userId"], shown["payload"]["goalSummary"]) == (ERASED, ERASED)
     assert shown["payload"]["actor"]["subjectId"] not in (ERASED,)  # the agent (another subject) is not erased
     timeline = _revealed_timeline(options, tmp_path, run_id)
     assert timeline.exit_code == 0 and "[erased]" in timeline.output and CUSTOMER not in timeline.output
+    assert _agent_result(options, tmp_path, run_id) == ERASED  # the agent's result is gone too

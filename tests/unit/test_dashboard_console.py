@@ -16,7 +16,15 @@ from runfacts.dashboard.app import Dashboard, create_app
 from runfacts.dashboard.console import inbox_table, run_console, runs_table
 from runfacts.dashboard.feed import FactsFeed, FeedSettings, StateFeed, ViewFeed, decode_view
 from runfacts.dashboard.runlist import ListQuery, inbox, row_of, run_list
-from runfacts.dashboard.runpage import relative, run_page
+from runfacts.dashboard.runpage import (
+    CALLS_A_PAGE,
+    FACTS_A_PAGE,
+    RunPage,
+    earlier_calls,
+    earlier_facts,
+    relative,
+    run_page,
+)
 from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
 from runfacts.ops.client import CommandClient
 from runfacts.ops.views import Viewer
@@ -58,6 +66,7 @@ def client(tmp_path: Path, stories: dict[str, Scenario]):
     users = write_users(tmp_path / "users.toml")
     with users.open("a") as f:
         f.write(f'[users.sam]\nroles = ["supervisor"]\npassword = "{hash_secret("sam-pw-1")}"\n')
+        f.write(f'[users.audrey]\nroles = ["auditor"]\npassword = "{hash_secret("audrey-pw-1")}"\n')
     kafka = KafkaSettings(bootstrap_servers="127.0.0.1:1")
     d = Dashboard(views, states, load_users(users), SessionSigner(b"s" * 32), CommandClient(kafka, names),
                   policy=reauthorizing_policy(tmp_path / "policy.toml"), facts=facts)
@@ -293,3 +302,120 @@ def test_audit_chain_does_not_verify_when_an_event_or_a_record_was_altered(stori
     assert not event_changed.verified
     assert "record 6" in event_changed.problem and "event altered" in event_changed.problem
     assert not record_missing.verified and "sequence 6 where 5 was due" in record_missing.problem
+
+
+OLGA = Viewer("olga", ("operator",))
+
+
+def _long_log(stories, turns: int, before_first: int = 0) -> list:
+    """The refund story with its turn told `turns` times (turn numbers 1..turns) and
+    `before_first` more facts before the first turn: as entries at offsets 7, 9, 11, …"""
+    from runfacts.client.outcomes import Entry
+
+    log = stories[REFUND].log
+    head, turn, tail = log[:2], log[2:19], log[19:]
+    padding = [log[11].model_copy(update={"eventId": f"pad-{i}"}) for i in range(before_first)]  # budget.debited
+    told = []
+    for n in range(1, turns + 1):
+        for e in turn:
+            numbered = ({"payload": e.payload.model_copy(update={"turnNumber": n})}
+                        if e.eventType in ("turn.started", "turn.completed") else {})
+            told.append(e.model_copy(update={"eventId": f"{e.eventId}-t{n}", **numbered}))
+    return [Entry(7 + 2 * i, e) for i, e in enumerate(head + padding + told + tail)]
+
+
+def _pages(state, entries, viewer=OLGA) -> list[list]:
+    """Every page of facts, newest first, as the console unfolds them: the run page, then each
+    older page by the boundary the previous one gave out."""
+    page = run_page(state, entries, viewer)
+    pages, earlier, before = [[t for t in page.turns]], page.earlier_facts, page.facts_before
+    while earlier:
+        older = earlier_facts(entries, viewer, before)
+        assert older.turns, f"an empty page before offset {before} with {earlier} facts still folded"
+        pages.append(list(older.turns))
+        earlier, before = older.earlier, older.before
+    return pages
+
+
+def test_pages_of_facts_hold_whole_turns_and_every_fact_exactly_once(stories):
+    entries = _long_log(stories, turns=40)  # 685 facts in turns of 17
+
+    pages = _pages(stories[REFUND].s, entries)
+
+    offsets = [f.offset for page in reversed(pages) for turn in page for f in turn.facts]
+    assert offsets == [e.offset for e in entries]  # none missing, none twice, in log order
+    assert all(0 < sum(len(t.facts) for t in page) <= FACTS_A_PAGE for page in pages)
+    labels = [t.label for page in pages for t in page]
+    assert not any("continued" in label for label in labels)  # turns of 17 fit: never cut
+    assert labels.count("Turn 40") == 1 and labels.count("Turn 1") == 1
+    assert all(turn.facts[0].event_type == "turn.started" for page in pages for turn in page
+               if turn.label.startswith("Turn"))
+
+
+def test_a_turn_longer_than_a_page_is_cut_and_its_newer_part_says_continued(stories):
+    entries = _long_log(stories, turns=1, before_first=450)  # 452 facts before the first turn
+
+    pages = _pages(stories[REFUND].s, entries)
+
+    offsets = [f.offset for page in reversed(pages) for turn in page for f in turn.facts]
+    assert offsets == [e.offset for e in entries]
+    assert [[(t.label, len(t.facts)) for t in page] for page in pages] == [
+        # 20 facts would be under half a page: the long group is cut to fill it
+        [("Before the first turn (continued)", FACTS_A_PAGE - 20), ("Turn 1", 17), ("Between turns", 3)],
+        [("Before the first turn (continued)", FACTS_A_PAGE)],
+        [("Before the first turn", 452 - FACTS_A_PAGE - (FACTS_A_PAGE - 20))]]
+
+
+def test_run_page_from_a_boundary_shows_every_fact_from_there_on_as_the_pinned_stream_asks(stories):
+    entries = _long_log(stories, turns=40)
+    first = run_page(stories[REFUND].s, entries, OLGA)
+
+    grown = run_page(stories[REFUND].s, entries, OLGA, facts_from=first.facts_before)  # later: same boundary
+
+    assert [f.offset for t in grown.turns for f in t.facts] == [e.offset for e in entries
+                                                                  if e.offset >= first.facts_before]
+    assert grown.earlier_facts == first.earlier_facts and grown.facts_before == first.facts_before
+
+
+def _many_calls(state, count: int):
+    call = state.toolCalls["tool-call-031"]
+    calls = {f"call-{i:03d}": call.model_copy(update={"toolCallId": f"call-{i:03d}"}) for i in range(count)}
+    return state.model_copy(update={"toolCalls": calls})
+
+
+def test_pages_of_tool_calls_show_the_newest_and_every_older_call_exactly_once(stories):
+    state = _many_calls(stories[REFUND].s, 3 * CALLS_A_PAGE + 5)
+
+    page: RunPage = run_page(state, [], OLGA)
+    seen, earlier, before = [[c.tool_call_id for c in page.calls]], page.earlier_calls, page.calls_before
+    while earlier:
+        older = earlier_calls(state, [], OLGA, before)
+        seen.insert(0, [c.tool_call_id for c in older.calls])
+        earlier, before = older.earlier, older.before
+
+    assert len(seen[-1]) == CALLS_A_PAGE and seen[-1][-1] == "call-064"
+    assert [c for part in seen for c in part] == list(state.toolCalls)
+    html = run_console(page, "tok")
+    assert 'href="/runs/run-refund-1/calls?before=call-045"' in html and "(45 more)" in html
+
+
+def test_older_pages_are_fragments_redacted_by_role_and_pages_without_the_script(client):
+    seen = {}
+    for user in ("olga", "alice", "audrey"):
+        _login(client, user)
+        facts = client.get(f"/runs/{REFUND}/facts?before=100000", headers={"X-Fragment": "1"})
+        calls = client.get(f"/runs/{REFUND}/calls?before=none", headers={"X-Fragment": "1"})
+        assert facts.status_code == calls.status_code == 200, (user, facts.text, calls.text)
+        assert facts.text.startswith('<section class="turn">') and "<html" not in facts.text
+        seen[user] = (facts.text, calls.text)
+
+    assert "customer-42" in seen["audrey"][0]  # auditors read personal fields
+    for user in ("olga", "alice"):
+        assert "customer-42" not in seen[user][0] and "[redacted]" in seen[user][0], user
+    assert 'class="idempotency-key"' in seen["olga"][1] and 'class="idempotency-key"' not in seen["alice"][1]
+    plain = client.get(f"/runs/{REFUND}/facts?before=100000")  # a link followed without the script
+    assert plain.text.startswith("<!doctype html>") and "earlier facts" in plain.text
+    assert client.get(f"/runs/{REFUND}/facts?before=soon").status_code == 400
+    assert client.get("/runs/run-nobody/facts?before=9").status_code == 404
+    _login(client, "eve")  # a user who owns no such run
+    assert client.get(f"/runs/{REFUND}/facts?before=100000").status_code == 404

@@ -17,6 +17,7 @@ from runfacts.dev.crash.workload import Input, refund_story, valid
 from runfacts.processors.decider.app import InputLimits
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
+from runfacts.schemas.models import new_command, payload_class
 from runfacts.workers import input_limits
 
 LIMITS = InputLimits()
@@ -35,6 +36,19 @@ def _headers(probe: Probe) -> dict[str, str]:
 def _with_refs(probe: Probe, refs: tuple[str, ...]) -> cmd.RecordReasoning:
     base = probe.commands.reasoning("r1")
     return base.model_copy(update={"payload": base.payload.model_copy(update={"evidenceRefs": refs})})
+
+
+def test_report_is_decided_when_its_result_is_longer_than_max_text_chars() -> None:
+    payload = payload_class(cmd.ReportToolCompleted)(toolCallId="c1", attempt=1, externalRequestId="e1",
+                                                     resultRef="r1", resultHash="h",
+                                                     result="x" * (LIMITS.max_text_chars * 5))
+    completed = new_command(cmd.ReportToolCompleted, commandId="c", runId="r1", actor=TIMER_ACTOR, issuedAt=T0,
+                            correlationId="r1", payload=payload)
+    assert LIMITS.check(completed) is None  # a sealed 16 KiB result is ~22 KiB: the record limit bounds it
+    long_ref = completed.model_copy(update={"payload": payload.model_copy(
+        update={"resultRef": "r" * (LIMITS.max_text_chars + 1)})})
+    assert LIMITS.check(long_ref) == (f"field payload.resultRef has {LIMITS.max_text_chars + 1} characters "
+                                      f"(limit {LIMITS.max_text_chars})")
 
 
 def test_command_is_dead_lettered_when_record_exceeds_max_record_bytes() -> None:
