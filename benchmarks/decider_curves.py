@@ -6,10 +6,11 @@ CSV to .runfacts/bench-results/ and a PNG to docs/figures/.
 Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/decider_curves.py MODE ...
 
   load  [--loads 0.1,0.3,0.5,0.7,0.9] [--runs 300] [--age 256] [--seconds 15] [--capacity N]
+        [--ramp-start 250] [--rounds 1] [--commit-interval-ms N]
         the sustained capacity (view_latency_bench's ramp, or --capacity), then a steady stream
         at each share of it: command -> committed user view p50/p99, and the worker's CPU-µs
         per command (a fixed per-transaction cost shows as a line falling with load).
-  age   [--ages 0,64,256,1024,4096] [--runs 30] [--rate 200] [--seconds 15]
+  age   [--ages 0,64,256,1024,4096] [--runs 30] [--rate 200] [--seconds 15] [--rounds 1]
         for each age a fresh worker whose runs have had that many commands each, then a steady
         stream at --rate (well below capacity at every age): CPU-µs per command and latency.
         The state compaction keeps a run's state size flat past the dedupe window; this shows
@@ -28,13 +29,14 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import statistics
 import subprocess
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,6 +82,9 @@ class Point:
     commit_p99_ms: float  # commit + read_committed fetch
     rss_mb: float = 0.0
     disk_bytes_per_run: float = 0.0
+    anon_mb: float = 0.0  # rss mode: anonymous memory (heaps) of the RSS
+    file_mb: float = 0.0  # rss mode: file-backed (mapped code and libraries)
+    round: int = 0
 
 
 @dataclass
@@ -150,9 +155,12 @@ def load_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
         _age_runs(b.producer, b.names, runs, b.watcher, args.age)
         capacity = args.capacity
         if not capacity:
-            ramp_args = argparse.Namespace(ramp_start=250, ramp_factor=1.5, ramp_max=50_000, step_seconds=5,
-                                           max_lag_ms=250)
+            ramp_args = argparse.Namespace(ramp_start=args.ramp_start, ramp_factor=1.5, ramp_max=50_000,
+                                           step_seconds=5, max_lag_ms=250)
             capacity, _ = ramp(b.producer, b.names, runs, b.watcher, ramp_args)
+            if not capacity:
+                raise SystemExit(f"the decider fell behind already at {args.ramp_start:,.0f} commands/s: "
+                                 "lower --ramp-start (or give --capacity)")
         print(f"sustained capacity {capacity:,.0f} commands/s ({args.runs} runs aged {args.age})", flush=True)
         for share in args.loads:
             points.append(steady(b, runs, capacity * share, args.seconds, share))
@@ -190,6 +198,17 @@ def _rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def _smaps_mb(pid: int) -> dict[str, float]:
+    """Where the RSS is (smaps_rollup): anonymous (heaps: Python objects, RocksDB, librdkafka's
+    queues) vs file-backed (the mapped interpreter, extension modules and shared libraries)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        if rest.strip().endswith("kB"):
+            fields[name] = int(rest.split()[0]) / 1024
+    return {"anon_mb": fields.get("Anonymous", 0.0), "file_mb": fields.get("Rss", 0.0) - fields.get("Anonymous", 0.0)}
+
+
 def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -199,6 +218,10 @@ def rss_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
     with bench(kafka, watch=False) as b:
         group = f"{b.names.prefix}-run-decider"
         created = 0
+        time.sleep(args.idle_seconds)  # started, joined, idle: the imports and the bounds' floor
+        points.append(_rss_point(b, 0, 0, 0, 0))
+        print(f"  idle, no runs: RSS {points[0].rss_mb:,.0f} MB (anonymous {points[0].anon_mb:,.0f}, "
+              f"file-backed {points[0].file_mb:,.0f})", flush=True)
         for count in args.counts:
             t0, cpu0 = time.perf_counter(), cpu_seconds(b.worker.pid)
             while created < count:
@@ -220,15 +243,20 @@ def rss_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
                 time.sleep(1)
             time.sleep(2)  # the last commit's store writes
             cpu = cpu_seconds(b.worker.pid) - cpu0
-            added = count - (points[-1].x if points else 0)
-            point = Point(x=count, rate=added / (time.perf_counter() - t0), commands=int(added),
-                          cpu_us_per_command=cpu / added * 1e6, busy=0, p50_ms=0, p99_ms=0, wait_p99_ms=0,
-                          commit_p99_ms=0, rss_mb=_rss_mb(b.worker.pid),
-                          disk_bytes_per_run=_disk_bytes(b.state_dir) / count)
-            print(f"  {count:,} runs: RSS {point.rss_mb:,.0f} MB, state dir {point.disk_bytes_per_run:,.0f} "
-                  f"bytes/run, CreateRun {point.cpu_us_per_command:,.0f} CPU-µs each", flush=True)
+            added = count - points[-1].x
+            point = _rss_point(b, count, added, added / (time.perf_counter() - t0), cpu / added * 1e6)
+            print(f"  {count:,} runs: RSS {point.rss_mb:,.0f} MB (anonymous {point.anon_mb:,.0f}, file-backed "
+                  f"{point.file_mb:,.0f}), state dir {point.disk_bytes_per_run:,.0f} bytes/run, CreateRun "
+                  f"{point.cpu_us_per_command:,.0f} CPU-µs each ({point.rate:,.0f}/s)", flush=True)
             points.append(point)
     return points
+
+
+def _rss_point(b: Bench, count: int, added: float, rate: float, cpu_us: float) -> Point:
+    return Point(x=count, rate=rate, commands=int(added), cpu_us_per_command=cpu_us, busy=0, p50_ms=0, p99_ms=0,
+                 wait_p99_ms=0, commit_p99_ms=0, rss_mb=_rss_mb(b.worker.pid),
+                 disk_bytes_per_run=_disk_bytes(b.state_dir) / count if count else 0.0,
+                 **_smaps_mb(b.worker.pid))
 
 
 def write(mode: str, points: list[Point], args: argparse.Namespace) -> tuple[Path, Path]:
@@ -256,27 +284,37 @@ def plot(mode: str, points: list[Point], path: Path, caption: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [p.x for p in points]
+    xs = sorted({p.x for p in points})
+    med = {x: summary([p for p in points if p.x == x]) for x in xs}
     fig, left = plt.subplots(figsize=(7, 4), dpi=110)
     if mode == "rss":
         left.plot(xs, [p.rss_mb for p in points], "o-", label="worker RSS (MB)")
+        left.plot(xs, [p.anon_mb for p in points], ".:", label="of it anonymous (heaps)")
         left.axhline(300, color="grey", linestyle=":", label="bar: 300 MB at 1M runs")
         left.set_xlabel("runs in the decider's state")
         left.set_ylabel("MB")
         right = left.twinx()
-        right.plot(xs, [p.disk_bytes_per_run for p in points], "s--", color="tab:green", label="disk bytes/run")
+        right.plot([x for x in xs if x], [p.disk_bytes_per_run for p in points if p.x], "s--", color="tab:green",
+                   label="disk bytes/run")
         right.set_ylabel("state dir bytes per run")
     else:
-        left.plot(xs, [p.p50_ms for p in points], "o-", label="view p50 (ms)")
-        left.plot(xs, [p.p99_ms for p in points], "o-", label="view p99 (ms)")
+        rounds = len({p.round for p in points})
+        for field, label in (("p50_ms", "view p50 (ms)"), ("p99_ms", "view p99 (ms)")):
+            mids = [med[x][field][0] for x in xs]
+            spread = [[m - med[x][field][1] for m, x in zip(mids, xs, strict=True)],
+                      [med[x][field][2] - m for m, x in zip(mids, xs, strict=True)]]
+            left.errorbar(xs, mids, yerr=spread, fmt="o-", capsize=3, label=label)
         if mode == "load":
             left.axhline(150, color="grey", linestyle=":", label="bar: p99 150 ms at 70%")
-        left.set_ylabel("command -> committed view, ms")
+        left.set_ylabel(f"view latency, ms (median, range of {rounds})")
         left.set_xlabel("share of sustained capacity" if mode == "load" else "commands the run had before")
         if mode == "age":
             left.set_xscale("symlog", linthresh=64)
         right = left.twinx()
-        right.plot(xs, [p.cpu_us_per_command for p in points], "s--", color="tab:red", label="CPU-µs/command")
+        mids = [med[x]["cpu_us_per_command"][0] for x in xs]
+        spread = [[m - med[x]["cpu_us_per_command"][1] for m, x in zip(mids, xs, strict=True)],
+                  [med[x]["cpu_us_per_command"][2] - m for m, x in zip(mids, xs, strict=True)]]
+        right.errorbar(xs, mids, yerr=spread, fmt="s--", capsize=3, color="tab:red", label="CPU-µs/command")
         right.set_ylabel("worker CPU-µs per command")
         right.set_ylim(bottom=0)
     left.set_ylim(bottom=0)
@@ -289,6 +327,26 @@ def plot(mode: str, points: list[Point], path: Path, caption: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+FIELDS = ("rate", "cpu_us_per_command", "p50_ms", "p99_ms", "wait_p99_ms", "commit_p99_ms")
+
+
+def summary(points: list[Point]) -> dict[str, tuple[float, float, float]]:
+    """(median, min, max) of each measured field over the rounds of one x."""
+    return {f: (statistics.median(v), min(v), max(v)) for f in FIELDS
+            for v in [[getattr(p, f) for p in points]]}
+
+
+def print_table(points: list[Point]) -> None:
+    """Per x: median (range) over the rounds, as the docs' tables give them."""
+    rounds = len({p.round for p in points})
+    print(f"median (range) of {rounds} round(s):")
+    print("| x | rate/s | CPU-µs/command | view p50 ms | view p99 ms | txn wait p99 ms | commit+fetch p99 ms |")
+    for x in sorted({p.x for p in points}):
+        m = summary([p for p in points if p.x == x])
+        cells = [f"{a:,.0f} ({b:,.0f}-{c:,.0f})" for a, b, c in (m[f] for f in FIELDS)]
+        print(f"| {x:g} | " + " | ".join(cells) + " |")
 
 
 def _numbers(kind: type) -> object:
@@ -304,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     load.add_argument("--age", type=int, default=256)
     load.add_argument("--seconds", type=float, default=15)
     load.add_argument("--capacity", type=float, default=0, help="skip the ramp: commands/s")
+    load.add_argument("--ramp-start", type=float, default=250, help="the ramp's first rate, commands/s")
     age = modes.add_parser("age", help="CPU and latency against the commands a run had before")
     age.add_argument("--ages", type=_numbers(int), default=[0, 64, 256, 1024, 4096])
     age.add_argument("--runs", type=int, default=30)
@@ -312,7 +371,9 @@ def main(argv: list[str] | None = None) -> None:
     rss = modes.add_parser("rss", help="worker RSS and disk against the runs in state")
     rss.add_argument("--counts", type=_numbers(int), default=[100_000, 300_000, 1_000_000])
     rss.add_argument("--batch", type=int, default=20_000)
+    rss.add_argument("--idle-seconds", type=float, default=15, help="before the first run: the idle worker's RSS")
     for mode in (load, age):
+        mode.add_argument("--rounds", type=int, default=1, help="repeat the curve: median and range per point")
         mode.add_argument("--commit-interval-ms", type=int, default=0, help="0: the engine's default")
     for mode in (load, age, rss):
         mode.add_argument("--out", type=Path, default=None,
@@ -320,7 +381,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     kafka = KafkaSettings()
     print(f"decider_curves {args.mode}: {args_line(args)}; load average {os.getloadavg()[0]:.1f}", flush=True)
-    points = {"load": load_curve, "age": age_curve, "rss": rss_curve}[args.mode](kafka, args)
+    curve = {"load": load_curve, "age": age_curve, "rss": rss_curve}[args.mode]
+    points = []
+    for round_no in range(1, getattr(args, "rounds", 1) + 1):
+        print(f"round {round_no}: load average {os.getloadavg()[0]:.1f}", flush=True)
+        points += [replace(p, round=round_no) for p in curve(kafka, args)]
+    if args.mode != "rss":
+        print_table(points)
     table, figure = write(args.mode, points, args)
     print(f"results: {table}\nfigure: {figure}")
 

@@ -411,7 +411,7 @@ class Engine:
                 backend.close()
             raise
         for p, backend in backends.items():
-            self._tasks[p] = Task(self.app, p, backend, self._out)
+            self._tasks[p] = Task(self.app, p, backend, self._out, self.settings.store_cache_keys)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start after the store's input offset when the group offset is behind it or missing.

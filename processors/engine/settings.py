@@ -83,9 +83,12 @@ class EngineSettings(BaseSettings):
     transaction_call_timeout_ms: int = Field(30_000, ge=100, description="how long one transactional call "
                                              "(init, send offsets, commit, abort) may take before it is tried "
                                              "again (5 tries)")
-    store_memory_mb: int = Field(96, ge=0, description="RocksDB's memory (block cache and memtables of every "
+    store_memory_mb: int = Field(64, ge=0, description="RocksDB's memory (block cache and memtables of every "
                                  "partition's stores) stays within this bound; 0: RocksDB's defaults, "
                                  "unbounded (each store keeps up to 2 x 64 MB memtables per partition)")
+    store_cache_keys: int = Field(10_000, ge=0, description="per partition and store, the values of the "
+                                  "last committed writes kept in memory for reads (all dropped when full; "
+                                  "0: the last commit's only)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
@@ -193,9 +196,22 @@ def common_config(settings: EngineSettings) -> dict[str, Any]:
     return {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka}
 
 
+CONSUMER_PREFETCH: dict[str, int] = {
+    "queued.max.messages.kbytes": 16_384,
+    "fetch.max.bytes": 8 * 1024 * 1024,
+    "max.partition.fetch.bytes": 1024 * 1024,
+}
+"""The group consumer's prefetch bounds (docs/engine.md, "Memory"). librdkafka's defaults queue up
+to 64 MB of fetched records ahead of the application (50 MB a fetch): a backlog held that much
+of the decider's RSS. 16 MB is still ~50,000 commands of ~300 bytes, 50 of the engine's
+consume batches. RUNFACTS_CONSUMER (or RUNFACTS_KAFKA_CONFIG) overrides each."""
+
+
 def consumer_config(app: Application, settings: EngineSettings) -> dict[str, Any]:
-    """The group consumer: manual offsets, read_committed under exactly-once, eager assignor."""
+    """The group consumer: manual offsets, read_committed under exactly-once, eager assignor,
+    a bounded prefetch queue (`CONSUMER_PREFETCH`)."""
     config = {
+        **CONSUMER_PREFETCH,
         **common_config(settings),
         "group.id": app.name,
         "enable.auto.commit": False,

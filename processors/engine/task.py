@@ -156,11 +156,12 @@ class TaskContext:
 class Task:
     """One partition: state, timers, context, and the per-record and commit-side steps."""
 
-    def __init__(self, app: Application, partition: int, backend: Backend, out: Output) -> None:
+    def __init__(self, app: Application, partition: int, backend: Backend, out: Output,
+                 cache_keys: int = 10_000) -> None:
         self.app = app
         self.partition = partition
         self.backend = backend
-        self.state = PartitionState(backend, app.all_stores)
+        self.state = PartitionState(backend, app.all_stores, cache_keys)
         self.timers = Timers(self.state)
         self.ctx = TaskContext(self, out)
         self.out = out

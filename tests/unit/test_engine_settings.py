@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runfacts.dev.apps import counter_app
 from runfacts.processors.engine.settings import (
+    CONSUMER_PREFETCH,
     EngineSettings,
     consumer_config,
     load_settings,
@@ -75,3 +78,30 @@ def test_producer_compresses_with_lz4_unless_overridden_when_configured() -> Non
     assert producer_config(APP, EngineSettings())["compression.type"] == "lz4"
     plain = EngineSettings(producer={"compression.type": "none"})
     assert producer_config(APP, plain)["compression.type"] == "none"
+
+
+ENGINE_DOC = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
+
+
+def test_memory_defaults_are_the_ones_docs_engine_md_names() -> None:
+    doc = " ".join(ENGINE_DOC.read_text().split())
+    settings = EngineSettings()
+    assert f"(`RUNFACTS_STORE_MEMORY_MB`, {settings.store_memory_mb})" in doc
+    assert f"(`RUNFACTS_STORE_CACHE_KEYS`, {settings.store_cache_keys})" in doc
+    assert (settings.store_memory_mb, CONSUMER_PREFETCH["queued.max.messages.kbytes"]) == (64, 16_384)
+    consumer = consumer_config(APP, settings)
+    for key, value in CONSUMER_PREFETCH.items():
+        assert consumer[key] == value
+        assert f"`{key}` {value}" in doc, f"docs/engine.md does not give {key}'s default {value}"
+
+
+def test_memory_defaults_yield_to_the_environment_when_overridden(monkeypatch) -> None:
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_STORE_MEMORY_MB", "32")
+    monkeypatch.setenv("RUNFACTS_CONSUMER", '{"queued.max.messages.kbytes": 65536}')
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"fetch.max.bytes": 52428800}')
+    settings = load_settings()
+    consumer = consumer_config(APP, settings)
+    assert settings.store_memory_mb == 32
+    assert (consumer["queued.max.messages.kbytes"], consumer["fetch.max.bytes"]) == (65536, 52428800)
+    assert consumer["max.partition.fetch.bytes"] == CONSUMER_PREFETCH["max.partition.fetch.bytes"]

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from runfacts.processors.engine.store import RocksBackend, StoreMemory
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine.settings import EngineSettings
+from runfacts.processors.engine.store import MemoryBackend, PartitionState, RocksBackend, StoreMemory
+from runfacts.processors.engine.task import Task
+from runfacts.processors.engine.testdriver import MemoryLog
 from runfacts.schemas.errors import ConfigError
 
 STORES = ["runs", "orphans"]
@@ -48,3 +52,22 @@ def test_a_cleared_store_keeps_the_bound_and_takes_new_writes_when_cleared(tmp_p
 def test_a_bound_below_eight_megabytes_is_refused_with_the_setting_named_when_configured() -> None:
     with pytest.raises(ConfigError, match="RUNFACTS_STORE_MEMORY_MB=4"):
         StoreMemory(4)
+
+
+def test_the_read_cache_holds_at_most_cache_keys_values_and_reads_stay_right_when_it_is_dropped(tmp_path: Path) -> None:
+    state = PartitionState(RocksBackend(tmp_path / "0", STORES, StoreMemory(8)), STORES, cache_keys=100)
+    runs = state.stores["runs"]
+    for start in range(0, 1_000, 30):
+        for i in range(start, start + 30):
+            runs.put(f"run-{i}".encode(), str(i).encode())
+        state.write({"commands": start}, {})
+        assert len(state.caches["runs"]) <= 100
+    assert [runs.get(f"run-{i}".encode()) for i in (0, 500, 1_019)] == [b"0", b"500", b"1019"]
+    state.backend.close()
+
+
+def test_a_task_takes_the_cache_bound_from_the_setting_when_env_overrides_it(monkeypatch) -> None:
+    monkeypatch.setenv("RUNFACTS_STORE_CACHE_KEYS", "250")
+    app = counter_app(name="cache")
+    task = Task(app, 0, MemoryBackend(app.all_stores), MemoryLog(), EngineSettings().store_cache_keys)
+    assert (EngineSettings.model_fields["store_cache_keys"].default, task.state.cache_keys) == (10_000, 250)
