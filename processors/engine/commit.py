@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -145,6 +146,8 @@ class ExactlyOnce:
         self.offsets_deadline_s = timeout_s + 5.0
         """How long send_offsets_to_transaction may block at all (see `_send_offsets`)."""
         self.open = False
+        self.opened_at = 0.0
+        """time.monotonic() when the open transaction began (a fencing past the timeout names it)."""
         self.wedged = False
         self.renew = False
         """A timed-out EndTxn / offsets commit (or a wedge) happened: replace the producer
@@ -158,6 +161,7 @@ class ExactlyOnce:
         if not self.open:
             call(self.producer.begin_transaction)
             self.open = True
+            self.opened_at = time.monotonic()
 
     def commit(self, tasks: Sequence[Task]) -> None:
         try:

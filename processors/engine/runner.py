@@ -352,12 +352,24 @@ class Engine:
         return False
 
     def _fenced(self, exc: BaseException) -> ProducerFenced:
-        """Name the cause: a restart of this instance elsewhere (once), or two live instances
-        sharing one id (fenced again and again: each start fences the other)."""
+        """Name the cause: a restart of this instance elsewhere (once), two live instances sharing
+        one id (fenced again and again: each start fences the other), or a transaction left open past
+        its timeout (the broker aborted it)."""
         settings = self.settings
-        count = note_fencing(settings.state_dir / FENCINGS_FILE, self._clock(), FENCING_WINDOW_S)
         self._tel.add(FENCED_METRIC, 1, self._labels)
         tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else settings.instance_id
+        txn = getattr(self, "_txn", None)
+        open_s = time.monotonic() - txn.opened_at if isinstance(txn, ExactlyOnce) and txn.open else 0.0
+        if open_s * 1000 >= settings.transaction_timeout_ms:
+            # the coordinator aborts a transaction open past its timeout and bumps the epoch: the
+            # producer then reads as fenced although no other process holds the id (not counted
+            # towards the two-instances loop)
+            return ProducerFenced(
+                f"producer {tid} fenced with a transaction open for {open_s:.1f} s, past its transaction "
+                f"timeout (RUNFACTS_TRANSACTION_TIMEOUT_MS={settings.transaction_timeout_ms}): the broker "
+                "aborted the open transaction (a starved, paused or overloaded process; nothing of it was "
+                f"committed); this one stops and a restart resumes from the last commit ({exc})")
+        count = note_fencing(settings.state_dir / FENCINGS_FILE, self._clock(), FENCING_WINDOW_S)
         if count >= FENCING_LOOP:
             message = (f"producer {tid} fenced {count} times in {FENCING_WINDOW_S // 60} minutes: two live "
                        f"instances share the instance id {settings.instance_id!r} and fence each other in a "

@@ -3,13 +3,14 @@ instance id stable across restarts, the producer renewed after a timed-out trans
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from runfacts.dev.apps import counter_app
-from runfacts.processors.engine.commit import ProducerFenced, call, must_renew_producer, renewal_needed
+from runfacts.processors.engine.commit import ExactlyOnce, ProducerFenced, call, must_renew_producer, renewal_needed
 from runfacts.processors.engine.runner import FENCING_LOOP, Engine, note_fencing
 from runfacts.processors.engine.settings import (
     INSTANCE_ID_FILE,
@@ -130,3 +131,19 @@ def test_repeated_fencing_is_named_as_two_live_instances_sharing_an_id_when_it_l
     assert "another process started with this instance id 'pod-1'" in first and "share" not in second
     assert f"fenced {FENCING_LOOP} times" in third
     assert "two live instances share the instance id 'pod-1'" in third and "RUNFACTS_INSTANCE_ID" in third
+
+
+def test_fencing_with_a_transaction_open_past_its_timeout_names_the_timeout_not_another_process(tmp_path: Path) -> None:
+    engine = Engine(APP, EngineSettings(state_dir=tmp_path, instance_id="pod-1", transaction_timeout_ms=10_000),
+                    clock=lambda: 100.0)
+    txn = engine._txn = ExactlyOnce(consumer=None)  # type: ignore[arg-type]
+    txn.open, txn.opened_at = True, time.monotonic() - 25  # a starved process: a transaction open 25 s
+    message = str(engine._fenced(ProducerFenced("commit_transaction failed: fenced")))
+
+    assert "open for 25.0 s, past its transaction timeout (RUNFACTS_TRANSACTION_TIMEOUT_MS=10000)" in message
+    assert "another process" not in message and "the broker aborted the open transaction" in message
+    txn.opened_at = time.monotonic()  # begun just now: a fencing is another process
+    assert "another process started with this instance id 'pod-1'" in str(engine._fenced(ProducerFenced("x")))
+    txn.open, txn.opened_at = False, time.monotonic() - 25  # idle, no transaction open: another process too
+    assert "another process started with this instance id 'pod-1'" in str(engine._fenced(ProducerFenced("x")))
+    assert (tmp_path / "fencings").read_text().count("\n") == 2  # the timed-out one is not counted
