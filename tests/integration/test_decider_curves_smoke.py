@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 MODES = {
     "age": ["--ages", "0,8", "--runs", "3", "--rate", "20", "--seconds", "2"],
     "load": ["--capacity", "60", "--loads", "0.5", "--runs", "3", "--age", "2", "--seconds", "2"],
-    "rss": ["--counts", "200,500", "--batch", "100"],
+    "rss": ["--counts", "200,500", "--batch", "100", "--idle-seconds", "1"],
 }
 
 
@@ -32,9 +32,12 @@ def test_decider_curves_write_a_row_per_point_and_a_plot_when_run_at_toy_size(
     found = re.search(r"^results: (\S+)$", done.stdout, re.MULTILINE)
     assert done.returncode == 0 and found, f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     rows = list(csv.DictReader(Path(found.group(1)).read_text().splitlines()))
-    assert len(rows) == {"age": 2, "load": 1, "rss": 2}[mode]
-    assert all(float(r["cpu_us_per_command"]) > 0 for r in rows)
-    if mode == "rss":
+    assert len(rows) == {"age": 2, "load": 1, "rss": 3}[mode]
+    assert mode == "rss" or all(float(r["cpu_us_per_command"]) > 0 for r in rows)
+    if mode == "rss":  # the idle worker first (no runs, no commands), then a row per count
+        idle, rows = rows[0], rows[1:]
+        assert all(float(r["cpu_us_per_command"]) > 0 for r in rows)
+        assert int(float(idle["x"])) == 0 and float(idle["rss_mb"]) > 0
         assert [int(float(r["x"])) for r in rows] == [200, 500]
         assert all(float(r["rss_mb"]) > 0 and float(r["disk_bytes_per_run"]) > 0 for r in rows)
     else:
