@@ -4,7 +4,9 @@ structurally (items and bytes), never timed."""
 
 from __future__ import annotations
 
-from decider_support import CTX, command, create  # noqa: I001
+from datetime import timedelta
+
+from decider_support import CTX, T0, command, create  # noqa: I001
 
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import DEDUPE_WINDOW, RunState
@@ -13,11 +15,13 @@ from runfacts.schemas import commands as cmd
 
 
 def _aged(age: int) -> tuple[RunState, int]:
-    """A run after CreateRun and `age` UpdateProgress; the events of its last command."""
-    _events, state = decide_evolve(create(), None, CTX)
+    """A run after CreateRun and `age` UpdateProgress; the events of its last command (own
+    timestamps: `command`'s shared test clock would move every later test's clock)."""
+    _events, state = decide_evolve(create(at=T0), None, CTX)
     emitted = 0
     for i in range(age):
-        progress = command(cmd.UpdateProgress, command_id=f"age-{i:06d}", nextSafeAction=f"step-{i:06d}")
+        progress = command(cmd.UpdateProgress, command_id=f"age-{i:06d}",
+                           at=T0 + timedelta(milliseconds=i + 1), nextSafeAction=f"step-{i:06d}")
         events, state = decide_evolve(progress, state, CTX)
         emitted = len(events)
     assert state is not None
