@@ -51,6 +51,7 @@ from view_latency_bench import (
     _settle,
     _start_worker,
     commits,
+    cpu_by_thread,
     cpu_seconds,
     ramp,
     step,
@@ -130,11 +131,13 @@ def steady(b: Bench, runs: list[str], rate: float, seconds: float, x: float) -> 
     """A fixed-rate stream of UpdateProgress over `runs`; its latency and the worker's CPU."""
     assert b.watcher is not None
     _settle(b.watcher)
-    cpu0 = cpu_seconds(b.worker.pid)
+    cpu0, threads0 = cpu_seconds(b.worker.pid), cpu_by_thread(b.worker.pid)
     wall0 = time.perf_counter()
     s = step(b.producer, b.names, runs, b.watcher, rate, seconds)
     _settle(b.watcher, 0.5)  # the drain's CPU belongs to these commands too
     cpu = cpu_seconds(b.worker.pid) - cpu0
+    threads = cpu_by_thread(b.worker.pid)
+    threads.subtract(threads0)
     waits, commit, _gaps = commits(s)
     point = Point(x=x, rate=rate, commands=len(s.sent), cpu_us_per_command=cpu / len(s.sent) * 1e6,
                   busy=cpu / (time.perf_counter() - wall0), p50_ms=s.pct(0.5), p99_ms=s.pct(0.99),
@@ -143,6 +146,9 @@ def steady(b: Bench, runs: list[str], rate: float, seconds: float, x: float) -> 
           f"({point.busy:.0%} of a core), view p50 {point.p50_ms:.1f} / p99 {point.p99_ms:.1f} ms "
           f"(transaction wait p99 {point.wait_p99_ms:.1f}, commit+fetch p99 {point.commit_p99_ms:.1f})",
           flush=True)
+    by_thread = ", ".join(f"{name} {spent / len(s.sent) * 1e6:,.0f}"
+                          for name, spent in threads.most_common() if spent > 0)
+    print(f"    CPU-µs/command by thread: {by_thread}", flush=True)
     return point
 
 
