@@ -152,8 +152,7 @@ class DispatcherShell:
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())
-        self._sent, self._cause, self._trace, self._salt = 0, event.eventId, [], ""
-        self._subject = run.userId
+        self._sent, self._cause, self._trace, self._salt, self._subject = 0, event.eventId, [], "", run.userId
         works = core.work_for(event, run, self.settings.incarnation)
         tel = self.telemetry
         if not works or not tel.enabled:
@@ -174,8 +173,7 @@ class DispatcherShell:
         call = run.toolCalls.get(call_id) if run is not None else None
         if run is None or call is None:
             return
-        self._sent, self._cause, self._trace, self._salt = 0, None, [], ""
-        self._subject = run.userId
+        self._sent, self._cause, self._trace, self._salt, self._subject = 0, None, [], "", run.userId
         progress = self._progress(ctx, run.runId, call, run.runId)
         if kind == "retry" and self._retry_due(call, progress):
             self._retry(call, progress, run, ctx)

@@ -327,7 +327,7 @@ def timeline(entries: Sequence[Entry], viewer: Viewer, start: int = 0, end: int 
 
 def earlier_facts(entries: Sequence[Entry], viewer: Viewer, before: int) -> FactsPage:
     """The page of facts just before offset `before` (a boundary a page gave out)."""
-    end = bisect_left([e.offset for e in entries], before)
+    end = _index_of(entries, before)
     turns = spans(entries)
     start = page_start(turns, end)
     return FactsPage(timeline(entries, viewer, start, end, turns), start,
@@ -340,9 +340,19 @@ def earlier_calls(state: RunState, entries: Sequence[Entry], viewer: Viewer, bef
     ids = list(state.toolCalls)
     end = ids.index(before) if before in ids else len(ids)
     start = max(0, end - CALLS_A_PAGE)
-    steps = _steps(entries, ids[start:end])
-    calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[start:end])
-    return CallsPage(calls, start, ids[start] if start < end else None)
+    return CallsPage(_call_tracks(state, entries, viewer, ids[start:end]), start, ids[start] if start < end else None)
+
+
+def _index_of(entries: Sequence[Entry], offset: int) -> int:
+    """The index of the first fact at or after log offset `offset`."""
+    return bisect_left([e.offset for e in entries], offset)
+
+
+def _call_tracks(state: RunState, entries: Sequence[Entry], viewer: Viewer,
+                 calls: Sequence[str]) -> tuple[CallTracks, ...]:
+    """The two tracks of each tool call of `calls`, in that order."""
+    steps = _steps(entries, calls)
+    return tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in calls)
 
 
 def _steps(entries: Sequence[Entry], calls: Sequence[str]) -> dict[str, tuple[list[Step], list[Step]]]:
@@ -410,12 +420,10 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
     `calls_from` (a tool call) on, as a page that has unfolded older ones asks."""
     auditor = viewer.role == "auditor"
     turns = spans(entries)
-    start = page_start(turns, len(entries)) if facts_from is None else bisect_left(
-        [e.offset for e in entries], facts_from)
+    start = page_start(turns, len(entries)) if facts_from is None else _index_of(entries, facts_from)
     ids = list(state.toolCalls)
     first_call = ids.index(calls_from) if calls_from in ids else max(0, len(ids) - CALLS_A_PAGE)
-    steps = _steps(entries, ids[first_call:])
-    calls = tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in ids[first_call:])
+    calls = _call_tracks(state, entries, viewer, ids[first_call:])
     approvals = tuple(
         ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
                     (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
