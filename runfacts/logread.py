@@ -244,7 +244,9 @@ def _range(client: Consumer, topic: str, from_offset: int | None, timeout: float
             error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
         raise KafkaException(error)
     if metadata is None or metadata.error is not None or not metadata.partitions:
-        raise ConfigError("topic", topic, "does not exist (or has no partitions)")
+        raise ConfigError("topic", topic, "does not exist (or has no partitions) on this cluster: check "
+                          "RUNFACTS_KAFKA_TOPIC_PREFIX and the bootstrap servers, or create the topics "
+                          "with `runfacts topics apply`")
     start, end = {}, {}
     for p in sorted(metadata.partitions):
         low, high = watermarks(client, TopicPartition(topic, p), timeout)
