@@ -3,11 +3,13 @@
 Exactly-once commit steps, and what a crash or abort between two steps leaves behind:
 
   0. (loop) the transaction was begun before the batch's first output; outputs are in it.
-  1. produce one changelog record per buffered key of every touched partition (the last
-     record per store asks for a delivery report: it carries the store's changelog offset).
+  1. send_offsets_to_transaction(next input offsets, consumer_group_metadata()) begins on a
+     thread of its own; a newer group generation (another instance owns the partitions) fences it.
+  2. meanwhile: the application's flush and one changelog record per buffered key of every
+     touched partition (the last record per store asks for a delivery report: it carries the
+     store's changelog offset).
        -- crash point engine.after_produce_before_commit
-  2. send_offsets_to_transaction(next input offsets, consumer_group_metadata()); a newer
-     group generation (another instance owns the partitions) fences this call.
+     then wait for step 1's answer.
        -- crash point engine.during_commit
   3. commit_transaction(): flushes every output and changelog record (a failed delivery
      makes it fail -> abort), then commits them with the input offsets: the atomic point.
@@ -171,14 +173,20 @@ class ExactlyOnce:
             raise
 
     def _commit(self, tasks: Sequence[Task]) -> None:
-        for task in tasks:
-            task.produce_changelog()
-        crash_point("engine.after_produce_before_commit")
         offsets = [TopicPartition(topic, t.partition, offset)
                    for t in tasks for topic, offset in t.offsets_to_commit().items()]
-        if offsets:
-            metadata = self._consumer.consumer_group_metadata()
-            self._send_offsets(offsets, metadata)
+        sending = self._start_sending_offsets(offsets) if offsets else None
+        try:
+            for task in tasks:  # while the coordinator answers the offsets: the flush is Python work
+                task.produce_changelog()
+            crash_point("engine.after_produce_before_commit")
+        except BaseException:
+            if sending is not None:  # no abort while another transactional call is in flight
+                sending[0].join(self.offsets_deadline_s)
+                self.wedged = self.wedged or sending[0].is_alive()
+            raise
+        if sending is not None:
+            self._offsets_sent(*sending)
         crash_point("engine.during_commit")
         call(self.producer.commit_transaction, self.timeout_s)
         self.open = False
@@ -189,20 +197,28 @@ class ExactlyOnce:
         for task in tasks:
             task.write()
 
-    def _send_offsets(self, offsets: list[TopicPartition], metadata: Any) -> None:
-        """send_offsets_to_transaction with a deadline of our own: librdkafka (#5456, still in
-        2.16) ignores its timeout when the group coordinator went away during the transaction,
-        and blocked the engine forever after a broker restart (crash matrix, broker bounce).
-        Past the deadline the producer is wedged: fail (not retryable) so the process restarts."""
+    def _start_sending_offsets(self, offsets: list[TopicPartition]) -> tuple[threading.Thread, dict[str, Any]]:
+        """Step 2, begun: send_offsets_to_transaction on a thread of its own, with a deadline of
+        our own (`_offsets_sent`). Its two round trips to the group coordinator (AddOffsetsToTxn,
+        TxnOffsetCommit) overlap step 1, the flush's Python work; librdkafka is thread-safe and
+        a transaction takes records and offsets in any order before commit_transaction."""
+        metadata = self._consumer.consumer_group_metadata()
         outcome: dict[str, Any] = {}
 
         def send() -> None:
             try:
                 call(self.producer.send_offsets_to_transaction, offsets, metadata, self.timeout_s)
-            except BaseException as exc:  # handed to the engine thread below
+            except BaseException as exc:  # handed to the engine thread by _offsets_sent
                 outcome["error"] = exc
         worker = threading.Thread(target=send, name="send-offsets", daemon=True)
         worker.start()
+        return worker, outcome
+
+    def _offsets_sent(self, worker: threading.Thread, outcome: dict[str, Any]) -> None:
+        """Step 2, ended. The deadline is ours because librdkafka (#5456, still in 2.16) ignores
+        its timeout when the group coordinator went away during the transaction, and blocked the
+        engine forever after a broker restart (crash matrix, broker bounce). Past the deadline
+        the producer is wedged: fail (not retryable) so the process restarts."""
         worker.join(self.offsets_deadline_s)
         if worker.is_alive():
             self.wedged = True

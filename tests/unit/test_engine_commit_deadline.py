@@ -76,3 +76,56 @@ def test_commit_fails_instead_of_hanging_when_send_offsets_ignores_its_timeout()
         assert not txn.open
     finally:
         producer.release.set()
+
+
+class SlowOffsetsProducer(StuckProducer):
+    """send_offsets_to_transaction answers after `delay` seconds; records when each call ends."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def send_offsets_to_transaction(self, *args: Any) -> None:
+        self.calls.append("send_offsets")
+        self.release.wait(self.delay)
+        self.calls.append("offsets_sent")
+
+
+class FailingFlushTask(OneTask):
+    def __init__(self, producer: SlowOffsetsProducer) -> None:
+        self.producer = producer
+
+    def produce_changelog(self) -> int:
+        assert self.producer.calls == ["send_offsets"], "the offsets are on their way while the batch flushes"
+        raise RuntimeError("the application's flush failed")
+
+
+def test_offsets_overlap_the_flush_and_a_failed_flush_waits_for_them_before_the_abort() -> None:
+    txn = ExactlyOnce(Consumer())  # type: ignore[arg-type]
+    producer = SlowOffsetsProducer(delay=0.3)
+    txn.producer = producer  # type: ignore[assignment]
+    txn.open = True
+    with pytest.raises(RuntimeError, match="flush failed"):
+        txn.commit([FailingFlushTask(producer)])  # type: ignore[list-item]
+    assert producer.calls == ["send_offsets", "offsets_sent"], "no abort while send_offsets is in flight"
+    assert not txn.wedged
+    txn.abort()
+    assert producer.calls[-2:] == ["flush", "abort"]
+
+
+class WrittenTask(OneTask):
+    written = False
+
+    def write(self) -> None:
+        self.written = True
+
+
+def test_commit_sends_offsets_then_commits_after_the_flush() -> None:
+    txn = ExactlyOnce(Consumer())  # type: ignore[arg-type]
+    producer = SlowOffsetsProducer(delay=0.05)
+    txn.producer = producer  # type: ignore[assignment]
+    txn.open = True
+    task = WrittenTask()
+    txn.commit([task])  # type: ignore[list-item]
+    assert producer.calls[:3] == ["send_offsets", "offsets_sent", "commit"]
+    assert task.written and not txn.open
