@@ -237,7 +237,9 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         # outputs are read after the commit that flushes them anyway (read_committed), so a
         # longer linger costs little latency and builds fewer, larger batches (Kafka Streams: 100)
         "linger.ms": 20,
-        "compression.type": "lz4",  # JSON state compresses well: fewer bytes per commit, less client CPU
+        # no compression (the Java producer's and Kafka Streams' default): on aged runs' states (random
+        # ids and digests) lz4 cost librdkafka ~80 CPU-µs a command and the commit's p99 (docs/engine.md)
+        "compression.type": "none",
         **PRODUCER_PARTITIONING,  # murmur2 like the Java client: runId keys co-partition across clients
         **settings.producer,
     }

@@ -74,10 +74,10 @@ def test_worker_exits_2_when_params_are_malformed() -> None:
     assert run("runfacts.dev.apps:counter_app", ["novalue"]) == 2
 
 
-def test_producer_compresses_with_lz4_unless_overridden_when_configured() -> None:
-    assert producer_config(APP, EngineSettings())["compression.type"] == "lz4"
-    plain = EngineSettings(producer={"compression.type": "none"})
-    assert producer_config(APP, plain)["compression.type"] == "none"
+def test_producer_does_not_compress_unless_configured_to() -> None:
+    assert producer_config(APP, EngineSettings())["compression.type"] == "none"
+    lz4 = EngineSettings(producer={"compression.type": "lz4"})
+    assert producer_config(APP, lz4)["compression.type"] == "lz4"
 
 
 ENGINE_DOC = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
