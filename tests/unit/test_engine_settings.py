@@ -8,6 +8,7 @@ import pytest
 
 from runfacts.dev.apps import counter_app
 from runfacts.processors.engine.settings import (
+    CONSUMER_FETCH,
     CONSUMER_PREFETCH,
     EngineSettings,
     consumer_config,
@@ -105,3 +106,16 @@ def test_memory_defaults_yield_to_the_environment_when_overridden(monkeypatch) -
     assert settings.store_memory_mb == 32
     assert (consumer["queued.max.messages.kbytes"], consumer["fetch.max.bytes"]) == (65536, 52428800)
     assert consumer["max.partition.fetch.bytes"] == CONSUMER_PREFETCH["max.partition.fetch.bytes"]
+
+
+def test_fetch_batching_defaults_are_the_ones_docs_engine_md_names_and_yield_to_the_environment(
+        monkeypatch) -> None:
+    doc = " ".join(ENGINE_DOC.read_text().split())
+    consumer = consumer_config(APP, EngineSettings())
+    for key, value in CONSUMER_FETCH.items():
+        assert consumer[key] == value
+        assert f"`{key}` {value}" in doc, f"docs/engine.md does not give {key}'s default {value}"
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_CONSUMER", '{"fetch.min.bytes": 1, "fetch.wait.max.ms": 500}')
+    consumer = consumer_config(APP, load_settings())
+    assert (consumer["fetch.min.bytes"], consumer["fetch.wait.max.ms"]) == (1, 500)
