@@ -8,7 +8,10 @@ a bug to surface, not to paper over). `version` counts the state-changing events
 
 from __future__ import annotations
 
+from base64 import urlsafe_b64encode
 from datetime import datetime
+from functools import lru_cache
+from hashlib import blake2b
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,12 +33,18 @@ Reconciliation = Literal[
     "none", "requested", "found_completed", "found_failed", "not_found", "still_unknown",
 ]
 DEDUPE_WINDOW = 256
+"""Distinct command ids a run remembers for dedupe (the most recent), as digests."""
+DIGEST_BYTES = 12
+DIGEST_CHARS = 16
+"""One dedupe window entry: `DIGEST_BYTES` of blake2b of the command id in url-safe base64
+(exactly `DIGEST_CHARS` characters, no padding, nothing JSON escapes). A new id collides with one
+of the window's 256 entries with probability 256 / 2**96 < 2**-88 per command."""
 PATH_WINDOW = 32
 ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 2
+STATE_FORMAT: Final = 3
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -183,7 +192,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[2] = STATE_FORMAT
+    stateFormat: Literal[3] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""
@@ -209,7 +218,9 @@ class RunState(Frozen):
     """Compacted tool calls: id -> `ToolCallState.outcome()` (their history is in the log)."""
     budget: Budget
     progress: Progress = Progress()
-    recentCommands: tuple[str, ...] = ()
+    recentCommandDigests: str = ""
+    """The dedupe window: `command_digest` of the last `DEDUPE_WINDOW` distinct command ids, oldest
+    first, concatenated (one string of `DIGEST_CHARS`-character entries; read it with `seen`)."""
     actionCounts: dict[str, int] = {}
     attemptedPath: tuple[str, ...] = ()
     lastError: str | None = None
@@ -241,4 +252,27 @@ class RunState(Frozen):
         return [c for c in self.toolCalls.values() if c.in_flight]
 
     def seen(self, command_id: str) -> bool:
-        return command_id in self.recentCommands
+        """`command_id` is in the dedupe window (one of the last `DEDUPE_WINDOW` distinct ids)."""
+        return window_holds(self.recentCommandDigests, command_digest(command_id))
+
+
+@lru_cache(maxsize=1024)
+def command_digest(command_id: str) -> str:
+    """A command id's dedupe window entry (`DIGEST_CHARS` url-safe base64 characters). Cached: a
+    command's id is digested by `seen` and again for each of its events by the fold."""
+    return urlsafe_b64encode(blake2b(command_id.encode(), digest_size=DIGEST_BYTES).digest()).decode()
+
+
+def window_holds(window: str, digest: str) -> bool:
+    """`digest` is one of `window`'s entries (found at an entry boundary, not across two)."""
+    at = window.find(digest)
+    while at >= 0:
+        if at % DIGEST_CHARS == 0:
+            return True
+        at = window.find(digest, at + 1)
+    return False
+
+
+def window_with(window: str, digest: str) -> str:
+    """`window` with `digest` appended as its newest entry, the oldest dropped past `DEDUPE_WINDOW`."""
+    return (window + digest)[-DEDUPE_WINDOW * DIGEST_CHARS:]

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel
 
-from runfacts.processors.decider.state import STATE_FORMAT, RunState
+from runfacts.processors.decider.state import DEDUPE_WINDOW, STATE_FORMAT, RunState, command_digest
 from runfacts.processors.engine.versions import Migrations
 
 Parts = dict[str, tuple[Any, msgspec.Raw]]
@@ -40,8 +40,18 @@ def _settled_pairs(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "settledCalls": pairs}
 
 
-RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs})
-"""The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked."""
+def _window_digests(value: dict[str, Any]) -> dict[str, Any]:
+    """2 -> 3: the dedupe window was `recentCommands`, the command ids themselves; it is their
+    digests (`command_digest`), oldest first, concatenated into `recentCommandDigests`."""
+    out = {k: v for k, v in value.items() if k != "recentCommands"}
+    ids = value.get("recentCommands") or ()
+    out["recentCommandDigests"] = "".join(command_digest(c) for c in list(ids)[-DEDUPE_WINDOW:])
+    return out
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests})
+"""The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
+3 the dedupe window as digests."""
 
 
 def load_state(raw: bytes) -> RunState:

@@ -3,7 +3,8 @@
 The fixtures in golden-state/ were written by golden-state/make_run_state.py from the code of
 the commit in each file's name (`git archive <commit>`): run states before `settledCalls`
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
-and marked (`stateFormat` 2); dispatcher progress before and after `polls` and marked; the
+marked (`stateFormat` 2, the dedupe window as command ids) and with the window as digests
+(`stateFormat` 3); dispatcher progress before and after `polls` and marked; the
 timer index; the user view. A record newer than this code knows is refused, naming the fix.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runfacts.processors.decider.state import STATE_FORMAT, RunState
+from runfacts.processors.decider.state import DEDUPE_WINDOW, DIGEST_CHARS, STATE_FORMAT, RunState, command_digest
 from runfacts.processors.decider.state_json import RUN_STATE, dump_state, load_state
 from runfacts.processors.dispatcher.core import PROGRESS, Progress, load_progress
 from runfacts.processors.engine.api import TIMER_STORE
@@ -33,6 +34,7 @@ def test_every_shape_has_a_fixture_when_the_golden_folder_is_listed() -> None:
     names = [p.name for p in RUN_STATES]
     assert any("before-settledCalls" in n for n in names)
     assert any("settledCalls-joined" in n for n in names)
+    assert any(n.startswith("v2-") for n in names)  # the window as ids
     assert any(n.startswith(f"v{STATE_FORMAT}-") for n in names)
     assert any(p.name.startswith(f"v{PROGRESS.current}-") for p in PROGRESSES)
 
@@ -64,6 +66,17 @@ def test_joined_settled_call_is_split_at_its_last_colon_when_migrated() -> None:
     after = load_state(raw).settledCalls
 
     assert {k: ":".join(v) for k, v in after.items()} == before
+
+
+@pytest.mark.parametrize("path", [p for p in RUN_STATES if not p.name.startswith("v3-")], ids=lambda p: p.name)
+def test_dedupe_window_keeps_every_command_in_order_when_ids_are_migrated_to_digests(path: Path) -> None:
+    ids = json.loads(path.read_bytes())["recentCommands"]
+    state = load_state(path.read_bytes())
+
+    assert 0 < len(ids) <= DEDUPE_WINDOW
+    assert state.recentCommandDigests == "".join(map(command_digest, ids))
+    assert len(state.recentCommandDigests) == len(ids) * DIGEST_CHARS
+    assert all(state.seen(c) for c in ids) and not state.seen("cmd-never-sent")
 
 
 def test_old_run_state_fails_validation_when_read_without_the_migration() -> None:

@@ -11,6 +11,7 @@ from engine_support import EngineThread, produce, read_all, settings
 
 from runfacts.processors.decider.app import DeciderShell
 from runfacts.processors.decider.evolve import fold
+from runfacts.processors.decider.state import DIGEST_CHARS, command_digest
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
 from runfacts.settings import KafkaSettings
@@ -27,9 +28,10 @@ def _commands():
 
 
 def _last_command_in_state(bootstrap: str, names: TopicNames) -> str | None:
-    """The newest command id in the run's last published state (states are written per batch)."""
+    """The digest of the newest command in the run's last published state (states are written per
+    batch): the last entry of its dedupe window."""
     records = read_all(bootstrap, names.state, timeout=2)
-    return json.loads(records[-1].value())["recentCommands"][-1] if records else None
+    return json.loads(records[-1].value())["recentCommandDigests"][-DIGEST_CHARS:] if records else None
 
 
 def test_decider_turns_commands_into_events_and_state_when_run_on_the_broker(
@@ -40,7 +42,8 @@ def test_decider_turns_commands_into_events_and_state_when_run_on_the_broker(
     produce(kafka_bootstrap, names.commands, [(c.runId.encode(), codec.encode(c)) for c in commands])
     engine = EngineThread(DeciderShell(names, CTX).application(),
                           settings(kafka_bootstrap, tmp_path / "state", "dec-1")).start()
-    engine.wait_until(lambda: _last_command_in_state(kafka_bootstrap, names) == commands[-1].commandId, 60)
+    last = command_digest(commands[-1].commandId)
+    engine.wait_until(lambda: _last_command_in_state(kafka_bootstrap, names) == last, 60)
     engine.stop()
 
     events = [codec.decode(m.value()) for m in read_all(kafka_bootstrap, names.events)]

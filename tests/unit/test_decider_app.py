@@ -18,7 +18,7 @@ from decider_support import (  # noqa: I001
 )
 
 from runfacts.processors.decider.app import DeciderShell, InputLimits
-from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state import STATE_FORMAT, RunState
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
 from runfacts.processors.policy.retry import args_hash
 from runfacts.projections.user_view import publisher, schema
@@ -174,6 +174,6 @@ def test_shell_decides_on_a_stored_state_of_the_joined_settled_calls_shape_when_
 
     assert _event_types(driver) == ["approval.granted", "tool.call.authorized", "run.resumed"]
     stored = json.loads(driver.read_store("runs")[RUN.encode()])
-    assert stored["stateFormat"] == 2 and stored["status"] == "running"
+    assert stored["stateFormat"] == STATE_FORMAT and stored["status"] == "running"
     assert stored["settledCalls"]["call-00000"] == ["completed/confirmed_success", json.loads(old)[
         "settledCalls"]["call-00000"].rpartition(":")[2]]

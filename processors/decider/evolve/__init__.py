@@ -16,7 +16,7 @@ from typing import Any
 from runfacts.processors.decider.evolve.run import RUN_APPLY, Apply, CorruptLog, add_amounts
 from runfacts.processors.decider.evolve.tools import TOOL_APPLY, action_hash
 from runfacts.processors.decider.memory import remember_evidence
-from runfacts.processors.decider.state import DEDUPE_WINDOW, Budget, RunState
+from runfacts.processors.decider.state import Budget, RunState, command_digest, window_holds, window_with
 from runfacts.schemas import events as ev
 from runfacts.schemas.construct import trusted
 
@@ -63,7 +63,7 @@ def _changes(state: RunState, event: ev.EventBase) -> dict[str, Any]:
     """The fields `event` changes on `state`: its case's, plus version, updatedAt, evidence and
     the command id kept for dedupe."""
     if isinstance(event, ev.CommandRejected):
-        return {"recentCommands": _remember(state, event.payload.commandId)}
+        return {"recentCommandDigests": _remember(state, event.payload.commandId)}
     apply = _APPLY.get(event.eventType)
     if apply is None:
         raise CorruptLog(event, "no evolve case for this event type")
@@ -73,9 +73,11 @@ def _changes(state: RunState, event: ev.EventBase) -> dict[str, Any]:
         changes["evidence"] = evidence
     changes.setdefault("version", state.version + 1)
     changes["updatedAt"] = event.occurredAt
-    cause, recent = event.causationId, state.recentCommands
-    if cause is not None and (not recent or recent[-1] != cause) and cause not in recent:
-        changes["recentCommands"] = _remember(state, cause)
+    cause = event.causationId
+    if cause is not None:
+        recent, digest = state.recentCommandDigests, command_digest(cause)
+        if not recent.endswith(digest) and not window_holds(recent, digest):
+            changes["recentCommandDigests"] = window_with(recent, digest)
     return changes
 
 
@@ -84,8 +86,8 @@ def _copy(state: RunState, changes: dict[str, Any]) -> RunState:
     return trusted(RunState, {**state.__dict__, **changes})
 
 
-def _remember(state: RunState, command_id: str) -> tuple[str, ...]:
-    return (*state.recentCommands, command_id)[-DEDUPE_WINDOW:]
+def _remember(state: RunState, command_id: str) -> str:
+    return window_with(state.recentCommandDigests, command_digest(command_id))
 
 
 def _created(e: ev.RunCreated) -> RunState:
@@ -95,5 +97,5 @@ def _created(e: ev.RunCreated) -> RunState:
         userId=p.userId, goalRef=p.goalRef, goalSummary=p.goalSummary, createdAt=e.occurredAt,
         updatedAt=e.occurredAt, statusSince=e.occurredAt, versions=p.versions,
         budget=Budget(limits=p.budget),
-        recentCommands=(e.causationId,) if e.causationId else (),
+        recentCommandDigests=command_digest(e.causationId) if e.causationId else "",
     )
