@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from engine_support import create_topics, produce, settings
+from engine_support import counter_on, counter_topics, produce, settings
 
-from runfacts.dev.apps import counter_app
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
 from runfacts.processors.engine.store import RocksBackend, changelog_key, changelog_topic_key
 from runfacts.schemas.errors import ConfigError
@@ -27,10 +26,7 @@ def _topic(bootstrap: str, name: str, partitions: int, config: dict[str, str]) -
 
 @pytest.fixture
 def app(kafka_bootstrap: str, unique: str):
-    names = (f"sc-in-{unique}", f"sc-out-{unique}", f"sc-dlq-{unique}")
-    create_topics(kafka_bootstrap, names, partitions=1)
-    return counter_app(name=f"sc-{unique}", source=names[0], output=names[1],
-                       dead_letter_topic=names[2], idle_ms=3_600_000)
+    return counter_on("sc", unique, counter_topics(kafka_bootstrap, "sc", unique, 1), idle_ms=3_600_000)
 
 
 def test_prepare_topics_refuses_a_shared_changelog_that_would_lose_state(
