@@ -162,7 +162,7 @@ def main() -> None:
     names = TopicNames(f"cwb-{uuid.uuid4().hex[:8]}")
     specs = runfacts_topics(names, args.partitions)
     specs += [changelog_spec(f"{names.prefix}-run-decider-{s}-changelog", args.partitions)
-              for s in ("runs", "orphans", "__timers")]
+              for s in ("orphans", "__timers")]  # `runs`: its changelog is the run-state topic
     apply_topics(kafka, specs)
     workdir = Path(tempfile.mkdtemp(prefix="client-wait-bench-"))
     decider = start_decider(kafka, names, workdir)

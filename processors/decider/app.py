@@ -18,8 +18,9 @@ Per command record (all in the engine's transaction for the batch):
    1 MB message limit, and results, controls and timers still get through to end the run.
 5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
 6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
-   `flush` stores each changed run's last state once, emits it to the run-state topic and
-   every view to its topic (a run's intermediate states within one batch are never
+   `flush` stores each changed run's last state once in `runs`, whose changelog IS the
+   run-state topic (`Application.changelogs`: the engine produces the put there, with the
+   state's headers, once), and emits every view to its topic (a run's intermediate states within one batch are never
    published: the compacted topics would drop them anyway).
 7. Re-plan timers from the new state (approval expiry, reconciliation deadline, wall budget);
    a due timer becomes a `timer.fire` command through the same steps.
@@ -406,10 +407,11 @@ class DeciderShell:
     def _save(self, key: bytes, state: RunState, ctx: Context, trace: list[tuple[str, bytes]] | None,
               dumped: tuple[bytes, dict[str, Parts]] | None = None) -> None:
         body, parts = dumped if dumped is not None else self._dump(key, state)
-        ctx.store("runs").put(key, body)
-        self._remember(key, Cached(body, state, parts))
         headers = [("contentType", b"application/json"), ("version", str(state.version).encode())]
-        ctx.emit(self.names.state, key, body, headers + trace if trace else headers)
+        # The store's changelog IS the run-state topic (Application.changelogs): this put is the
+        # run.state record, produced once by the engine at commit with these headers.
+        ctx.put("runs", key, body, headers + trace if trace else headers)
+        self._remember(key, Cached(body, state, parts))
         for view in self.views:
             for topic, view_key, value in view(state):
                 ctx.emit(topic, view_key, value, trace or None)
@@ -446,6 +448,7 @@ class DeciderShell:
             sources=(Source(self.names.commands, value_deserializer=self.deserialize, value_headers=True),),
             process=self.process, on_timer=self.on_timer, stores=("runs", "orphans"),
             dead_letter_topic=self.names.dlq, flush=self.flush, metrics_topic=self.names.metrics,
+            changelogs={"runs": self.names.state},
         )
 
 

@@ -16,7 +16,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from runfacts.schemas.errors import ConfigError, InvalidInput, RecordPosition, RunfactsError
@@ -123,6 +123,12 @@ class Application:
     """Called once per partition with work as the transaction commits, before its changelog
     records: outputs and store writes it makes join the transaction (e.g. one state write per
     key per batch, kept in `ctx.batch` by the handler until then)."""
+    changelogs: dict[str, str] = field(default_factory=dict, hash=False)
+    """Stores whose changelog is a topic the application owns (store -> topic), e.g. the
+    decider's `runs` -> `<prefix>.run.state`: a put is produced once, to that topic, with the
+    headers given to `ctx.put`, and no `<app>-<store>-changelog` is written (Kafka Streams'
+    source-topic changelog, `topology.optimization=all`). The topic must be compacted, kept
+    forever and have the sources' partition count (checked at start-up)."""
 
     def __post_init__(self) -> None:
         _check_name("application.name", self.name)
@@ -138,6 +144,16 @@ class Application:
                 raise ConfigError("application.stores", store, "names starting '__' are reserved")
         if len(set(self.stores)) != len(self.stores):
             raise ConfigError("application.stores", self.stores, "a store is listed twice")
+        for store, topic in self.changelogs.items():
+            if store not in self.stores:
+                raise ConfigError(f"application.changelogs[{store}]", topic,
+                                  f"names no store of the application (its stores: {self.stores})")
+            _check_name(f"application.changelogs[{store}]", topic)
+            if topic in topics or topic == self.dead_letter_topic:
+                raise ConfigError(f"application.changelogs[{store}]", topic,
+                                  "is a source or the dead-letter topic: give the store a topic of its own")
+        if len(set(self.changelogs.values())) != len(self.changelogs):
+            raise ConfigError("application.changelogs", self.changelogs, "two stores share one topic")
 
     @property
     def all_stores(self) -> tuple[str, ...]:
@@ -145,7 +161,12 @@ class Application:
         return (*self.stores, TIMER_STORE)
 
     def changelog_topic(self, store: str) -> str:
-        """The compacted changelog topic of `store`: `<app>-<store>-changelog`."""
+        """The compacted changelog topic of `store`: the topic `changelogs` names for it, else
+        the engine's own `<app>-<store>-changelog`."""
+        return self.changelogs.get(store) or self.default_changelog_topic(store)
+
+    def default_changelog_topic(self, store: str) -> str:
+        """The engine-owned changelog topic of `store`: `<app>-<store>-changelog`."""
         return f"{self.name}-{store}-changelog"
 
     def source(self, topic: str) -> Source:
@@ -210,6 +231,11 @@ class Context(Protocol):
 
     def typed(self, name: str, key: Serde, value: Serde) -> TypedStore:
         """The store `name` seen through serdes."""
+        ...
+
+    def put(self, store: str, key: bytes, value: bytes, headers: OutHeaders | None = None) -> None:
+        """`store(store).put(key, value)`, its changelog record carrying `headers` (what the
+        readers of a shared changelog topic, `Application.changelogs`, are to see)."""
         ...
 
     def emit(self, topic: str, key: Any, value: Any,

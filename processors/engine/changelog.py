@@ -30,13 +30,13 @@ from itertools import groupby
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from runfacts.crashpoints import crash_point
 from runfacts.logread import watermarks
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import EngineSettings, common_config, restore_config
-from runfacts.processors.engine.store import Backend, changelog_key
+from runfacts.processors.engine.store import Backend, adopt_changelog, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 
 log = logging.getLogger("runfacts.engine")
@@ -57,9 +57,17 @@ def prepare_topics(app: Application, settings: EngineSettings) -> int:
     partitions = next(iter(counts.values()))
     if any(s.on_invalid == "dead_letter" for s in app.sources):
         _partitions(meta, app.dead_letter_topic, "dead-letter topic")
+    shared = app.changelogs
+    if shared:
+        described = _configs(admin, [t for t in shared.values() if t in meta])
+        for store, topic in shared.items():
+            check_shared_changelog(store, topic, len(meta[topic].partitions) if topic in meta else None,
+                                   partitions, described.get(topic, {}))
     missing = []
     for store in app.all_stores:
         topic = app.changelog_topic(store)
+        if store in shared:
+            continue
         if topic in meta:
             if _partitions(meta, topic, "changelog") != partitions:
                 raise ConfigError("changelog", topic, f"must have {partitions} partitions")
@@ -68,6 +76,48 @@ def prepare_topics(app: Application, settings: EngineSettings) -> int:
                                     config={"cleanup.policy": "compact"}))
     _create(admin, missing)
     return partitions
+
+
+def check_shared_changelog(store: str, topic: str, found: int | None, partitions: int,
+                           configs: dict[str, str]) -> None:
+    """Refuse a store's shared changelog topic (`Application.changelogs`) that would lose or
+    misplace state: missing (`found` None: the engine never creates an application's topic),
+    not compacted, with time or size retention, or another partition count than the sources'."""
+    setting = f"changelog of store {store}"
+    if found is None:
+        raise ConfigError(setting, topic, "topic does not exist: create it with `runfacts topics "
+                          "apply` (compacted, retention.ms=-1, the sources' partition count)")
+    if found != partitions:
+        raise ConfigError(setting, topic, f"has {found} partitions, the sources {partitions}: a "
+                          f"store partition restores from the same partition of its changelog; "
+                          f"recreate the topic with {partitions} partitions")
+    policy = {p.strip() for p in configs.get("cleanup.policy", "delete").split(",")}
+    if "compact" not in policy:
+        raise ConfigError(setting, topic, f"has cleanup.policy={configs.get('cleanup.policy', 'delete')}: "
+                          f"a changelog must be compacted; set cleanup.policy=compact "
+                          f"(kafka-configs --alter --add-config cleanup.policy=compact)")
+    if "delete" in policy:
+        for name in ("retention.ms", "retention.bytes"):
+            if configs.get(name, "-1") != "-1":
+                raise ConfigError(setting, topic, f"has cleanup.policy=compact,delete with "
+                                  f"{name}={configs[name]}: old states would be deleted; set "
+                                  f"cleanup.policy=compact or {name}=-1")
+
+
+def _configs(admin: AdminClient, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The effective configs of `topics`."""
+    if not topics:
+        return {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    found = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=30).items():
+        try:
+            entries = future.result()
+        except KafkaException as exc:
+            raise InfrastructureError(f"cannot read the configs of {resource.name}: {exc}",
+                                      retryable=True) from exc
+        found[resource.name] = {k: v.value for k, v in entries.items() if v.value is not None}
+    return found
 
 
 def _partitions(meta: dict, topic: str, what: str) -> int:
@@ -126,6 +176,10 @@ class Restorer:
                store: str) -> tuple[TopicPartition | None, int]:
         """Steps 1-2: where to start reading (None: the store is current) and the end."""
         topic = self._app.changelog_topic(store)
+        if adopt_changelog(backend, store, topic, self._app.default_changelog_topic(store)):
+            log.warning("store %s[%d]: its changelog moved to %s; the offset it held refers to "
+                        "the old topic, so it is rebuilt from offset 0 of %s", store, partition,
+                        topic, topic)
         low, high = watermarks(self._end_client(), TopicPartition(topic, partition))
         stored = int(backend.meta().get(changelog_key(store), b"-1"))
         if stored >= high:

@@ -34,6 +34,28 @@ def changelog_key(store: str) -> bytes:
     return b"cl\x00" + store.encode()
 
 
+def changelog_topic_key(store: str) -> bytes:
+    """Meta key of the topic the store's changelog offset (`changelog_key`) refers to; absent
+    in stores written before the topic was recorded: then it is `default`, the engine's own."""
+    return b"ct\x00" + store.encode()
+
+
+def adopt_changelog(backend: Backend, store: str, topic: str, default: str) -> bool:
+    """Make `topic` the store's changelog before a restore. A store whose recorded offset refers
+    to another topic (an upgrade that moved the changelog, e.g. to a shared topic) is emptied,
+    to be rebuilt from offset 0 of `topic`: an offset of one topic never means anything in
+    another. Returns True when it emptied the store."""
+    meta = backend.meta()
+    recorded = meta.get(changelog_topic_key(store), default.encode()).decode()
+    if recorded == topic:
+        return False
+    emptied = changelog_key(store) in meta  # no offset: nothing of the old topic in the store
+    if emptied:
+        backend.clear(store)
+    backend.write({}, {changelog_topic_key(store): topic.encode()})
+    return emptied
+
+
 class ChangelogMessage(Protocol):
     """What restore needs of a changelog record (a confluent_kafka.Message fits)."""
 

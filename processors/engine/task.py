@@ -90,6 +90,13 @@ class TaskContext:
         """The store `name` seen through serdes."""
         return TypedStore(self.store(name), key, value)
 
+    def put(self, store: str, key: bytes, value: bytes, headers: OutHeaders | None = None) -> None:
+        """`store(store).put(key, value)`, its changelog record carrying `headers` (the last
+        put of the key in the transaction gives them; a delete's tombstone carries none)."""
+        self.store(store).put(key, value)
+        if headers is not None:
+            self._task.headers.setdefault(store, {})[key] = headers
+
     def emit(self, topic: str, key: Any, value: Any,
              headers: OutHeaders | None = None, partition: int | None = None) -> None:
         """Send an output record in the current transaction (serialized by the topic's Sink);
@@ -169,6 +176,8 @@ class Task:
         self.first: dict[str, int] = {}
         self.delivered: dict[str, int] = {}
         self.delivery_errors: list[str] = []
+        self.headers: dict[str, dict[bytes, OutHeaders]] = {}
+        """Changelog headers of this transaction's puts (`TaskContext.put`), by store and key."""
         self._process = app.process
         self._with_headers = {s.topic for s in app.sources if s.value_headers}
         self._single_source = app.sources[0].topic if len(app.sources) == 1 else None
@@ -275,6 +284,10 @@ class Task:
             if not buffer:
                 continue
             topic = self._changelogs[store]
+            if store in self.headers:
+                self._produce_with_headers(store, topic, buffer)
+                count += len(buffer)
+                continue
             items = iter(buffer.items())
             for key, value in islice(items, len(buffer) - 1):
                 try:
@@ -285,6 +298,19 @@ class Task:
             send(out, topic, value, key, partition=partition, on_delivery=self._on_delivery(store))
             count += len(buffer)
         return count
+
+    def _produce_with_headers(self, store: str, topic: str, buffer: dict[bytes, bytes | None]) -> None:
+        """The changelog records of a store some puts of which gave headers (a shared topic's)."""
+        headers, out, partition = self.headers[store], self.out, self.partition
+        last = len(buffer) - 1
+        for i, (key, value) in enumerate(buffer.items()):
+            found = headers.get(key) if value is not None else None
+            kw: dict[str, Any] = {"partition": partition}
+            if found is not None:
+                kw["headers"] = found
+            if i == last:
+                kw["on_delivery"] = self._on_delivery(store)
+            send(out, topic, value, key, **kw)
 
     def _on_delivery(self, store: str) -> DeliveryCallback:
         def done(err: Any, msg: Any) -> None:
@@ -322,6 +348,7 @@ class Task:
         self.first.clear()
         self.delivered.clear()
         self.delivery_errors.clear()
+        self.headers.clear()
 
     def close(self) -> None:
         self.backend.close()

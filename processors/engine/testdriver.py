@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from runfacts.partitioning import partition_for
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.commit import TransactionAborted, flush_changelogs
-from runfacts.processors.engine.store import MemoryBackend, changelog_key
+from runfacts.processors.engine.store import MemoryBackend, adopt_changelog, changelog_key
 from runfacts.processors.engine.task import DeliveryCallback, OutHeaders, Task
 
 Headers = list[tuple[str, bytes | None]] | None
@@ -200,9 +200,12 @@ class TestDriver:
             merged.update(self.backends[p].data[store])
         return merged
 
-    def restart(self, *, lose_state: bool = False) -> int:
+    def restart(self, *, lose_state: bool = False, app: Application | None = None) -> int:
         """Re-open every partition (from an empty store with lose_state) and restore; returns
-        the number of changelog records applied."""
+        the number of changelog records applied. `app`: run another version of the application
+        from now on (an upgrade: e.g. one that moved a store's changelog)."""
+        if app is not None:
+            self.app = app
         restored = 0
         for p in range(self.partitions):
             if lose_state:
@@ -214,7 +217,9 @@ class TestDriver:
     def _restore(self, partition: int, backend: MemoryBackend) -> int:
         count = 0
         for store in self.app.all_stores:
-            log = self.log.logs.get((self.app.changelog_topic(store), partition), [])
+            topic = self.app.changelog_topic(store)
+            adopt_changelog(backend, store, topic, self.app.default_changelog_topic(store))
+            log = self.log.logs.get((topic, partition), [])
             stored = int(backend.meta().get(changelog_key(store), b"-1"))
             todo = [_Message(r.topic, partition, r.offset, r.key, r.value, None, 0)
                     for r in log[stored + 1:]]

@@ -178,10 +178,11 @@ class DemoStack:
         apply_topics(self.options.kafka, specs)
 
     def _apps(self) -> dict[str, tuple[str, ...]]:
-        """Each worker's engine application name and its stores."""
+        """Each worker's engine application name and its stores with a changelog of their own
+        (the decider's `runs` store has the run-state topic as its changelog)."""
         prefix = self.names.prefix
         decider = DECIDER_APP if prefix == "runfacts" else f"{prefix}-run-decider"
-        return {decider: ("runs", "orphans", "__timers"),
+        return {decider: ("orphans", "__timers"),
                 dispatcher_app_name(prefix): ("runs", "progress", "__timers"),
                 projector_app_name(prefix): ("heads", "trajectories", "__timers"),
                 memory_app_name(prefix): ("memories", "__timers")}

@@ -148,10 +148,10 @@ def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> 
         time.sleep(0.2)
 
 
-def counter_topics(bootstrap: str, tag: str, unique: str) -> tuple[str, str, str]:
+def counter_topics(bootstrap: str, tag: str, unique: str, partitions: int = 6) -> tuple[str, str, str]:
     """Created input, output and dead-letter topics for a counter_app test named `tag`."""
     names = (f"{tag}-in-{unique}", f"{tag}-out-{unique}", f"{tag}-dlq-{unique}")
-    create_topics(bootstrap, names)
+    create_topics(bootstrap, names, partitions)
     return names
 
 

@@ -112,7 +112,6 @@ def test_demo_topics_hold_no_secret_anywhere_and_personal_data_only_internally_w
 
 
 def _state_changelogs(options: DemoOptions) -> list[str]:
-    """Store changelogs holding copies of run state (the decider's and the dispatcher's `runs`):
-    internal like the run-state topic."""
-    prefix = options.prefix
-    return [f"{prefix}-run-decider-runs-changelog", f"{prefix}-dispatcher-runs-changelog"]
+    """Store changelogs holding copies of run state (the dispatcher's `runs`; the decider's is
+    the run-state topic itself): internal like the run-state topic."""
+    return [f"{options.prefix}-dispatcher-runs-changelog"]
