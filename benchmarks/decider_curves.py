@@ -244,8 +244,9 @@ def rss_curve(kafka: KafkaSettings, args: argparse.Namespace) -> list[Point]:
                 created = min(count, created + args.batch)
                 b.producer.flush(120)
             while (done := _consumed(kafka, group, b.names.commands))[0] < done[1]:
-                if b.worker.poll() is not None:
-                    raise SystemExit(f"the decider exited ({b.worker.returncode}) at {done[0]:,} commands")
+                if b.worker.poll() is not None:  # the points so far are still written (CSV and PNG)
+                    print(f"the decider exited ({b.worker.returncode}) at {done[0]:,} commands", flush=True)
+                    return points
                 time.sleep(1)
             time.sleep(2)  # the last commit's store writes
             cpu = cpu_seconds(b.worker.pid) - cpu0

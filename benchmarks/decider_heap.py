@@ -31,7 +31,7 @@ from view_latency_bench import AGENT, ENCODE  # noqa: E402
 
 import runfacts.processors.decider.app as shell  # noqa: E402
 from runfacts.processors.decider.app import DEFAULT_VERSIONS  # noqa: E402
-from runfacts.processors.engine.gctune import tune_gc  # noqa: E402
+from runfacts.processors.engine.gctune import limit_arenas, trim_heap, tune_gc  # noqa: E402
 from runfacts.processors.engine.store import RocksBackend, StoreMemory  # noqa: E402
 from runfacts.processors.engine.task import Task  # noqa: E402
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver  # noqa: E402
@@ -74,8 +74,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--memory-mb", type=int, default=64)
     parser.add_argument("--cache-keys", type=int, default=10_000)
+    parser.add_argument("--cache-kb", type=int, default=4096)
+    parser.add_argument("--arenas", type=int, default=0, help="malloc arenas at most (glibc's M_ARENA_MAX)")
     parser.add_argument("--trace-from", type=int, default=0, help="start tracemalloc at this many runs")
     args = parser.parse_args()
+    limit_arenas(args.arenas)
     names = TopicNames("heap")
     decider = shell.DeciderShell(names, dataclasses.replace(CTX, current_versions=DEFAULT_VERSIONS))
     app = decider.application()
@@ -83,11 +86,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="decider-heap-"))
     memory = StoreMemory(args.memory_mb)
     driver.backends = {p: RocksBackend(root / str(p), app.all_stores, memory) for p in range(args.partitions)}
-    driver.tasks = {p: Task(app, p, b, driver.log, args.cache_keys) for p, b in driver.backends.items()}
+    driver.tasks = {p: Task(app, p, b, driver.log, args.cache_keys, args.cache_kb) for p, b in driver.backends.items()}
     tune_gc(50_000)  # as the engine does
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(f"idle: RSS {rss_mb():.0f} MB; {args.partitions} partitions, {args.memory_mb} MB, "
-          f"{args.cache_keys} cache keys; load {load}; state in {root}", flush=True)
+          f"{args.cache_keys} cache keys, {args.cache_kb} KB; load {load}; state in {root}", flush=True)
     created, snapshots = 0, []
     for count in sorted(args.counts):
         while created < count:
@@ -97,7 +100,10 @@ def main() -> None:
             driver.log.logs.clear()  # the driver's in-memory Kafka: not the decider's memory
             created = end
         gc.collect()
-        print(f"{count:,} runs: RSS {rss_mb():.0f} MB, block cache {memory.usage_mb():.1f} MB; "
+        before = rss_mb()
+        trim_heap()
+        print(f"{count:,} runs: RSS {before:.0f} MB ({rss_mb():.0f} after malloc_trim), "
+              f"block cache {memory.usage_mb():.1f} MB; "
               f"{caches(driver, decider)}", flush=True)
         if tracemalloc.is_tracing():
             snapshots.append(tracemalloc.take_snapshot())

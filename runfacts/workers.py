@@ -18,31 +18,19 @@ import time
 from pathlib import Path
 
 from runfacts import telemetry
-from runfacts.connectors.args_store import ArgsStore
 from runfacts.connectors.versions import publish_versions
-from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
 from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell, InputLimits
 from runfacts.processors.decider.context import DecideContext
 from runfacts.processors.decider.security import policy_checks
-from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell, app_name, result_cap
-from runfacts.processors.dispatcher.incarnation import next_incarnation
-from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import common_config, load_settings, stable_instance_id
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import load_keyring_if_configured, load_source_keys_if_configured
-from runfacts.projections.audit.summary import AuditConfig
-from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
-from runfacts.projections.projector.memory import MemoryProjectorShell
 from runfacts.projections.user_view import publisher
 from runfacts.schemas.common import RunVersions
 from runfacts.schemas.errors import ConfigError
-from runfacts.settings import KafkaSettings
-from runfacts.tools.adapter import ToolRuntime
-from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
-from runfacts.tools.serve import served_catalog
 from runfacts.topics import TopicNames
 
 __all__ = ["decide_context", "decider", "dispatcher", "input_limits", "memory_projector", "projector"]
@@ -112,6 +100,16 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     With privacy keys (RUNFACTS_PII_KEYS[_FILE]) the personal fields of its reports (the tool's
     result, error texts) are sealed for the run's user, keys in `<prefix>.keys` (docs/security.md).
     """
+    # imported here: the decider's worker never loads the dispatcher's and projectors' modules (~10 MB)
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.privacy.store import protector_if_configured
+    from runfacts.processors.dispatcher.app import DispatcherSettings, DispatcherShell, app_name, result_cap
+    from runfacts.processors.dispatcher.incarnation import next_incarnation
+    from runfacts.processors.dispatcher.pool import ToolPool
+    from runfacts.settings import KafkaSettings
+    from runfacts.tools.adapter import ToolRuntime
+    from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
+    from runfacts.tools.serve import served_catalog
     if not args_store:
         raise ConfigError("--param args_store", args_store, "the dispatcher needs the argument store")
     registry = load_registry(tools or DEFAULT_TOOLS)
@@ -140,6 +138,8 @@ def projector(prefix: str = "runfacts") -> Application:
     Personal values in audit records are digested with HMAC under $RUNFACTS_AUDIT_PII_KEY when
     set (plain SHA-256 otherwise); `runfacts audit verify` needs the same key.
     """
+    from runfacts.projections.audit.summary import AuditConfig
+    from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
     key = os.environ.get(PII_KEY_ENV, "")
     if not key:
         projector_log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
@@ -150,4 +150,5 @@ def projector(prefix: str = "runfacts") -> Application:
 def memory_projector(prefix: str = "runfacts") -> Application:
     """Worker factory: `runfacts worker memory [--prefix P]`: events -> the compacted
     `<prefix>.memory` topic (confirmed, unexpired, unrevoked memories), exactly once."""
+    from runfacts.projections.projector.memory import MemoryProjectorShell
     return MemoryProjectorShell(TopicNames(prefix)).application()

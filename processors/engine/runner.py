@@ -52,7 +52,7 @@ from runfacts.metrics import MetricsWindow, encode
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
 from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, ProducerFenced, TransactionAborted
-from runfacts.processors.engine.gctune import tune_gc
+from runfacts.processors.engine.gctune import HeapTrimmer, limit_arenas, tune_gc
 from runfacts.processors.engine.settings import (
     EngineSettings,
     check_timeouts,
@@ -133,6 +133,8 @@ class Engine:
         """Run until stop() or SIGTERM; raises ProcessingError / InfrastructureError on failure."""
         prepare_topics(self.app, self.settings)
         tune_gc(self.settings.gc_threshold)
+        limit_arenas(self.settings.malloc_arena_max)
+        trimmer = HeapTrimmer(self.settings.heap_trim_interval_ms / 1000)
         try:
             self._connect()
             with _signals(self.stop):
@@ -144,6 +146,7 @@ class Engine:
                 raise self._fenced(exc) from exc
             raise
         finally:
+            trimmer.stop()
             self._close()
 
     def _connect(self) -> None:
@@ -423,7 +426,8 @@ class Engine:
                 backend.close()
             raise
         for p, backend in backends.items():
-            self._tasks[p] = Task(self.app, p, backend, self._out, self.settings.store_cache_keys)
+            self._tasks[p] = Task(self.app, p, backend, self._out, self.settings.store_cache_keys,
+                                 self.settings.store_cache_kb)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start after the store's input offset when the group offset is behind it or missing.

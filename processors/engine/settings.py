@@ -87,8 +87,11 @@ class EngineSettings(BaseSettings):
                                  "partition's stores) stays within this bound; 0: RocksDB's defaults, "
                                  "unbounded (each store keeps up to 2 x 64 MB memtables per partition)")
     store_cache_keys: int = Field(10_000, ge=0, description="per partition and store, the values of the "
-                                  "last committed writes kept in memory for reads (all dropped when full; "
-                                  "0: the last commit's only)")
+                                  "last committed writes kept in memory for reads, at most this many (the "
+                                  "oldest written evicted first; 0: the last commit's only)")
+    store_cache_kb: int = Field(4_096, ge=0, description="per partition and store, the read cache's bytes "
+                                "(keys, values and 100 a key) at most, in KB (the oldest written evicted "
+                                "first; 0: the last commit's only)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
     timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
@@ -97,6 +100,11 @@ class EngineSettings(BaseSettings):
     gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
                               "threshold while the engine runs (0: leave the interpreter's); see "
                               "runfacts.processors.engine.gctune")
+    malloc_arena_max: int = Field(0, ge=0, description="at most this many malloc arenas in the process "
+                                  "(glibc's M_ARENA_MAX, set when the engine starts; 0: glibc's default, "
+                                  "8 a core); see runfacts.processors.engine.gctune")
+    heap_trim_interval_ms: int = Field(10_000, ge=0, description="how often a thread gives the malloc "
+                                       "heaps' free pages back to the OS (glibc's malloc_trim; 0: never)")
     metrics_interval_ms: int = Field(5_000, ge=0, description="how often the engine publishes its metrics "
                                      "record to the application's metrics topic (0: never)")
     changelog_replication_factor: int = Field(-1, description="-1: the broker default")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -326,11 +327,15 @@ class TypedStore:
 class PartitionState:
     """The stores of one partition: write buffers, committed offsets and the atomic write."""
 
-    def __init__(self, backend: Backend, stores: Iterable[str], cache_keys: int = 10_000) -> None:
+    def __init__(self, backend: Backend, stores: Iterable[str], cache_keys: int = 10_000,
+                 cache_kb: int = 4_096) -> None:
         self.backend = backend
         self.cache_keys = cache_keys
+        self.cache_bytes = cache_kb << 10
         self.buffers: dict[str, dict[bytes, bytes | None]] = {s: {} for s in stores}
         self.caches: dict[str, dict[bytes, bytes | None]] = {s: {} for s in stores}
+        self.cached_bytes = dict.fromkeys(self.buffers, 0)
+        """What each read cache holds: its keys' and values' bytes plus `CACHE_ENTRY_BYTES` each."""
         self.stores = {s: KeyValueStore(s, b, self.caches[s], backend.reader(s))
                        for s, b in self.buffers.items()}
         meta = backend.meta()
@@ -355,17 +360,50 @@ class PartitionState:
             self.backend.write(changes, meta)
         self.input_offsets.update(input_offsets)
         self.changelog_offsets.update(changelog_offsets)
+        held = self.cached_bytes
         for store, buffer in changes.items():
-            cache = self.caches[store]
-            if len(cache) + len(buffer) > self.cache_keys:
-                cache.clear()
-            cache.update(buffer)
+            held[store] = _remember(self.caches[store], buffer, held[store], self.cache_keys, self.cache_bytes)
         self.discard()
 
     def discard(self) -> None:
         """Drop the uncommitted writes (abort / rollback)."""
         for buffer in self.buffers.values():
             buffer.clear()
+
+
+CACHE_ENTRY_BYTES = 100
+"""What a read cache's entry costs beyond its key's and value's bytes (two bytes objects' headers
+and the dict's slot), counted against its byte bound."""
+
+
+def _remember(cache: dict[bytes, bytes | None], written: dict[bytes, bytes | None], held: int,
+              max_keys: int, max_bytes: int) -> int:
+    """Put a commit's writes into a read cache as its newest entries (a rewritten key moves to the
+    end), then evict the oldest while it holds more than `max_keys` keys or `max_bytes` bytes
+    (never this commit's writes): the cache keeps the most recently written keys instead of being
+    dropped all at once and refilled. Returns the bytes it holds (`held`: before the writes).
+    """
+    pop = cache.pop
+    for key, value in written.items():
+        old = pop(key, _MISSING)
+        if old is not _MISSING:
+            held -= len(key) + len(old or b"") + CACHE_ENTRY_BYTES  # type: ignore[arg-type]
+        held += len(key) + len(value or b"") + CACHE_ENTRY_BYTES
+    cache.update(written)
+    keep = len(written)
+    excess = len(cache) - max(max_keys, keep)
+    if excess <= 0 and held <= max_bytes:
+        return held
+    gone = []
+    for key in islice(cache, len(cache) - keep):  # a dict iterates oldest insertion first
+        if excess <= 0 and held <= max_bytes:
+            break
+        held -= len(key) + len(cache[key] or b"") + CACHE_ENTRY_BYTES
+        excess -= 1
+        gone.append(key)
+    for key in gone:
+        del cache[key]
+    return held
 
 
 def _offsets(meta: dict[bytes, bytes], prefix: bytes) -> dict[str, int]:

@@ -164,11 +164,11 @@ class Task:
     """One partition: state, timers, context, and the per-record and commit-side steps."""
 
     def __init__(self, app: Application, partition: int, backend: Backend, out: Output,
-                 cache_keys: int = 10_000) -> None:
+                 cache_keys: int = 10_000, cache_kb: int = 4_096) -> None:
         self.app = app
         self.partition = partition
         self.backend = backend
-        self.state = PartitionState(backend, app.all_stores, cache_keys)
+        self.state = PartitionState(backend, app.all_stores, cache_keys, cache_kb)
         self.timers = Timers(self.state)
         self.ctx = TaskContext(self, out)
         self.out = out

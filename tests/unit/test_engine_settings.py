@@ -89,6 +89,9 @@ def test_memory_defaults_are_the_ones_docs_engine_md_names() -> None:
     settings = EngineSettings()
     assert f"(`RUNFACTS_STORE_MEMORY_MB`, {settings.store_memory_mb})" in doc
     assert f"(`RUNFACTS_STORE_CACHE_KEYS`, {settings.store_cache_keys})" in doc
+    assert f"(`RUNFACTS_STORE_CACHE_KB`, {settings.store_cache_kb})" in doc
+    assert f"`RUNFACTS_HEAP_TRIM_INTERVAL_MS` ({settings.heap_trim_interval_ms};" in doc
+    assert f"`RUNFACTS_MALLOC_ARENA_MAX` ({settings.malloc_arena_max}:" in doc
     assert (settings.store_memory_mb, CONSUMER_PREFETCH["queued.max.messages.kbytes"]) == (64, 16_384)
     consumer = consumer_config(APP, settings)
     for key, value in CONSUMER_PREFETCH.items():
