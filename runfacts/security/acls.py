@@ -66,6 +66,7 @@ class ComponentAccess:
     group_prefix: str | None = None
     transactional_prefix: str | None = None
     own_topic_prefix: str | None = None  # store changelogs the component creates itself
+    configs_read: tuple[str, ...] = ()  # topics whose configs it checks (a shared changelog, ADR 0010)
 
 
 @dataclass(frozen=True, order=True)
@@ -105,7 +106,10 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
                             transactional_prefix=outbox_transactional_prefix(n.prefix))
     return [
         # every engine publishes its metrics record (runfacts.processors.engine.reporter)
-        engine("decider", (n.commands,), (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
+        # n.state is also its `runs` store's changelog (ADR 0010): read to restore, configs checked at start
+        replace(engine("decider", (n.commands, n.state),
+                       (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
+                configs_read=(n.state,)),
         # memory: the projector's memory app
         engine("projector", (n.events,), (n.audit, n.trajectory, n.memory, n.dlq, n.metrics)),
         # (n.keys: it seals the personal fields of its reports, runfacts.privacy)
@@ -137,6 +141,7 @@ def acl_entries(access: ComponentAccess) -> list[AclEntry]:
         entries |= {AclEntry(p, "TOPIC", "LITERAL", topic, op) for op in ("READ", "DESCRIBE")}
     for topic in access.writes:
         entries |= {AclEntry(p, "TOPIC", "LITERAL", topic, op) for op in ("WRITE", "DESCRIBE")}
+    entries |= {AclEntry(p, "TOPIC", "LITERAL", topic, "DESCRIBE_CONFIGS") for topic in access.configs_read}
     if access.group_prefix:
         entries |= {AclEntry(p, "GROUP", "PREFIXED", access.group_prefix, op) for op in ("READ", "DESCRIBE")}
     if access.transactional_prefix:

@@ -174,3 +174,10 @@ def test_dashboard_acls_cover_what_its_redrive_writes_and_no_fact_topic():
     assert service_redrive_targets(NAMES) == (NAMES.commands,)
     assert AclEntry(p, "TRANSACTIONAL_ID", "PREFIXED", redrive_transactional_id(NAMES.dlq), "WRITE") in entries
     assert not {NAMES.events, NAMES.state, NAMES.user_view} & set(ACCESS["dashboard"].writes)
+
+
+def test_decider_may_restore_from_and_check_the_run_state_topic_it_uses_as_its_runs_changelog():
+    entries = {(e.resource_name, e.operation) for e in acl_entries(ACCESS["decider"]) if e.resource_type == "TOPIC"}
+    assert {(NAMES.state, "READ"), (NAMES.state, "WRITE"), (NAMES.state, "DESCRIBE_CONFIGS")} <= entries
+    others = {c for c, a in ACCESS.items() if a.configs_read}
+    assert others == {"decider"}, "only the decider checks a shared changelog's configs"
