@@ -21,6 +21,7 @@ the interpreter's defaults (for embedding the engine in a process that tunes its
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import threading
 from typing import Any
@@ -41,6 +42,7 @@ def tune_gc(threshold: int) -> None:
 _M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
+@functools.cache
 def _libc() -> Any | None:
     """The process's C library when it is glibc (malloc_trim and mallopt), else None."""
     try:

@@ -96,6 +96,8 @@ class TaskContext:
         self.store(store).put(key, value)
         if headers is not None:
             self._task.headers.setdefault(store, {})[key] = headers
+        else:
+            self._task.headers.get(store, {}).pop(key, None)
 
     def emit(self, topic: str, key: Any, value: Any,
              headers: OutHeaders | None = None, partition: int | None = None) -> None:
@@ -276,41 +278,31 @@ class Task:
             raise ProcessingError(self.app.name, f"flush of partition {self.partition}", exc) from exc
 
     def produce_changelog(self) -> int:
-        """Commit step 1: flush, then a changelog record per buffered key (the last reports its offset)."""
+        """Commit step 1: flush, then a changelog record per buffered key (the last reports its
+        offset); a put given headers (`TaskContext.put`, a shared changelog topic's) carries them."""
         self.flush()
         count, out, partition = 0, self.out, self.partition
         produce = out.produce
         for store, buffer in self.state.buffers.items():
             if not buffer:
                 continue
-            topic = self._changelogs[store]
-            if store in self.headers:
-                self._produce_with_headers(store, topic, buffer)
-                count += len(buffer)
-                continue
+            topic, headers = self._changelogs[store], self.headers.get(store, {})
             items = iter(buffer.items())
             for key, value in islice(items, len(buffer) - 1):
+                found = headers.get(key) if value is not None else None
+                if found is not None:
+                    send(out, topic, value, key, partition=partition, headers=found)
+                    continue
                 try:
                     produce(topic, value, key, partition)
                 except BufferError:
                     send(out, topic, value, key, partition=partition)
             key, value = next(items)
-            send(out, topic, value, key, partition=partition, on_delivery=self._on_delivery(store))
+            found = headers.get(key) if value is not None else None
+            send(out, topic, value, key, partition=partition, on_delivery=self._on_delivery(store),
+                 **({"headers": found} if found is not None else {}))
             count += len(buffer)
         return count
-
-    def _produce_with_headers(self, store: str, topic: str, buffer: dict[bytes, bytes | None]) -> None:
-        """The changelog records of a store some puts of which gave headers (a shared topic's)."""
-        headers, out, partition = self.headers[store], self.out, self.partition
-        last = len(buffer) - 1
-        for i, (key, value) in enumerate(buffer.items()):
-            found = headers.get(key) if value is not None else None
-            kw: dict[str, Any] = {"partition": partition}
-            if found is not None:
-                kw["headers"] = found
-            if i == last:
-                kw["on_delivery"] = self._on_delivery(store)
-            send(out, topic, value, key, **kw)
 
     def _on_delivery(self, store: str) -> DeliveryCallback:
         def done(err: Any, msg: Any) -> None:

@@ -132,3 +132,17 @@ def test_shared_changelog_is_refused_when_it_could_lose_state(found, configs, me
 ])
 def test_shared_changelog_is_accepted_when_compacted_and_kept(configs) -> None:
     check_shared_changelog("states", STATE, 6, 6, configs)
+
+
+def put_twice(record: Record, ctx: Context) -> None:
+    """A put with headers, then one without, of the same key in one transaction."""
+    ctx.put("states", record.key, b"first", [("version", b"1")])
+    ctx.put("states", record.key, b"second")
+
+
+def test_the_last_put_of_a_key_in_a_transaction_gives_its_record_headers_or_none() -> None:
+    application = Application(name="sh", sources=(Source("input"),), process=put_twice,
+                              stores=("states",), changelogs={"states": STATE})
+    driver = TestDriver(application, partitions=1)
+    driver.pipe_batch([InputRecord("input", b"a", b"x")])
+    assert [(r.value, r.headers or None) for r in driver.outputs(STATE)] == [(b"second", None)]
