@@ -127,7 +127,7 @@ def _partitions(meta: dict, topic: str, what: str) -> int:
     return len(found.partitions)
 
 
-def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
+def _create(admin: AdminClient, topics: list[NewTopic], ready_timeout_s: float = 60.0) -> None:
     if not topics:
         return
     for topic, future in admin.create_topics(topics, request_timeout=30).items():
@@ -138,6 +138,32 @@ def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise InfrastructureError(f"cannot create changelog {topic}: {exc}",
                                           retryable=True) from exc
+    _await_leaders(admin, {t.topic: t.num_partitions for t in topics}, ready_timeout_s)
+
+
+def _await_leaders(admin: AdminClient, topics: dict[str, int], timeout_s: float) -> None:
+    """Wait until every created topic's partitions have a leader in the brokers' metadata, as
+    Kafka Streams' InternalTopicManager does: the controller acknowledges a creation before the
+    brokers have applied it, and a restore that asks a partition's offsets in that gap sees an
+    unknown partition (a fresh-clone CI run saw one for 30 s on a loaded broker)."""
+    deadline = time.monotonic() + timeout_s
+    waiting = dict(topics)
+    while waiting:
+        for topic in list(waiting):
+            try:
+                found = admin.list_topics(topic, timeout=5).topics.get(topic)
+            except KafkaException:
+                found = None
+            if (found is not None and found.error is None and len(found.partitions) == waiting[topic]
+                    and all(p.leader >= 0 for p in found.partitions.values())):
+                del waiting[topic]
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            raise InfrastructureError(f"changelog topics {sorted(waiting)} were created but have no leader "
+                                      f"after {timeout_s:.0f} s: check that the brokers are up and their "
+                                      f"controller quorum has a leader, then restart", retryable=True)
+        time.sleep(0.2)
 
 
 class Restorer:
