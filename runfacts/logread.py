@@ -62,17 +62,6 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) 
                                           retryable=transient) from exc
             _log.info("%s[%d] not ready (%s): retrying", tp.topic, tp.partition, code)
             time.sleep(0.2)
-            _refresh_metadata(consumer, tp.topic)
-
-
-def _refresh_metadata(consumer: Consumer, topic: str) -> None:
-    """Ask the brokers for `topic`'s metadata now: a client whose first look came before the
-    topic's creation reached its broker keeps answering _UNKNOWN_PARTITION from its cache until
-    its next periodic refresh (minutes); an explicit request for the topic updates the cache."""
-    try:
-        consumer.list_topics(topic, timeout=5)
-    except KafkaException as exc:  # the next watermarks try reports what is wrong
-        _log.info("metadata of %s not refreshed: %s", topic, exc)
 
 
 def partition_count(consumer: Consumer, topic: str, timeout: float) -> int:

@@ -166,7 +166,7 @@ def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float
     missing = [s for s in specs if s.name not in existing]
     report.created = _create(admin, missing, rf, timeout)
     if missing:  # metadata lags creation (ours or a racing creator's): wait until listed
-        existing = _wait_listed(admin, [s.name for s in missing], timeout)
+        existing = wait_ready(admin, [s.name for s in missing], timeout)
     for spec in specs:
         if spec.name in report.created:
             continue
@@ -185,16 +185,22 @@ def apply_topics(settings: KafkaSettings, specs: list[TopicSpec], timeout: float
     return report
 
 
-def _wait_listed(admin: AdminClient, names: list[str], timeout: float) -> dict:
-    """Topic metadata once every name in `names` is listed (created topics appear with a lag)."""
+def wait_ready(admin: AdminClient, names: list[str], timeout: float) -> dict:
+    """Topic metadata once every name in `names` is listed and each of its partitions has a
+    leader, as Kafka Streams' InternalTopicManager waits: the controller acknowledges a creation
+    before the brokers have applied it, and a client that asks a partition's offsets in that gap
+    sees an unknown partition (a fresh-clone CI run saw a new changelog's for 30 s on a loaded broker)."""
     deadline = time.monotonic() + timeout
     while True:
         topics = admin.list_topics(timeout=timeout).topics
-        absent = [n for n in names if n not in topics or not topics[n].partitions]
+        absent = [n for n in names if n not in topics or not topics[n].partitions
+                  or any(p.leader < 0 for p in topics[n].partitions.values())]
         if not absent:
             return topics
         if time.monotonic() > deadline:
-            raise InfrastructureError(f"topics not visible after {timeout}s: {absent}", retryable=True)
+            raise InfrastructureError(f"topics not visible with a leader for every partition after {timeout}s: "
+                                      f"{absent}; check that the brokers are up and their controller quorum "
+                                      f"has a leader", retryable=True)
         time.sleep(0.1)
 
 

@@ -38,6 +38,7 @@ from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import EngineSettings, common_config, restore_config
 from runfacts.processors.engine.store import Backend, adopt_changelog, changelog_key
 from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.topics import wait_ready
 
 log = logging.getLogger("runfacts.engine")
 _EOF = KafkaError._PARTITION_EOF
@@ -127,7 +128,7 @@ def _partitions(meta: dict, topic: str, what: str) -> int:
     return len(found.partitions)
 
 
-def _create(admin: AdminClient, topics: list[NewTopic], ready_timeout_s: float = 60.0) -> None:
+def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
     if not topics:
         return
     for topic, future in admin.create_topics(topics, request_timeout=30).items():
@@ -138,32 +139,7 @@ def _create(admin: AdminClient, topics: list[NewTopic], ready_timeout_s: float =
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise InfrastructureError(f"cannot create changelog {topic}: {exc}",
                                           retryable=True) from exc
-    _await_leaders(admin, {t.topic: t.num_partitions for t in topics}, ready_timeout_s)
-
-
-def _await_leaders(admin: AdminClient, topics: dict[str, int], timeout_s: float) -> None:
-    """Wait until every created topic's partitions have a leader in the brokers' metadata, as
-    Kafka Streams' InternalTopicManager does: the controller acknowledges a creation before the
-    brokers have applied it, and a restore that asks a partition's offsets in that gap sees an
-    unknown partition (a fresh-clone CI run saw one for 30 s on a loaded broker)."""
-    deadline = time.monotonic() + timeout_s
-    waiting = dict(topics)
-    while waiting:
-        for topic in list(waiting):
-            try:
-                found = admin.list_topics(topic, timeout=5).topics.get(topic)
-            except KafkaException:
-                found = None
-            if (found is not None and found.error is None and len(found.partitions) == waiting[topic]
-                    and all(p.leader >= 0 for p in found.partitions.values())):
-                del waiting[topic]
-        if not waiting:
-            return
-        if time.monotonic() >= deadline:
-            raise InfrastructureError(f"changelog topics {sorted(waiting)} were created but have no leader "
-                                      f"after {timeout_s:.0f} s: check that the brokers are up and their "
-                                      f"controller quorum has a leader, then restart", retryable=True)
-        time.sleep(0.2)
+    wait_ready(admin, [t.topic for t in topics], timeout=60)
 
 
 class Restorer:
