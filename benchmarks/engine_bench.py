@@ -412,6 +412,12 @@ def context_lines(results: list[Result], restore: dict | None,
                 lines.append(f"{peer}/runfacts framework overhead per event ({g}): "
                              f"{other:.1f} / {mine:.1f} µs = {other / mine:.1f}x")
         lines += floor_lines(by, g)
+        floor = by.get(("floor", g))
+        if getattr(ctx, "bound", None) and floor and floor.per_cpu:
+            from decider_bound import bound_line
+
+            per_event = 1e6 / floor.per_cpu
+            lines.append(f"({g}) " + bound_line(ctx.bound, per_event, per_event - ctx.shared_us))
         for peer in JVM:
             theirs = by.get((peer, g))
             if ours and theirs and ours.per_cpu and theirs.per_cpu:
@@ -548,6 +554,11 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     results = []
     try:
         command_pairs, per_command = decider_commands(args) if args.decider_commands else ([], 0.0)
+        if command_pairs and "floor" in args.frameworks.split(","):
+            from decider_bound import stage_costs, whole_runs
+
+            print("timing the stages every decider pays (decider_bound.py) ...", flush=True)
+            args.bound = stage_costs(whole_runs(command_pairs, 12_000))
         results += run_frameworks(args, command_pairs, per_command)
         restore = restore_bench(args, pairs) if args.restore_records else None
     finally:

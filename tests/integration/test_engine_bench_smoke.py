@@ -38,5 +38,8 @@ def test_engine_bench_reports_every_row_when_run_at_toy_size(kafka_bootstrap: st
     assert report["restore"]["consume_only"]["records"] == 4000  # the same changelog, read only
     assert "consume-only loop over the same changelog" in done.stdout
     assert "runfacts reaches" in done.stdout  # the floor comparison is printed
+    bound = re.search(r"a decider that decides nothing, with these serializers: ([\d.]+) CPU-µs a command "
+                      r".* = at most (\d+)% of the floor loop's events per CPU-s", done.stdout)
+    assert bound and float(bound.group(1)) > 0 and int(bound.group(2)) > 0, "decider_bound.py's line"
     bar = r"^(PASS|FAIL)  decider / floor loop, events per CPU-s \(exactly_once; median of 1 rounds"
     assert re.search(bar, done.stdout, re.MULTILINE), "the decider's bar against the floor, round by round"
