@@ -19,9 +19,11 @@ Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/view_lat
    its command (or to a later command of the same run: the decider publishes a run's view
    once per transaction, so that view is the first to show the earlier command's effect);
 4. reports p50/p90/p99/max of (view visible to a read_committed consumer) - (command handed to
-   the producer), the worker's CPU use (busy share of one core), and the latency's two parts:
-   views appear in one burst per committed transaction, so each command's latency splits
-   into the wait for its transaction to close and the commit + read of the burst.
+   the producer), the consumer in a process of its own (no GIL shared with the load generator)
+   stamping each message when its consume call returned; the worker's CPU use (busy share of one
+   core), and the latency's two parts: views appear in one burst per committed transaction, so
+   each command's latency splits into the wait for its transaction to close and the commit +
+   read of the burst.
 The consumer uses fetch.wait.max.ms=10; the producer linger.ms=0. Topics are deleted and the
 worker stopped at the end. --capacity skips the ramp (e.g. to repeat a measurement).
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import re
 import subprocess
@@ -60,30 +63,56 @@ ENCODE = DeciderCodec(default_codec()).encode
 
 
 class Watcher(threading.Thread):
-    """Records when each nextSafeAction token first shows in a committed view."""
+    """Records when each nextSafeAction token first shows in a committed view.
+
+    The read_committed consumer runs in a process of its own (`_watch`), so the load generator
+    in this process never holds the GIL it needs, and it stamps every message of a consume
+    call with the moment that call returned: the time the view was visible to a reader, not
+    that time plus the decoding of the messages before it in the same burst. This thread only
+    merges the (run, token, time) batches it sends into `seen` and `runs`."""
 
     def __init__(self, kafka: KafkaSettings, topic: str) -> None:
         super().__init__(daemon=True)
         self.seen: dict[str, float] = {}
         self.runs: set[bytes] = set()
         self.stop_flag = False
-        self.consumer = Consumer(kafka.client_config(**{
-            "group.id": f"lat-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-            "isolation.level": "read_committed", "fetch.wait.max.ms": 10}))
-        parts = self.consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        self.decode = schema().decode
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe(duplex=False)
+        self._stop = context.Event()
+        self._ready = context.Event()
+        self._process = context.Process(target=_watch, args=(kafka.client_config(), topic, child, self._stop,
+                                                             self._ready), daemon=True)
+        self._process.start()
+        if not self._ready.wait(60):
+            raise TimeoutError(f"the view watcher did not assign {topic} in 60 s")
 
     def run(self) -> None:
         while not self.stop_flag:
-            for message in self.consumer.consume(100, 0.002):
-                if message.error() is not None or message.value() is None:
-                    continue
-                now = time.perf_counter()
-                self.runs.add(message.key())
-                token = self.decode(message.value())["progress"]["nextSafeAction"]
-                self.seen.setdefault(token, now)
-        self.consumer.close()
+            if not self._conn.poll(0.05):
+                continue
+            for run, token, at in self._conn.recv():
+                self.runs.add(run)
+                self.seen.setdefault(token, at)
+        self._stop.set()
+        self._process.join(10)
+
+
+def _watch(config: dict, topic: str, out, stop, ready) -> None:  # noqa: ANN001
+    """The watcher's process: every committed view's (run, token, time consume returned it)."""
+    consumer = Consumer({**config, "group.id": f"lat-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    decode = schema().decode
+    ready.set()
+    while not stop.is_set():
+        messages = consumer.consume(500, 0.002)
+        now = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
+        found = [(m.key(), decode(m.value())["progress"]["nextSafeAction"], now) for m in messages
+                 if m.error() is None and m.value() is not None]
+        if found:
+            out.send(found)
+    consumer.close()
 
 
 @dataclass
