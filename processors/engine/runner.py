@@ -19,8 +19,11 @@ One loop iteration:
      Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
      not an interval after a slow commit ended), commit_every records are in the
      transaction, or (commit_on_idle) the input is drained (the consume brought nothing in
-     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency); the
-     commit steps and the crash analysis: runfacts.processors.engine.commit.
+     poll_timeout_ms: nothing is left to batch with, so waiting would only add latency) or
+     caught up (the consume brought less than a full batch: the engine keeps up, so the
+     transaction commits once commit_interval_caught_up_ms old; under a backlog every consume
+     is full and the longer interval batches for throughput); the commit steps and the crash
+     analysis: runfacts.processors.engine.commit.
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
@@ -55,6 +58,7 @@ from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, 
 from runfacts.processors.engine.gctune import HeapTrimmer, limit_arenas, tune_gc
 from runfacts.processors.engine.settings import (
     EngineSettings,
+    caught_up_interval,
     check_timeouts,
     common_config,
     consumer_config,
@@ -177,6 +181,7 @@ class Engine:
     def _loop(self) -> None:
         s = self.settings
         timeout, interval = s.poll_timeout_ms / 1000, s.commit_interval_ms / 1000
+        soon = caught_up_interval(s)
         next_timers = 0.0
         self._last_commit = time.monotonic()  # the first commit, too, waits one interval (Kafka Streams)
         while not self._stopping:
@@ -192,7 +197,8 @@ class Engine:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
             if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
-                                      or now - self._last_commit >= interval):
+                                      or now - self._last_commit >= (soon if len(msgs) < s.consume_batch
+                                                                     else interval)):
                 self._commit()
             if self._metrics is not None and now >= self._metrics.next_at:
                 self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources])

@@ -73,9 +73,17 @@ class EngineSettings(BaseSettings):
     state_dir: Path = Path(".runfacts/state")
     instance_id: str = Field("", description="stable per instance: transactional.id suffix; empty: the "
                              "one persisted in the state dir (stable_instance_id)")
-    commit_interval_ms: int = Field(100, ge=1)
+    commit_interval_ms: int = Field(100, ge=1, description="the longest a transaction stays open while the input "
+                                    "has a backlog (Kafka Streams' commit.interval.ms), from the previous "
+                                    "commit's start")
+    commit_interval_caught_up_ms: int = Field(50, ge=0, description="while the engine keeps up with its input "
+                                              "(its last consume returned less than a full batch), a transaction "
+                                              "commits once it is this old (with commit_on_idle; 0, or not below "
+                                              "commit_interval_ms: the interval only)")
     commit_every: int = Field(10_000, ge=1, description="commit after this many records")
-    consume_batch: int = Field(1_000, ge=1)
+    consume_batch: int = Field(250, ge=1, description="records a consume hands over at most; a smaller batch "
+                               "means the commit deadline is checked more often, a full one that the input has a "
+                               "backlog")
     poll_timeout_ms: int = Field(10, ge=0, description="consume waits this long for a full batch")
     commit_on_idle: bool = Field(True, description="a consume that brings nothing (the input is "
                                  "drained) commits the open transaction at once, not after the interval")
@@ -289,3 +297,13 @@ def restore_config(app: Application, settings: EngineSettings) -> dict[str, Any]
         "fetch.wait.max.ms": 20,
         **settings.consumer,
     }
+
+
+def caught_up_interval(settings: EngineSettings) -> float:
+    """Seconds a transaction stays open while the engine keeps up with its input (its last
+    consume returned less than a full batch): `commit_interval_caught_up_ms` when idle commits
+    are on and it is set below `commit_interval_ms`, else the interval itself."""
+    soon = settings.commit_interval_caught_up_ms
+    if settings.commit_on_idle and 0 < soon < settings.commit_interval_ms:
+        return soon / 1000
+    return settings.commit_interval_ms / 1000
