@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -37,22 +38,28 @@ def test_output_commits_within_a_poll_when_the_input_is_drained(
 
 def test_transactions_commit_about_once_per_interval_when_input_keeps_flowing(
         kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
-    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
-    conf = settings(kafka_bootstrap, tmp_path, "b", commit_interval_ms=500, poll_timeout_ms=200,
-                    commit_interval_caught_up_ms=0)
-    runner = EngineThread(_app(unique), conf).start()
-    sent = _trickle(kafka_bootstrap, unique, runner, seconds=3)
-    assert len(outputs(kafka_bootstrap, f"lat-out-{unique}")) == sent
+    runner, sent = _trickled(kafka_bootstrap, unique, tmp_path, "b", commit_interval_ms=500, poll_timeout_ms=200,
+                             commit_interval_caught_up_ms=0)
     assert 3 <= runner.engine.stats.commits <= sent // 20, "batched per interval, not per record"
 
 
-def _trickle(bootstrap: str, unique: str, runner: EngineThread, seconds: float) -> int:
-    """~250 records a second for `seconds` (never drained for a whole poll), all processed and
-    committed, the engine stopped; returns how many were sent."""
+def test_a_flowing_input_the_engine_keeps_up_with_commits_at_the_caught_up_interval(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    runner, _sent = _trickled(kafka_bootstrap, unique, tmp_path, "d", commit_interval_ms=60_000,
+                              poll_timeout_ms=100, commit_interval_caught_up_ms=50)
+    # every consume is partial (a few dozen records in 100 ms, batch 250), so each commits: not once a minute
+    assert runner.engine.stats.commits >= 10, runner.engine.stats
+
+
+def _trickled(bootstrap: str, unique: str, tmp_path: Path, instance: str, **conf: Any) -> tuple[EngineThread, int]:
+    """An engine with `conf` fed ~250 records a second for 3 s (never drained for a whole poll),
+    all processed, committed and output, then stopped; returns it and how many were sent."""
+    create_topics(bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    runner = EngineThread(_app(unique), settings(bootstrap, tmp_path, instance, **conf)).start()
     runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     sent, start = 0, time.monotonic()
-    while time.monotonic() - start < seconds:
+    while time.monotonic() - start < 3:
         producer.produce(f"lat-in-{unique}", b"x", f"k{sent % 7}".encode())
         producer.poll(0)
         sent += 1
@@ -60,19 +67,8 @@ def _trickle(bootstrap: str, unique: str, runner: EngineThread, seconds: float) 
     producer.flush(10)
     runner.wait_until(lambda: runner.engine.stats.processed >= sent and not runner.engine._txn.open, 30)
     runner.stop()
-    return sent
-
-
-def test_a_flowing_input_the_engine_keeps_up_with_commits_at_the_caught_up_interval(
-        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
-    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
-    conf = settings(kafka_bootstrap, tmp_path, "d", commit_interval_ms=60_000, poll_timeout_ms=100,
-                    commit_interval_caught_up_ms=50)
-    runner = EngineThread(_app(unique), conf).start()
-    sent = _trickle(kafka_bootstrap, unique, runner, seconds=3)
-    assert len(outputs(kafka_bootstrap, f"lat-out-{unique}")) == sent
-    # every consume is partial (a few dozen records in 100 ms, batch 250), so each commits: not once a minute
-    assert runner.engine.stats.commits >= 10, runner.engine.stats
+    assert len(outputs(bootstrap, f"lat-out-{unique}")) == sent
+    return runner, sent
 
 
 def test_a_backlog_commits_at_the_long_interval_not_the_caught_up_one(
