@@ -11,6 +11,7 @@ from runfacts.processors.engine.settings import (
     CONSUMER_FETCH,
     CONSUMER_PREFETCH,
     EngineSettings,
+    caught_up_interval,
     consumer_config,
     load_settings,
     producer_config,
@@ -122,3 +123,10 @@ def test_fetch_batching_defaults_are_the_ones_docs_engine_md_names_and_yield_to_
     monkeypatch.setenv("RUNFACTS_CONSUMER", '{"fetch.min.bytes": 1, "fetch.wait.max.ms": 500}')
     consumer = consumer_config(APP, load_settings())
     assert (consumer["fetch.min.bytes"], consumer["fetch.wait.max.ms"]) == (1, 500)
+
+
+def test_the_caught_up_interval_applies_only_with_idle_commits_and_below_the_interval() -> None:
+    assert caught_up_interval(EngineSettings()) == 0.05  # the defaults: 50 ms caught up, 100 ms under a backlog
+    assert caught_up_interval(EngineSettings(commit_on_idle=False)) == 0.1  # the interval only
+    assert caught_up_interval(EngineSettings(commit_interval_caught_up_ms=0)) == 0.1  # off
+    assert caught_up_interval(EngineSettings(commit_interval_ms=40)) == 0.04  # never longer than the interval
