@@ -414,10 +414,16 @@ def context_lines(results: list[Result], restore: dict | None,
         lines += floor_lines(by, g)
         floor = by.get(("floor", g))
         if getattr(ctx, "bound", None) and floor and floor.per_cpu:
-            from decider_bound import bound_line
+            from decider_bound import bound_line, bound_us
 
             per_event = 1e6 / floor.per_cpu
             lines.append(f"({g}) " + bound_line(ctx.bound, per_event, per_event - ctx.shared_us))
+            decider = by.get(("decider", g))
+            if decider and decider.per_cpu:  # commands per CPU-s
+                bound, spent = bound_us(ctx.bound, per_event - ctx.shared_us), 1e6 / decider.per_cpu
+                view = " with the user view" if ctx.decider_view else " (no user view)"
+                lines.append(f"({g}) the decider{view} costs {spent:.1f} CPU-µs a command: "
+                             f"{bound / spent:.0%} of its speed if it decided nothing ({bound:.1f} µs)")
         for peer in JVM:
             theirs = by.get((peer, g))
             if ours and theirs and ours.per_cpu and theirs.per_cpu:

@@ -41,5 +41,7 @@ def test_engine_bench_reports_every_row_when_run_at_toy_size(kafka_bootstrap: st
     bound = re.search(r"a decider that decides nothing, with these serializers: ([\d.]+) CPU-µs a command "
                       r".* = at most (\d+)% of the floor loop's events per CPU-s", done.stdout)
     assert bound and float(bound.group(1)) > 0 and int(bound.group(2)) > 0, "decider_bound.py's line"
+    assert re.search(r"the decider \(no user view\) costs [\d.]+ CPU-µs a command: \d+% of its speed",
+                     done.stdout), "the decider against the bound"
     bar = r"^(PASS|FAIL)  decider / floor loop, events per CPU-s \(exactly_once; median of 1 rounds"
     assert re.search(bar, done.stdout, re.MULTILINE), "the decider's bar against the floor, round by round"
