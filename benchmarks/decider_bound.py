@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from decider_load import CTX, generate  # noqa: E402
@@ -45,8 +45,23 @@ STAGES = ("read + validate", "encode events", "state JSON", "user view")
 """The stages every decider with this record contract pays, whatever it decides."""
 
 
-def _prepared(pairs: list[tuple[bytes, bytes]]) -> tuple[DeciderShell, list[tuple[Any, ...]]]:
-    """Per command: (record bytes, command, events, state after, the run's previous parts)."""
+SAMPLE_COMMANDS = 12_000
+"""Commands timed by default (whole runs of the input: `whole_runs`)."""
+
+
+class Item(NamedTuple):
+    """One command, decided beforehand: what each stage is timed on."""
+
+    value: bytes  # the record
+    command: Any
+    events: list[Any]
+    before: Any  # the run's state before the command (None: no run yet)
+    after: Any  # ...and after it
+    parts: Any  # the JSON parts of the run's previous dump, as the shell reuses them
+
+
+def _prepared(pairs: list[tuple[bytes, bytes]]) -> tuple[DeciderShell, list[Item]]:
+    """The shell, and every command decided in order on its run's state."""
     names = TopicNames("bound")
     shell = DeciderShell(names, CTX, views=(publisher(names.user_view),))
     states: dict[str, Any] = {}
@@ -54,12 +69,12 @@ def _prepared(pairs: list[tuple[bytes, bytes]]) -> tuple[DeciderShell, list[tupl
     out = []
     for _key, value in pairs:
         command = shell.deserialize(value)
-        events, after = decide_evolve(command, states.get(command.runId), CTX)
-        before_parts = parts.get(command.runId)
+        before, before_parts = states.get(command.runId), parts.get(command.runId)
+        events, after = decide_evolve(command, before, CTX)
         if after is not None:
             parts[command.runId] = dump_state(after, before_parts)[1]
             states[command.runId] = after
-        out.append((value, command, events, after, before_parts))
+        out.append(Item(value, command, events, before, after, before_parts))
     return shell, out
 
 
@@ -91,40 +106,33 @@ def stage_costs(pairs: list[tuple[bytes, bytes]], rounds: int = 3) -> dict[str, 
     tune_gc(50_000)  # as the engine does
 
     def read() -> None:
-        for value, *_ in items:
-            shell.deserialize(value)
+        for item in items:
+            shell.deserialize(item.value)
 
     def encode() -> None:
-        for _value, _command, events, *_ in items:
-            for event in events:
+        for item in items:
+            for event in item.events:
                 fast.encode(event)
                 fast.headers(event)
 
     def state_json() -> None:
-        for *_, after, before_parts in items:
-            if after is not None:
-                dump_state(after, before_parts)
+        for item in items:
+            if item.after is not None:
+                dump_state(item.after, item.parts)
 
     def user_view() -> None:
-        for *_, after, _parts in items:
-            if after is not None:
-                list(view(after))
-
-    states: dict[str, Any] = {}
-    previous = []  # each command's state before it, for the decision's timing
-    for _value, command, _events, after, _parts in items:
-        previous.append(states.get(command.runId))
-        if after is not None:
-            states[command.runId] = after
+        for item in items:
+            if item.after is not None:
+                list(view(item.after))
 
     def decide() -> None:
-        for (_value, command, *_), state in zip(items, previous, strict=True):
-            decide_evolve(command, state, CTX)
+        for item in items:
+            decide_evolve(item.command, item.before, CTX)
 
     costs = {"read + validate": _best(rounds, n, read), "encode events": _best(rounds, n, encode),
              "state JSON": _best(rounds, n, state_json), "user view": _best(rounds, n, user_view),
              "decide + fold (not in the bound)": _best(rounds, n, decide)}
-    costs["events"] = sum(len(events) for _v, _c, events, *_ in items) / n
+    costs["events"] = sum(len(item.events) for item in items) / n
     return costs
 
 
@@ -141,15 +149,16 @@ def bound_line(costs: dict[str, float], floor_us_per_event: float, floor_io_us: 
     bound = bound_us(costs, floor_io_us)
     share = floor_us_per_event * costs["events"] / bound
     stages = ", ".join(f"{s} {costs[s]:.1f}" for s in STAGES)
+    io = bound - sum(costs[s] for s in STAGES)
     return (f"a decider that decides nothing, with these serializers: {bound:.1f} CPU-µs a command ({stages}, "
-            f"Kafka I/O {bound - sum(costs[s] for s in STAGES):.1f}) = at most {share:.0%} of the floor loop's "
+            f"Kafka I/O {io:.1f}) = at most {share:.0%} of the floor loop's "
             f"events per CPU-s ({costs['events']:.2f} events a command, floor {floor_us_per_event:.2f} µs an event); "
             f"deciding costs {costs['decide + fold (not in the bound)']:.1f} µs more")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--commands", type=int, default=12_000)
+    parser.add_argument("--commands", type=int, default=SAMPLE_COMMANDS)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3, help="measure this many times: median (range)")

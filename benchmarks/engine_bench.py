@@ -561,10 +561,10 @@ def run_all(args: argparse.Namespace) -> tuple[list[Result], dict | None]:
     try:
         command_pairs, per_command = decider_commands(args) if args.decider_commands else ([], 0.0)
         if command_pairs and "floor" in args.frameworks.split(","):
-            from decider_bound import stage_costs, whole_runs
+            from decider_bound import SAMPLE_COMMANDS, stage_costs, whole_runs
 
             print("timing the stages every decider pays (decider_bound.py) ...", flush=True)
-            args.bound = stage_costs(whole_runs(command_pairs, 12_000))
+            args.bound = stage_costs(whole_runs(command_pairs, SAMPLE_COMMANDS))
         results += run_frameworks(args, command_pairs, per_command)
         restore = restore_bench(args, pairs) if args.restore_records else None
     finally:
