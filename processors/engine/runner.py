@@ -196,9 +196,9 @@ class Engine:
             if now >= next_timers:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
+            due = soon if len(msgs) < s.consume_batch else interval  # caught up, or working off a backlog
             if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
-                                      or now - self._last_commit >= (soon if len(msgs) < s.consume_batch
-                                                                     else interval)):
+                                      or now - self._last_commit >= due):
                 self._commit()
             if self._metrics is not None and now >= self._metrics.next_at:
                 self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources])
