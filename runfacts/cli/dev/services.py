@@ -8,10 +8,11 @@ import typer
 from rich.console import Console
 
 from runfacts.cli.dev.crash import crash
+from runfacts.cli.dev.up import up
 from runfacts.dev.services import LocalKafka, LocalPostgres, ServiceError
 
 console = Console()
-dev_app = typer.Typer(help="Local development services: a real Kafka broker and PostgreSQL.",
+dev_app = typer.Typer(help="Local development: `dev up` (the whole stack), a real Kafka broker, PostgreSQL.",
                       no_args_is_help=True)
 kafka_app = typer.Typer(help="The single-node KRaft broker on 127.0.0.1 (jars from Maven Central).",
                         no_args_is_help=True)
@@ -19,6 +20,7 @@ postgres_app = typer.Typer(help="A local PostgreSQL server for the outbox.", no_
 dev_app.add_typer(kafka_app, name="kafka")
 dev_app.add_typer(postgres_app, name="postgres")
 dev_app.command("crash")(crash)
+dev_app.command("up")(up)
 
 
 def _service(action: Callable[[], str | None]) -> str | None:
