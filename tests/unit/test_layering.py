@@ -33,6 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "tools": LOWER | {"processors", "connectors", "tools"},
     "services": LOWER | {"processors", "projections", "connectors", "services"},
     "workers": LOWER | {"processors", "projections", "connectors", "tools"},
+    # runfacts.testing: the packaged processors in one process, handing out runfacts.client's handles
+    "testing": LOWER | {"processors", "projections", "connectors", "services", "tools", "testing"},
     "demo": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo"},
     "dev": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev"},
     "cli": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo",
@@ -51,7 +53,8 @@ def room(module: str) -> str:
     if parts[:2] == ["runfacts", "processors"]:
         return "processors." + parts[2] if len(parts) > 2 and parts[2] in {
             "engine", "policy", "decider", "dispatcher"} else "processors"
-    if len(parts) > 1 and parts[1] in {"projections", "connectors", "cli", "dev", "demo", "workers", "tools"}:
+    if len(parts) > 1 and parts[1] in {"projections", "connectors", "cli", "dev", "demo", "workers", "tools",
+                                             "testing"}:
         return parts[1]
     if len(parts) > 1 and parts[1] in SERVICES:
         return "services"
@@ -121,3 +124,7 @@ def test_the_table_forbids_what_the_rules_forbid_when_asked() -> None:
     assert room("runfacts.integrations.pydantic_ai") == "services"
     assert allows("runfacts.integrations.pydantic_ai", "runfacts.client.run")
     assert not allows("runfacts.integrations.pydantic_ai", "runfacts.dev.provider")
+    # the broker-free test stack is shipped: it never imports runfacts.dev, nothing shipped imports it
+    assert allows("runfacts.testing.stack", "runfacts.tools.registry")
+    assert not allows("runfacts.testing.stack", "runfacts.dev.provider")
+    assert not allows("runfacts.client.run", "runfacts.testing.stack")
