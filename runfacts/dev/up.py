@@ -342,8 +342,9 @@ class DevStack:
                 if ran >= STABLE_AFTER_S:
                     worker.backoff_s = BACKOFF_FIRST_S
                 code = worker.proc.returncode
+                last = self._last_line(worker.name)
                 self.say(f"{worker.name} exited (code {code}) after {ran:.1f} s; restarting in {worker.backoff_s:g} s "
-                         f"(log {self.logs / (worker.name + '.log')})")
+                         f"(log {self.logs / (worker.name + '.log')}{': ' + last if last else ''})")
                 worker.restart_at = now + worker.backoff_s
                 worker.backoff_s = min(worker.backoff_s * 2, BACKOFF_MAX_S)
             elif now >= worker.restart_at:
@@ -357,6 +358,18 @@ class DevStack:
                 for name in ("decider", "dispatcher"):
                     self._terminate(self.workers[name])
                     self.spawn(self.workers[name])
+
+    def _last_line(self, name: str) -> str:
+        """The last line a worker logged (what it died of, mostly), at most 300 characters."""
+        try:
+            with (self.logs / f"{name}.log").open("rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - 4096))
+                lines = [ln for ln in log.read().decode(errors="replace").splitlines()
+                         if ln.strip() and not ln.startswith("--- runfacts dev up")]
+        except OSError:
+            return ""
+        return lines[-1].strip()[:300] if lines else ""
 
     def _terminate(self, worker: Worker) -> None:
         proc = worker.proc

@@ -181,3 +181,21 @@ def test_the_example_agent_resumes_its_open_runs_after_a_restart(stack: TestStac
     resumed = [agent.finish(open_run, call) for open_run in rf.open_runs() for call in open_run.calls()]
     assert [r["orderId"] for r in resumed] == ["order-003"]
     assert stack.states()["refund-T-9003"].status == "completed" and len(shop.ledger) == 1
+
+
+USER_METHODS = ("start_run", "run", "open_runs", "state", "approvals", "decide", "memory", "review_memory",
+                "revoke_memory", "close")
+
+
+def test_the_test_client_offers_every_method_of_runfacts_with_the_same_parameters() -> None:
+    import inspect
+
+    from runfacts.client import Runfacts
+    from runfacts.testing import TestClient
+
+    public = {name for name, _ in inspect.getmembers(Runfacts, callable) if not name.startswith("_")} - {"connect"}
+    assert sorted(public - set(dir(TestClient))) == [], "an agent calling these would fail on the test stack"
+    for name in USER_METHODS:
+        ours = list(inspect.signature(getattr(TestClient, name)).parameters)
+        theirs = list(inspect.signature(getattr(Runfacts, name)).parameters)
+        assert ours == theirs, f"TestClient.{name}{ours} differs from Runfacts.{name}{theirs}"
