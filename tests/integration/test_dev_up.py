@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,51 @@ def test_dev_up_serves_a_registry_restarts_a_killed_worker_and_stops_on_sigint(
         for pid in pids.values():
             if pid != proc.pid and alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_guides_python_blocks_run_against_dev_up_with_its_printed_environment(
+        kafka_bootstrap: str, tmp_path: Path, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/guide.md starts with `runfacts dev up` + `source .../env.sh`: its python blocks run
+    against exactly that (the packaged refund tool against the payment simulator)."""
+    import contextlib
+    import io
+    import re
+
+    prefix = f"dg-{unique}"
+    work = tmp_path / ".runfacts" / "dev" / prefix
+    env = {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+    proc = subprocess.Popen([sys.executable, "-m", "runfacts.cli", "dev", "up", "--prefix", prefix,
+                             "--console-port", "0", "--partitions", "2"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = Lines(proc)
+    try:
+        out.wait_for("ready: console", 300)
+        for line in (work / "env.sh").read_text().splitlines():  # `source env.sh`
+            key, _, value = line.removeprefix("export ").partition("=")
+            monkeypatch.setenv(key, value.strip("'"))
+        monkeypatch.chdir(tmp_path)
+        guide = (Path(__file__).resolve().parents[2] / "docs" / "guide.md").read_text()
+        namespace: dict[str, object] = {}
+        printed = io.StringIO()
+        try:
+            for number, block in enumerate(re.findall(r"```python\n(.*?)```", guide, flags=re.S), start=1):
+                with contextlib.redirect_stdout(printed):
+                    exec(compile(block, f"docs/guide.md python block {number}", "exec"), namespace)  # noqa: S102
+        finally:
+            client = namespace.get("rf")
+            if client is not None:
+                client.close()  # type: ignore[attr-defined]
+        text = printed.getvalue()
+        sim = next(line for line in out.lines if line.startswith("payment simulator: ")).split()[2]
+        with urllib.request.urlopen(f"{sim}/_ledger", timeout=10) as answer:  # the provider's ground truth
+            ledger = json.loads(answer.read())["refunds"]
+        assert [r["orderId"] for r in ledger] == ["order-001"]  # the rejected refund never ran
+        [refund] = ledger
+        assert f"{refund['refundId']} 4200" in text and "approval rejected by alice" in text
+        assert "[('lessons/damaged-no-return', 'rita')]" in text  # the memory worker of dev up serves §9
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
