@@ -13,7 +13,15 @@ from types import ModuleType
 import pytest
 from testing_support import Shop
 
-from runfacts.client import ApprovalExpired, ApprovalRejected, CommandRejected, Run, ToolCall, WaitTimeout
+from runfacts.client import (
+    ApprovalExpired,
+    ApprovalRejected,
+    CommandRejected,
+    Run,
+    ToolCall,
+    ToolFailed,
+    WaitTimeout,
+)
 from runfacts.schemas.errors import ConfigError
 from runfacts.testing import CRASH_POINTS, Stuck, TestStack
 
@@ -181,6 +189,41 @@ def test_the_example_agent_resumes_its_open_runs_after_a_restart(stack: TestStac
     resumed = [agent.finish(open_run, call) for open_run in rf.open_runs() for call in open_run.calls()]
     assert [r["orderId"] for r in resumed] == ["order-003"]
     assert stack.states()["refund-T-9003"].status == "completed" and len(shop.ledger) == 1
+
+
+
+def test_the_example_billing_tools_async_and_failing_ones_included_run_on_the_stack(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BILLING_LEDGER", str(tmp_path / "billing.db"))
+    tools = load_example("billing_tools")
+    with TestStack(tools.registry, start=T0) as stack:
+        rf = stack.client()
+        stack.on_approval(lambda a: rf.decide(a, "approve", approver="alice"))
+        run = rf.start_run(goal="ticket:B-1", summary="credit", user_id="u-1", run_id="billing-B-1")
+        stack.lose_response("billing.credit")  # reconciled through find_credit, the example's lookup
+        credit = run.propose("billing.credit", {"account": "acct-7", "amount_minor": 500}, target="acct-7")
+        assert credit.result(timeout=600)["amount_minor"] == 500
+        balance = run.propose("billing.balance", {"account": "acct-7"}, target="acct-7")  # an async tool
+        assert balance.result(timeout=60) == {"account": "acct-7", "balance_minor": 500}
+        closed = run.propose("billing.credit", {"account": "acct-0", "amount_minor": 5}, target="acct-0")
+        with pytest.raises(ToolFailed, match="account_closed"):
+            closed.result(timeout=600)
+        assert len(stack.lookups("billing.credit")) == 1 and len(stack.executions("billing.credit")) == 2
+
+
+def test_a_memory_is_proposed_reviewed_served_and_expires_with_the_clock(stack: TestStack) -> None:
+    rf = stack.client()
+    learned = rf.start_run(goal="ticket:T-9004", summary="Refund order-004", user_id="customer-42", tenant="acme",
+                           run_id="refund-T-9004")
+    learned.reason("order-004 arrived damaged: refund without a return", evidence=["order:order-004"])
+    learned.complete(outcome="ticket:T-9004")
+    lesson = learned.propose_memory("lessons/damaged-no-return", evidence=learned.evidence(),
+                                    scope=("acme", "capability:payments.refund"), expires=T0 + timedelta(days=30))
+    rf.review_memory(learned.id, lesson, "approve", reviewer="rita")
+    scope = ("acme", "capability:payments.refund")
+    assert [(e.statementRef, e.reviewer) for e in rf.memory(scope)] == [("lessons/damaged-no-return", "rita")]
+    stack.advance(timedelta(days=31))
+    assert rf.memory(scope) == [] and stack.event_types(learned.id)[-1] == "memory.expired"
 
 
 USER_METHODS = ("start_run", "run", "open_runs", "state", "approvals", "decide", "memory", "review_memory",
