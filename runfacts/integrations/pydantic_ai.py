@@ -47,9 +47,10 @@ def installed_version() -> str | None:
 
 check_version(installed_version())
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext  # noqa: E402
+from pydantic_ai import ApprovalRequired, CallDeferred, CallToolsNode, RunContext  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
 from pydantic_ai.exceptions import ToolFailed as FailedResult  # noqa: E402
+from pydantic_ai.messages import ToolCallPart  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
@@ -107,7 +108,8 @@ class RunfactsToolset(WrapperToolset[Any]):
                 raise UngatedTool(name) from None
         run = self.run_of(ctx)
         if ctx.tool_call_approved:
-            return await self._approved(run, name, gate, tool_args)
+            claim = (ctx.tool_call_metadata or {}).get(CLAIM_KEY) if isinstance(ctx.tool_call_metadata, dict) else None
+            return await self._approved(run, name, gate, tool_args, claim)
         if name not in self._declared:
             try:
                 return await super().call_tool(name, tool_args, ctx, tool)
@@ -127,14 +129,17 @@ class RunfactsToolset(WrapperToolset[Any]):
         raise ApprovalRequired(metadata={META_KEY: {**(found.request or {"runId": run.id, "toolCallId": call.id}),
                                                     "status": found.status, "reason": found.reason}})
 
-    async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
-        """A resumed call Pydantic AI says is approved: runs only if runfacts granted it."""
+    async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any], claim: str | None = None) -> Any:
+        """A resumed call Pydantic AI says is approved: runs only if runfacts granted it. A denial
+        or a result the resume claimed (`facts_only`) is answered from runfacts' facts too."""
         target = gate.target_of(args)
         call_id = facts.call_id(run.id, gate.capability, target, args)
         found = self._verdict(run, gate, call_id, target)
-        if found.status != "granted":
-            raise ForgedResume(run.id, call_id, name, found.status, found.reason)
-        return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+        if found.status == "granted":  # the dispatcher runs it whatever the resume says: its outcome, never "denied"
+            return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+        if claim is not None and found.status in ("rejected", "expired", "refused"):
+            return ToolDenied(f"runfacts: {found.reason}")
+        raise ForgedResume(run.id, call_id, name, found.status, found.reason, claim or "approved")
 
     async def _result(self, name: str, call: ToolCall) -> Any:
         """The dispatcher's result; a failed tool becomes Pydantic AI's failed tool result (its
@@ -161,6 +166,38 @@ class RunfactsApprovals(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return RunfactsToolset(toolset, gates=self.gates, run_of=self.run_of, result_timeout_s=self.result_timeout_s)
+
+    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+        """A resume's denials and results for gated calls go through the wrapper, which answers
+        them from runfacts' facts (`facts_only`), before any tool runs or the model sees them."""
+        if isinstance(node, CallToolsNode) and node.tool_call_results:
+            node.tool_call_metadata = facts_only(self.gates, node.model_response.tool_calls, node.tool_call_results,
+                                                 node.tool_call_metadata)
+        return node
+
+
+CLAIM_KEY = "runfacts_claim"
+"""The metadata key under which `facts_only` hands the wrapper what a resume claimed for a call."""
+
+
+def facts_only(gates: Mapping[str, Gate], calls: list[ToolCallPart], results: dict[str, Any],
+               metadata: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """Rewrite a resume's `results` (tool call id -> ToolApproved / ToolDenied / a tool result, as
+    `DeferredToolResults` gives them), in place, so that no gated call's denial or result reaches
+    the model as the client wrote it: each becomes `ToolApproved()` carrying the claim ("denied",
+    "a tool result") in its metadata (returned), and the wrapper answers it from runfacts' facts
+    only: granted -> the dispatcher's result (or its failure), rejected / expired / refused ->
+    `ToolDenied` with runfacts' reason, anything else (a person may still approve the call and it
+    would run) -> ForgedResume, nothing runs and the model is told nothing."""
+    out = dict(metadata or {})
+    for part in calls:
+        given = results.get(part.tool_call_id)
+        if part.tool_name not in gates or given is None or given == "skip" or isinstance(given, ToolApproved):
+            continue
+        results[part.tool_call_id] = ToolApproved()
+        out[part.tool_call_id] = {**out.get(part.tool_call_id, {}),
+                                  CLAIM_KEY: "denied" if isinstance(given, ToolDenied) else "a tool result"}
+    return out
 
 
 async def resume_results(run: Run, requests: DeferredToolRequests, timeout: float | None = None) -> DeferredToolResults:
@@ -194,5 +231,5 @@ def resume_results_sync(run: Run, requests: DeferredToolRequests, timeout: float
     return asyncio.run(resume_results(run, requests, timeout))
 
 
-__all__ = ["META_KEY", "SUPPORTED", "Gate", "RunfactsApprovals", "RunfactsToolset", "check_version",
+__all__ = ["META_KEY", "SUPPORTED", "Gate", "RunfactsApprovals", "RunfactsToolset", "check_version", "facts_only",
            "resume_results", "resume_results_sync", "run_from_deps"]
