@@ -116,3 +116,13 @@ def failure_text(tool: str, failed: errors.ToolFailed) -> str:
     again = "an operator may retry it through runfacts" if failed.retryable else "not retryable"
     return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and ran once; runfacts "
             f"will not run this call again (runfacts call {failed.tool_call_id})")
+
+
+def rejected_arguments(exc: BaseException) -> str | None:
+    """What was wrong when the decider refused a proposal's arguments against the tool's schema
+    (a CommandRejected with reason `invalid_arguments`), else None: the bridges show it to the
+    model as the framework's own invalid-arguments error, never as "approval required"."""
+    if isinstance(exc, errors.CommandRejected) and exc.reason == "invalid_arguments":
+        return exc.detail or "the arguments do not fit the tool's schema"
+    return None
+
