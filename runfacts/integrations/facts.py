@@ -114,7 +114,9 @@ def failure_text(tool: str, failed: errors.ToolFailed) -> str:
     this failure again and never runs the side effect a second time."""
     detail = f": {failed.detail}" if failed.detail else ""
     again = "an operator may retry it through runfacts" if failed.retryable else "not retryable"
-    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and ran once; runfacts "
+    ran = ("its arguments were refused, so nothing happened" if failed.error_class == "validation"
+           else "ran once")
+    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and {ran}; runfacts "
             f"will not run this call again (runfacts call {failed.tool_call_id})")
 
 

@@ -47,7 +47,7 @@ def installed_version() -> str | None:
 
 check_version(installed_version())
 
-from pydantic_ai import ApprovalRequired, CallDeferred, CallToolsNode, RunContext  # noqa: E402
+from pydantic_ai import ApprovalRequired, CallDeferred, CallToolsNode, ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
 from pydantic_ai.exceptions import ToolFailed as FailedResult  # noqa: E402
 from pydantic_ai.messages import ToolCallPart  # noqa: E402
@@ -55,7 +55,15 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 
-from runfacts.client import BadArgument, ClientError, Run, ToolCall, ToolFailed, WaitTimeout  # noqa: E402
+from runfacts.client import (  # noqa: E402
+    BadArgument,
+    ClientError,
+    CommandRejected,
+    Run,
+    ToolCall,
+    ToolFailed,
+    WaitTimeout,
+)
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.processors.policy.retry import args_hash  # noqa: E402
@@ -119,10 +127,15 @@ class RunfactsToolset(WrapperToolset[Any]):
 
     async def _propose(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
         target = gate.target_of(args)
-        call: ToolCall = await asyncio.to_thread(
-            run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
-            summary=gate.summary_of(args),
-            tool_call_id=facts.call_id(run.id, gate.capability, target, args))
+        try:
+            call: ToolCall = await asyncio.to_thread(
+                run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
+                summary=gate.summary_of(args),
+                tool_call_id=facts.call_id(run.id, gate.capability, target, args))
+        except CommandRejected as exc:  # the decider refused the arguments: Pydantic AI's retry, nobody asked
+            if (detail := facts.rejected_arguments(exc)) is None:
+                raise
+            raise ModelRetry(f"invalid arguments for {name}: {detail}") from exc
         found = self._verdict(run, gate, call.id, target)
         if found.status == "granted":  # by policy, or approved before (a re-run, the model asking again)
             return await self._result(name, call)

@@ -64,3 +64,25 @@ def test_failure_text_tells_the_model_what_failed_and_that_the_call_never_runs_a
                     f"runfacts will not run this call again (runfacts call {CALL})")
     retryable = failure_text("refund", ToolFailed(RUN, CALL, "tool_down", True))
     assert "(tool_down; an operator may retry it through runfacts)" in retryable
+
+
+def test_a_decider_rejection_of_the_arguments_is_a_validation_error_for_the_bridges() -> None:
+    from runfacts.client import CommandRejected
+    from runfacts.integrations.facts import rejected_arguments
+
+    refused = CommandRejected(RUN, "tool.call.propose", "invalid_arguments", "amountMinor: less than or equal to 100000")
+    assert rejected_arguments(refused) == "amountMinor: less than or equal to 100000"
+    assert rejected_arguments(CommandRejected(RUN, "tool.call.propose", "invalid_arguments")) == (
+        "the arguments do not fit the tool's schema")
+    assert rejected_arguments(CommandRejected(RUN, "tool.call.propose", "stale_version")) is None
+    assert rejected_arguments(ValueError("invalid_arguments")) is None
+
+
+def test_a_call_whose_arguments_were_refused_at_dispatch_is_never_said_to_have_run() -> None:
+    from runfacts.client import ToolFailed
+    from runfacts.integrations.facts import failure_text
+
+    refused = failure_text("refund", ToolFailed(RUN, CALL, "validation", False, "invalid_arguments: amountMinor"))
+    assert "ran once" not in refused and "nothing happened" in refused and "will not run this call again" in refused
+    declined = failure_text("refund", ToolFailed(RUN, CALL, "refused", False, "refund_declined"))
+    assert "It was authorized and ran once" in declined

@@ -145,3 +145,14 @@ def test_retire_checkpoints_deletes_the_runs_threads_only_once_checkpoint_archiv
     assert list(saver.list({"configurable": {"thread_id": "thread-a"}})) == []  # nor retained
     assert saver.get_tuple(other) is not None  # another run's thread is left alone
     assert retire_checkpoints(saver, s.log) == ["thread-a"]  # idempotent
+
+
+def test_an_invalid_gated_call_gets_langgraphs_own_invalid_arguments_tool_message() -> None:
+    from runfacts.integrations.langgraph import invalid_arguments
+
+    message = invalid_arguments({"name": "refund", "id": "tc-1", "args": {"orderId": "o-1"}},
+                                "amountMinor: Field required")
+    assert message.status == "error" and message.tool_call_id == "tc-1" and message.name == "refund"
+    assert message.content == ("Error invoking tool 'refund' with kwargs {'orderId': 'o-1'} with error:\n"
+                               " amountMinor: Field required\n Please fix the error and try again.")
+    assert message.artifact == {"runfacts": "invalid_arguments"}

@@ -84,3 +84,21 @@ def test_the_extras_pin_the_range_the_bridge_checks_when_pyproject_is_read() -> 
 def test_the_docs_openai_agents_code_is_the_tested_example_verbatim_when_read() -> None:
     shown, missing = docs_code_not_in_example("OpenAI Agents SDK", "openai_agents_refund.py")
     assert shown >= 3 and missing == [], f"docs/integrations.md shows code the example does not run: {missing}"
+
+
+def test_arguments_that_fail_the_declared_schema_are_named_in_the_sdks_own_words() -> None:
+    from runfacts.integrations.openai_agents import invalid_arguments, validation_text
+
+    @function_tool(needs_approval=True)
+    def refund(orderId: str, amountMinor: int, currency: str = "EUR") -> dict:  # noqa: N803
+        """Refund."""
+        raise RuntimeError
+
+    schema = refund.params_json_schema
+    assert invalid_arguments(schema, {"orderId": "o-1", "amountMinor": 100, "currency": "EUR"}) is None
+    missing = invalid_arguments(schema, {"orderId": "o-1"})
+    assert missing is not None and "'amountMinor' is a required property" in missing
+    wrong = invalid_arguments(schema, {"orderId": "o-1", "amountMinor": "lots", "currency": "EUR"})
+    assert wrong is not None and wrong.startswith("amountMinor: 'lots' is not of type 'integer'")
+    text = validation_text("refund", missing)
+    assert text.startswith("Invalid JSON input for tool refund: ") and "nobody was asked" in text

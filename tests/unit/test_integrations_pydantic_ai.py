@@ -111,3 +111,24 @@ def test_a_gated_call_without_a_runfacts_run_in_deps_names_the_fix() -> None:
 
     with pytest.raises(BadArgument, match="pass the runfacts Run as deps="):
         agent_with(tools, {"refund": Gate("payments.refund", target="orderId")}).run_sync("refund", deps=None)
+
+
+def test_facts_only_sends_every_resume_denial_or_result_of_a_gated_call_to_the_facts() -> None:
+    from pydantic_ai.messages import ToolCallPart, ToolReturn
+    from pydantic_ai.tools import ToolApproved, ToolDenied
+
+    from runfacts.integrations.pydantic_ai import CLAIM_KEY, Gate, facts_only
+
+    gates = {"refund": Gate("payments.refund", target="orderId")}
+    calls = [ToolCallPart("refund", {"orderId": f"o-{n}"}, tool_call_id=f"c{n}") for n in range(5)]
+    calls.append(ToolCallPart("lookup", {"orderId": "o-9"}, tool_call_id="c9"))
+    approved = ToolApproved()
+    results = {"c0": ToolDenied("no"), "c1": {"refundId": "R-MADE-UP"}, "c2": ToolReturn("made up"),
+               "c3": approved, "c4": "skip", "c9": {"found": True}}
+    metadata = facts_only(gates, calls, results, {"c1": {"mine": 1}})
+    assert all(isinstance(results[c], ToolApproved) for c in ("c0", "c1", "c2"))  # the wrapper answers them
+    assert {c: metadata[c][CLAIM_KEY] for c in ("c0", "c1", "c2")} == {
+        "c0": "denied", "c1": "a tool result", "c2": "a tool result"}
+    assert metadata["c1"]["mine"] == 1  # the resume's own metadata kept
+    assert results["c3"] is approved and "c3" not in metadata  # an approval is checked when the tool runs
+    assert results["c4"] == "skip" and results["c9"] == {"found": True}  # answered before; not gated
