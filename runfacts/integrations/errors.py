@@ -46,6 +46,18 @@ class ForgedResume(BridgeError):
                          f"builds from runfacts' facts (resume_results, resume_state)")
 
 
+class OutcomeNotKnown(BridgeError):
+    """An authorized call was dispatched, then the run was cancelled, ended or sent to review
+    before the call's outcome was recorded: it may have happened. Never told to a model as "not
+    done"; runfacts settles it (the dispatcher's report or reconciliation)."""
+
+    def __init__(self, run_id: str, tool_call_id: str, tool: str, ended: str) -> None:
+        self.run_id, self.tool_call_id, self.tool = run_id, tool_call_id, tool
+        super().__init__(f"{tool}: outcome not known yet. It was authorized and dispatched, then {ended}; it may "
+                         f"have happened, so do not assume it did not: runfacts settles it (runfacts call "
+                         f"{tool_call_id}) and will not run it again")
+
+
 class UngatedTool(BridgeError):
     """A tool asked for approval, but names no runfacts capability to propose it as."""
 

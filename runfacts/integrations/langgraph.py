@@ -6,6 +6,9 @@
     builder.add_node("tools", tools)         # the graph keeps its own checkpointer
 
 For the tool calls of the last AI message, in order (LangGraph re-runs all of it on resume):
+0. a gated call whose arguments fail its tool's schema (a gated tool given in `tools=` lends its
+   `args_schema`; it never runs here) gets LangGraph's invalid-arguments ToolMessage and is never
+   proposed; a decider rejection `invalid_arguments` gives the same message;
 1. a gated call (its tool name in `interrupt_on`) is proposed with `run.propose`; the call id is
    derived from capability, target and arguments, so a re-run returns the same call;
 2. the graph step is recorded as the run's checkpoint (`checkpoint.save`, node
@@ -21,7 +24,10 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    reconciliation after a lost response) as the ToolMessage, and a tool that failed is an error
    ToolMessage saying so (`facts.failure_text`); rejected, expired or refused: an error
    ToolMessage with the verdict's reason.
-Other tool calls run locally, as LangGraph's ToolNode runs them.
+Other tool calls run locally, as LangGraph's ToolNode runs them. `guard(model)` wraps the model
+node so it sees a gated call's ToolMessage only as the facts give it (a message written with
+`update_state` is replaced by the real outcome, or ForgedResume while runfacts still waits).
+A call dispatched before the run ended is never "not done": its own outcome, or OutcomeNotKnown.
 
 Run-end hygiene: `retire_checkpoints(checkpointer, run)` makes the graph's checkpointer honour
 the run's `checkpoint.archived` marker (SEMANTICS §10): the threads the run checkpointed are
@@ -38,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, installed
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, OutcomeNotKnown, installed
 
 SUPPORTED = ((1, 2), (1, 3))
 """The langgraph versions this bridge is tested with: >= 1.2, < 1.3 (the extra pins the same)."""
@@ -267,14 +273,23 @@ class RunfactsToolNode:
                                name=tc["name"], status="error",
                                artifact={"runfacts": found.status, "toolCallId": call.tool_call.id})
         try:
-            value = call.tool_call.result(timeout=self.result_timeout_s)
-        except WaitTimeout:
-            raise
+            try:
+                value = call.tool_call.result(timeout=self.result_timeout_s)
+            except WaitTimeout:
+                raise
+            except ToolFailed:
+                raise
+            except ClientError as ended:  # authorized, then the run was cancelled, ended or needs review
+                value = facts.settle(run.id, run.journal.entries, call.tool_call.id, tc["name"], ended,
+                                     run.client.keys)  # the call's own outcome if it ran
         except ToolFailed as exc:  # ran once, failed: the model sees it; the same call never runs again
             return ToolMessage(content=facts.failure_text(tc["name"], exc), tool_call_id=tc["id"], name=tc["name"],
                                status="error", artifact={"runfacts": "ToolFailed", "toolCallId": call.tool_call.id,
                                                          "errorClass": exc.error_class, "retryable": exc.retryable})
-        except ClientError as exc:  # authorized, then the run was cancelled, ended or needs review
+        except OutcomeNotKnown as exc:  # dispatched, then the run ended: it may have happened
+            return ToolMessage(content=str(exc), tool_call_id=tc["id"], name=tc["name"], status="error",
+                               artifact={"runfacts": "OutcomeNotKnown", "toolCallId": call.tool_call.id})
+        except ClientError as exc:  # it never left: not done
             return ToolMessage(content=f"not done: {exc}", tool_call_id=tc["id"], name=tc["name"], status="error",
                                artifact={"runfacts": type(exc).__name__, "toolCallId": call.tool_call.id})
         return ToolMessage(content=json.dumps(value, sort_keys=True), tool_call_id=tc["id"], name=tc["name"],

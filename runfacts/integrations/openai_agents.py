@@ -21,7 +21,10 @@ rejected / expired / refused -> `state.reject(rejection_message=<runfacts' reaso
 approved any other way is checked again when the tool runs: a call runfacts did not grant
 raises `ForgedResume` and nothing runs. A tool that fails after its approval returns the
 failure as the tool's output (the SDK's convention for an error the model should see), never
-running it again. Shell (talks to runfacts through `runfacts.client`).
+running it again. Arguments that fail the tool's declared schema are never proposed (the output
+says what is wrong). `facts_only`, as `RunConfig(call_model_input_filter=facts_only)`, gives the
+model a gated call's output only from runfacts' facts (your own `state.reject` of a call runfacts
+ran becomes its result). Shell (talks to runfacts through `runfacts.client`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool, installed
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, OutcomeNotKnown, UngatedTool, installed
 
 PACKAGE = "openai-agents"
 SUPPORTED = ">=0.24,<0.25"
@@ -160,9 +163,20 @@ async def outcome(run: Run, gate: Gate, tool: str, call_id: str, args: Mapping[s
     """A granted call's output for the model: the dispatcher's result, or what failed (never run again)."""
     call = ToolCall(run, call_id, gate.capability, args_hash(dict(args)), None)
     try:
-        value = await call.result_async(timeout=timeout)
+        try:
+            value = await call.result_async(timeout=timeout)
+        except (ToolFailed, WaitTimeout):
+            raise
+        except ClientError as ended:  # authorized, then the run was cancelled, ended or needs review
+            value = facts.settle(run.id, run.journal.entries, call_id, tool, ended, run.client.keys)
     except ToolFailed as exc:  # the model sees it as the tool's output; the call never runs again
         return facts.failure_text(tool, exc)
+    except OutcomeNotKnown as exc:  # dispatched, then the run ended: it may have happened
+        return str(exc)
+    except WaitTimeout:
+        raise
+    except ClientError as exc:  # it never left: not done
+        return f"not done (runfacts: {exc})"
     return json.dumps(value, sort_keys=True)
 
 
@@ -174,8 +188,8 @@ async def facts_only(data: CallModelData[Any]) -> ModelInputData:
     real one: granted -> the dispatcher's result (never "rejected" for a call that ran), rejected
     / expired / refused -> `runfacts: <reason>`. While runfacts still waits on the call (a person
     may yet approve it and it would run) it raises ForgedResume: the model is told nothing."""
-    tools = {t.name: t for t in data.agent.tools if getattr(t, "runfacts_gate", None) is not None}
-    items = list(data.model_data.input)
+    tools: dict[str, Any] = {t.name: t for t in data.agent.tools if getattr(t, "runfacts_gate", None) is not None}
+    items: list[Any] = list(data.model_data.input)
     calls = {str(i.get("call_id")): i for i in items if isinstance(i, dict) and i.get("type") == "function_call"
              and i.get("name") in tools}
     if not calls:

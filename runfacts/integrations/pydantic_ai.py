@@ -19,7 +19,11 @@ reconciliation. The agent run ends with `DeferredToolRequests` carrying the runf
 tool that failed becomes Pydantic AI's failed tool result, `pydantic_ai.ToolFailed`, which the
 model sees), rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
 builds itself is checked again at execution: an "approved" that runfacts does not back raises
-`ForgedResume` and nothing runs. Shell (talks to runfacts through `runfacts.client`).
+`ForgedResume` and nothing runs; a denial or a tool result it writes for a gated call is answered
+from runfacts' facts (`facts_only`): the dispatcher's result when runfacts granted the call (never
+"denied" for a call that ran), runfacts' reason when it did not, `ForgedResume` while a person may
+still approve it. A decider rejection of the arguments (`invalid_arguments`) is Pydantic AI's
+`ModelRetry`, not an approval request. Shell (talks to runfacts through `runfacts.client`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool, installed
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, OutcomeNotKnown, UngatedTool, installed
 
 PACKAGE = "pydantic-ai-slim"
 SUPPORTED = ">=2.68,<3"
@@ -158,9 +162,21 @@ class RunfactsToolset(WrapperToolset[Any]):
         """The dispatcher's result; a failed tool becomes Pydantic AI's failed tool result (its
         `ToolFailed`: the model sees the failure, no retry budget spent), never a second run."""
         try:
-            return await call.result_async(timeout=self.result_timeout_s)
+            try:
+                return await call.result_async(timeout=self.result_timeout_s)
+            except (ToolFailed, WaitTimeout):
+                raise
+            except ClientError as ended:  # authorized, then the run was cancelled, ended or needs review
+                run = call.run
+                return facts.settle(run.id, run.journal.entries, call.id, name, ended, run.client.keys)
         except ToolFailed as exc:
             raise FailedResult(facts.failure_text(name, exc)) from exc
+        except OutcomeNotKnown as exc:  # dispatched, then the run ended: it may have happened
+            raise FailedResult(str(exc)) from exc
+        except WaitTimeout:
+            raise
+        except ClientError as exc:  # it never left: not done
+            raise FailedResult(f"not done (runfacts: {exc})") from exc
 
     @staticmethod
     def _verdict(run: Run, gate: Gate, call_id: str, target: str) -> facts.Verdict:

@@ -249,3 +249,26 @@ def test_a_made_up_tool_result_for_a_rejected_call_becomes_runfacts_denial(stack
     final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=made_up, deps=run))
     assert final.output.startswith("not refunded: runfacts: rejected by bob")
     assert refunds_of(stack, "order-pa-12") == []
+
+
+def test_a_call_with_missing_arguments_is_pydantic_ais_retry_and_never_reaches_an_approver(
+        stack: AgentStack, rf: Runfacts) -> None:
+    told: list[Any] = []
+
+    def model(messages: list[Any], info: object) -> ModelResponse:
+        """Asks for a refund without its amount; told what is wrong, reports it."""
+        retry = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart) and p.outcome == "retried"]
+        if retry or told:
+            told.extend(retry)
+            return ModelResponse(parts=[TextPart("told to fix the arguments")])
+        told.append(None)
+        return ModelResponse(parts=[ToolCallPart("refund", {"orderId": "order-pa-13"})])
+
+    agent = Agent(FunctionModel(model), toolsets=[example.tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")})])
+    run = rf.start_run(goal="ticket:T-13", summary="Refund", user_id="customer-42", run_id="pa-T-13")
+    result = asyncio.run(agent.run("refund order-pa-13", deps=run))
+    assert result.output == "told to fix the arguments"  # not DeferredToolRequests: nobody is asked
+    assert "amountMinor" in str(told[-1].content)  # Pydantic AI's own validation retry names the field
+    facts = [e.event_type for e in run.journal.entries]
+    assert "tool.call.proposed" not in facts and "approval.required" not in facts
