@@ -156,3 +156,33 @@ def test_an_invalid_gated_call_gets_langgraphs_own_invalid_arguments_tool_messag
     assert message.content == ("Error invoking tool 'refund' with kwargs {'orderId': 'o-1'} with error:\n"
                                " amountMinor: Field required\n Please fix the error and try again.")
     assert message.artifact == {"runfacts": "invalid_arguments"}
+
+
+REFUSED = "amountMinor: Input should be <= 100000"
+
+
+class RefusingRun:
+    """A run whose decider refuses every proposal's arguments (reason invalid_arguments), as the
+    decider does for arguments that fail the capability's schema: the bridges' wiring, no broker."""
+
+    id = "run-refusing"
+    journal = type("Journal", (), {"entries": []})()
+
+    def propose(self, capability: str, args: object, **fields: object) -> object:
+        from runfacts.client import CommandRejected
+
+        raise CommandRejected(self.id, "tool.call.propose", "invalid_arguments", REFUSED)
+
+
+def test_a_decider_invalid_arguments_rejection_is_langgraphs_invalid_arguments_message() -> None:
+    from langchain_core.messages import AIMessage
+
+    from runfacts.integrations.langgraph import Gate, RunfactsToolNode
+
+    rf = type("Rf", (), {"run": lambda self, run_id: RefusingRun()})()
+    node = RunfactsToolNode(rf, interrupt_on={"refund": Gate("payments.refund", target="orderId")})  # type: ignore[arg-type]
+    call = {"name": "refund", "id": "tc-1", "args": {"orderId": "o-1", "amountMinor": 250000}}
+    out = node({"messages": [AIMessage("", tool_calls=[call])]}, {"configurable": {"thread_id": "run-refusing"}})
+    [message] = out["messages"]
+    assert message.status == "error" and message.artifact == {"runfacts": "invalid_arguments"}
+    assert "Error invoking tool 'refund'" in message.content and REFUSED in message.content

@@ -102,3 +102,31 @@ def test_arguments_that_fail_the_declared_schema_are_named_in_the_sdks_own_words
     assert wrong is not None and wrong.startswith("amountMinor: 'lots' is not of type 'integer'")
     text = validation_text("refund", missing)
     assert text.startswith("Invalid JSON input for tool refund: ") and "nobody was asked" in text
+
+
+def test_a_decider_invalid_arguments_rejection_is_the_tools_validation_output_not_an_interruption() -> None:
+    import asyncio
+
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from test_integrations_langgraph import RefusingRun
+
+    from runfacts.integrations.openai_agents import gated
+
+    @function_tool(needs_approval=True)
+    def refund(orderId: str, amountMinor: int) -> dict:  # noqa: N803
+        """Refund."""
+        raise RuntimeError("never runs here")
+
+    def report(call: object) -> list:
+        outputs = [str(i["output"]) for i in call.input  # type: ignore[attr-defined]
+                   if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        return [assistant_message(f"tool said: {outputs[-1]}")]
+
+    ask = function_call("refund", {"orderId": "o-1", "amountMinor": 250000}, call_id="fc-1")
+    model = ScriptedModel([ModelStep.respond(lambda _: [ask]), ModelStep.respond(report)])
+    tool = gated(refund, Gate("payments.refund", target="orderId"), run_of=lambda ctx: RefusingRun())  # type: ignore[arg-type,return-value]
+    agent = Agent(name="refunds", model=model, tools=[tool])
+    result = asyncio.run(Runner.run(agent, "refund", run_config=RunConfig(tracing_disabled=True)))
+    assert result.interruptions == []  # nobody is asked
+    assert result.final_output.startswith("tool said: Invalid JSON input for tool refund: amountMinor: Input should")
