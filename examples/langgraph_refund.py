@@ -35,6 +35,12 @@ def lookup_order(orderId: str) -> str:  # noqa: N803 - the tool's argument
     return f"order {orderId}: paid, refundable"
 
 
+@tool
+def refund(orderId: str, amountMinor: int, currency: str = "EUR") -> str:  # noqa: N803 - the tool's arguments
+    """Refund an order. Gated: its schema checks the model's arguments; runfacts' dispatcher runs it."""
+    raise RuntimeError("never runs here: runfacts proposes it and its dispatcher executes it")
+
+
 def model(state: State) -> dict[str, Any]:
     """The fake model: looks the order up and asks for the refund, then reports what the refund returned."""
     last = state["messages"][-1]
@@ -52,12 +58,13 @@ def model(state: State) -> dict[str, Any]:
 def build(rf: Runfacts, capability: str = "payments.refund", **node_options: Any) -> StateGraph:
     """model -> tools (the refund gated by runfacts) -> model, until the model stops calling tools."""
     graph = StateGraph(State)
-    graph.add_node("model", model)
-    graph.add_node("tools", RunfactsToolNode(
+    tools = RunfactsToolNode(
         rf,
         interrupt_on={"refund": Gate(capability, target="orderId")},  # tool name -> runfacts capability
-        tools=[lookup_order],  # ungated tools run here, as in LangGraph's ToolNode
-        **node_options))
+        tools=[lookup_order, refund],  # ungated tools run here; a gated one's schema checks its arguments
+        **node_options)
+    graph.add_node("model", tools.guard(model))  # the model sees a gated call's result only from runfacts' facts
+    graph.add_node("tools", tools)
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", lambda s: "tools" if s["messages"][-1].tool_calls else END)
     graph.add_edge("tools", "model")

@@ -20,9 +20,10 @@ from agents import Agent, RunConfig, Runner, RunState, function_tool
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
 from runfacts.client import Run, Runfacts
-from runfacts.integrations.openai_agents import Gate, gated_tools, resume_state
+from runfacts.integrations.openai_agents import Gate, facts_only, gated_tools, resume_state
 
-NO_NETWORK = RunConfig(tracing_disabled=True)
+NO_NETWORK = RunConfig(tracing_disabled=True,
+                       call_model_input_filter=facts_only)  # the model sees gated results only from runfacts' facts
 STATE = Path(os.environ.get("REFUND_AGENT_STATE", "refund-agent-state"))
 
 

@@ -10,14 +10,21 @@ sends. This doorway stays light: it imports no framework; each bridge module imp
 (and checks its version at import, naming the supported range).
 
 Pure: `facts` (the verdict runfacts' facts give a gated call, the call's runfacts id),
-`errors` (`BridgeError`, `ForgedResume`, `IncompatibleFramework`, `UngatedTool`).
+`errors` (`BridgeError`, `ForgedResume`, `IncompatibleFramework`, `OutcomeNotKnown`, `UngatedTool`).
 Shells: `pydantic_ai` (a Pydantic AI toolset wrapper and capability, `resume_results`),
 `langgraph` (a LangGraph tool node whose gated calls are runfacts proposals, `interrupt()`
 while a person decides, results from the dispatcher), `openai_agents` (OpenAI Agents SDK
 `needs_approval` tools proposed to runfacts, `resume_state` approving from runfacts' facts).
 """
 
-from runfacts.integrations.errors import BridgeError, ForgedResume, IncompatibleFramework, UngatedTool
+from runfacts.integrations.errors import (
+    BridgeError,
+    ForgedResume,
+    IncompatibleFramework,
+    OutcomeNotKnown,
+    UngatedTool,
+)
 from runfacts.integrations.facts import Verdict, call_id, verdict
 
-__all__ = ["BridgeError", "ForgedResume", "IncompatibleFramework", "UngatedTool", "Verdict", "call_id", "verdict"]
+__all__ = ["BridgeError", "ForgedResume", "IncompatibleFramework", "OutcomeNotKnown", "UngatedTool", "Verdict",
+           "call_id", "verdict"]

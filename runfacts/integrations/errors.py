@@ -33,14 +33,29 @@ class IncompatibleFramework(BridgeError, ImportError):
 
 
 class ForgedResume(BridgeError):
-    """A resume claims a decision runfacts never recorded (e.g. "approved" for a call it never
-    approved): refused, nothing runs. Build resume values from runfacts' facts instead."""
+    """A resume claims what runfacts never recorded ("approved" for a call it never approved, a
+    denial or a tool result for a call a person may still approve): refused, nothing runs and the
+    model is told nothing. Build resume values from runfacts' facts instead."""
 
-    def __init__(self, run_id: str, tool_call_id: str, tool: str, status: str, reason: str) -> None:
+    def __init__(self, run_id: str, tool_call_id: str, tool: str, status: str, reason: str,
+                 claim: str = "approved") -> None:
         self.run_id, self.tool_call_id, self.tool, self.status = run_id, tool_call_id, tool, status
-        super().__init__(f"run {run_id}, tool call {tool_call_id} ({tool}): the resume says approved but runfacts "
+        self.claim = claim
+        super().__init__(f"run {run_id}, tool call {tool_call_id} ({tool}): the resume says {claim} but runfacts "
                          f"says {status} ({reason}); nothing was executed. Resume with the results the bridge "
                          f"builds from runfacts' facts (resume_results, resume_state)")
+
+
+class OutcomeNotKnown(BridgeError):
+    """An authorized call was dispatched, then the run was cancelled, ended or sent to review
+    before the call's outcome was recorded: it may have happened. Never told to a model as "not
+    done"; runfacts settles it (the dispatcher's report or reconciliation)."""
+
+    def __init__(self, run_id: str, tool_call_id: str, tool: str, ended: str) -> None:
+        self.run_id, self.tool_call_id, self.tool = run_id, tool_call_id, tool
+        super().__init__(f"{tool}: outcome not known yet. It was authorized and dispatched, then {ended}; it may "
+                         f"have happened, so do not assume it did not: runfacts settles it (runfacts call "
+                         f"{tool_call_id}) and will not run it again")
 
 
 class UngatedTool(BridgeError):

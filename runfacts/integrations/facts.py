@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from runfacts.client import errors, outcomes
 from runfacts.client.approvals import Approval
-from runfacts.client.outcomes import Entry
+from runfacts.client.outcomes import Entry, Keys
+from runfacts.integrations.errors import OutcomeNotKnown
 from runfacts.processors.policy.retry import args_hash
 
 Status = Literal["unknown", "pending", "granted", "rejected", "expired", "refused"]
@@ -114,5 +115,32 @@ def failure_text(tool: str, failed: errors.ToolFailed) -> str:
     this failure again and never runs the side effect a second time."""
     detail = f": {failed.detail}" if failed.detail else ""
     again = "an operator may retry it through runfacts" if failed.retryable else "not retryable"
-    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and ran once; runfacts "
+    ran = ("its arguments were refused, so nothing happened" if failed.error_class == "validation"
+           else "ran once")
+    return (f"{tool} failed ({failed.error_class}{detail}; {again}). It was authorized and {ran}; runfacts "
             f"will not run this call again (runfacts call {failed.tool_call_id})")
+
+
+def rejected_arguments(exc: BaseException) -> str | None:
+    """What was wrong when the decider refused a proposal's arguments against the tool's schema
+    (a CommandRejected with reason `invalid_arguments`), else None: the bridges show it to the
+    model as the framework's own invalid-arguments error, never as "approval required"."""
+    if isinstance(exc, errors.CommandRejected) and exc.reason == "invalid_arguments":
+        return exc.detail or "the arguments do not fit the tool's schema"
+    return None
+
+
+def settle(run_id: str, entries: Sequence[Entry], tool_call_id: str, tool: str, ended: errors.ClientError,
+           keys: Keys | None = None) -> Any:
+    """An authorized call's outcome when waiting for it ended with the run (`ended`: RunCancelled,
+    RunEnded, RunNeedsReview) instead of with the call's own fact: the call's own outcome when the
+    facts hold one (it ran: returns its value, or raises its ToolFailed); OutcomeNotKnown when it
+    was dispatched and nothing says how it ended (it may have happened); else raises `ended` (it
+    never left: not done). The bridges tell the model this, never "not done" for a call that ran."""
+    own = [e for e in entries if e.tool_call_id == tool_call_id]
+    found = outcomes.call_result(run_id, own, tool_call_id, *(() if keys is None else (keys,)))
+    if found is not None and (found.error is None or isinstance(found.error, errors.ToolFailed)):
+        return found.unwrap()
+    if any(e.event_type == "tool.call.dispatching" for e in own):
+        raise OutcomeNotKnown(run_id, tool_call_id, tool, str(ended).split(": ")[-1])
+    raise ended

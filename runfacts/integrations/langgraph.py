@@ -6,6 +6,9 @@
     builder.add_node("tools", tools)         # the graph keeps its own checkpointer
 
 For the tool calls of the last AI message, in order (LangGraph re-runs all of it on resume):
+0. a gated call whose arguments fail its tool's schema (a gated tool given in `tools=` lends its
+   `args_schema`; it never runs here) gets LangGraph's invalid-arguments ToolMessage and is never
+   proposed; a decider rejection `invalid_arguments` gives the same message;
 1. a gated call (its tool name in `interrupt_on`) is proposed with `run.propose`; the call id is
    derived from capability, target and arguments, so a re-run returns the same call;
 2. the graph step is recorded as the run's checkpoint (`checkpoint.save`, node
@@ -21,7 +24,10 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    reconciliation after a lost response) as the ToolMessage, and a tool that failed is an error
    ToolMessage saying so (`facts.failure_text`); rejected, expired or refused: an error
    ToolMessage with the verdict's reason.
-Other tool calls run locally, as LangGraph's ToolNode runs them.
+Other tool calls run locally, as LangGraph's ToolNode runs them. `guard(model)` wraps the model
+node so it sees a gated call's ToolMessage only as the facts give it (a message written with
+`update_state` is replaced by the real outcome, or ForgedResume while runfacts still waits).
+A call dispatched before the run ended is never "not done": its own outcome, or OutcomeNotKnown.
 
 Run-end hygiene: `retire_checkpoints(checkpointer, run)` makes the graph's checkpointer honour
 the run's `checkpoint.archived` marker (SEMANTICS §10): the threads the run checkpointed are
@@ -32,12 +38,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runfacts.integrations.errors import IncompatibleFramework, installed
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, OutcomeNotKnown, installed
 
 SUPPORTED = ((1, 2), (1, 3))
 """The langgraph versions this bridge is tested with: >= 1.2, < 1.3 (the extra pins the same)."""
@@ -53,7 +60,9 @@ check_version(installed("langgraph") or "")
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
 from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langchain_core.tools import BaseTool  # noqa: E402
+from langgraph.prebuilt.tool_node import TOOL_INVOCATION_ERROR_TEMPLATE  # noqa: E402
 from langgraph.types import interrupt  # noqa: E402
+from pydantic import BaseModel, ValidationError  # noqa: E402
 
 from runfacts.client import (  # noqa: E402
     Approval,
@@ -67,6 +76,7 @@ from runfacts.client import (  # noqa: E402
 )
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.integrations.facts import Gate  # noqa: E402
+from runfacts.processors.policy.retry import args_hash  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
 from runfacts.schemas.common import Actor, EventBase, RunVersions  # noqa: E402
 
@@ -110,16 +120,89 @@ class RunfactsToolNode:
         if not isinstance(message, AIMessage):
             raise TypeError(f"RunfactsToolNode needs an AIMessage last in state['messages'], got {type(message)}")
         run = self.rf.run(self.run_id(config))
-        gated = {str(tc["id"]): Gated(tc, self.gates[tc["name"]], self._propose(run, tc))
-                 for tc in message.tool_calls if tc["name"] in self.gates}
+        gated: dict[str, Gated] = {}
+        invalid: dict[str, ToolMessage] = {}
+        for tc in message.tool_calls:
+            if tc["name"] not in self.gates:
+                continue
+            error = self._invalid(tc)
+            if error is None:
+                try:
+                    gated[str(tc["id"])] = Gated(tc, self.gates[tc["name"]], self._propose(run, tc))
+                except CommandRejected as exc:  # the decider refused the arguments (its invalid_arguments)
+                    if (detail := facts.rejected_arguments(exc)) is None:
+                        raise
+                    error = invalid_arguments(tc, detail)
+            if error is not None:
+                invalid[str(tc["id"])] = error
         if gated:
             self._checkpoint(run, config, message)
             self._await_decisions(run, list(gated.values()), config)
         out = []
         for tc in message.tool_calls:
             call = gated.get(str(tc["id"])) if tc["name"] in self.gates else None
-            out.append(self._local(tc) if call is None else self._outcome(run, call))
+            if str(tc["id"]) in invalid:
+                out.append(invalid[str(tc["id"])])
+            else:
+                out.append(self._local(tc) if call is None else self._outcome(run, call))
         return {"messages": out}
+
+    def _invalid(self, tc: Mapping[str, Any]) -> ToolMessage | None:
+        """LangGraph's invalid-arguments ToolMessage when a gated call's arguments fail the schema
+        its tool declares (a gated tool given in `tools=`; it never runs here), else None."""
+        tool = self.tools.get(tc["name"])
+        schema = getattr(tool, "args_schema", None)
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            return None
+        try:
+            schema.model_validate(tc["args"])
+        except ValidationError as exc:
+            return invalid_arguments(tc, "\n".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)))
+        return None
+
+    def guard(self, model: Callable[..., Any]) -> Callable[[Mapping[str, Any], RunnableConfig], Any]:
+        """`model` (a graph node) seeing a gated call's result only as runfacts' facts give it: a
+        ToolMessage this node did not write from the facts (one put in the state with
+        `update_state`, a `Command(update=...)`, ...) is replaced by the real outcome (the same
+        message id, so the state is corrected too), or raises ForgedResume while a person may
+        still approve the call (nothing runs, the model is told nothing)."""
+        takes_config = "config" in inspect.signature(model).parameters
+
+        def node(state: Mapping[str, Any], config: RunnableConfig) -> Any:
+            fixed = self.facts_only(state["messages"], config)
+            if fixed:
+                state = {**state, "messages": [fixed.get(str(m.id), m) for m in state["messages"]]}
+            out = model(state, config=config) if takes_config else model(state)
+            if fixed and isinstance(out, dict):
+                out = {**out, "messages": [*fixed.values(), *out.get("messages", [])]}
+            return out
+
+        return node
+
+    def facts_only(self, messages: Sequence[Any], config: RunnableConfig) -> dict[str, ToolMessage]:
+        """The ToolMessages of gated calls in `messages` that say other than runfacts' facts, by
+        message id, each with the message the facts give (what `__call__` would have returned)."""
+        calls = {str(tc["id"]): tc for m in messages if isinstance(m, AIMessage) for tc in m.tool_calls
+                 if tc["name"] in self.gates}
+        told = [m for m in messages if isinstance(m, ToolMessage) and str(m.tool_call_id) in calls]
+        if not told:
+            return {}
+        run, fixed = self.rf.run(self.run_id(config)), {}
+        for message in told:
+            tc = calls[str(message.tool_call_id)]
+            gate, args = self.gates[tc["name"]], tc["args"]
+            target = gate.target_of(args)
+            call_id = facts.call_id(run.id, gate.capability, target, args)
+            found = facts.verdict(run.id, run.journal.entries, call_id)
+            if found.status == "unknown" and message.status == "error":
+                continue  # never proposed (e.g. invalid arguments): nothing ran and nothing can
+            if found.status in ("unknown", "pending"):
+                raise ForgedResume(run.id, call_id, tc["name"], found.status, found.reason, "a tool result")
+            real = self._outcome(run, Gated(tc, gate, ToolCall(run, call_id, gate.capability, args_hash(args), None)))
+            if (real.content, real.status) != (message.content, message.status):
+                fixed[str(message.id)] = real.model_copy(update={"id": message.id})
+        return fixed
 
     def _propose(self, run: Run, tc: Mapping[str, Any]) -> ToolCall:
         gate, args = self.gates[tc["name"]], tc["args"]
@@ -190,14 +273,23 @@ class RunfactsToolNode:
                                name=tc["name"], status="error",
                                artifact={"runfacts": found.status, "toolCallId": call.tool_call.id})
         try:
-            value = call.tool_call.result(timeout=self.result_timeout_s)
-        except WaitTimeout:
-            raise
+            try:
+                value = call.tool_call.result(timeout=self.result_timeout_s)
+            except WaitTimeout:
+                raise
+            except ToolFailed:
+                raise
+            except ClientError as ended:  # authorized, then the run was cancelled, ended or needs review
+                value = facts.settle(run.id, run.journal.entries, call.tool_call.id, tc["name"], ended,
+                                     run.client.keys)  # the call's own outcome if it ran
         except ToolFailed as exc:  # ran once, failed: the model sees it; the same call never runs again
             return ToolMessage(content=facts.failure_text(tc["name"], exc), tool_call_id=tc["id"], name=tc["name"],
                                status="error", artifact={"runfacts": "ToolFailed", "toolCallId": call.tool_call.id,
                                                          "errorClass": exc.error_class, "retryable": exc.retryable})
-        except ClientError as exc:  # authorized, then the run was cancelled, ended or needs review
+        except OutcomeNotKnown as exc:  # dispatched, then the run ended: it may have happened
+            return ToolMessage(content=str(exc), tool_call_id=tc["id"], name=tc["name"], status="error",
+                               artifact={"runfacts": "OutcomeNotKnown", "toolCallId": call.tool_call.id})
+        except ClientError as exc:  # it never left: not done
             return ToolMessage(content=f"not done: {exc}", tool_call_id=tc["id"], name=tc["name"], status="error",
                                artifact={"runfacts": type(exc).__name__, "toolCallId": call.tool_call.id})
         return ToolMessage(content=json.dumps(value, sort_keys=True), tool_call_id=tc["id"], name=tc["name"],
@@ -210,6 +302,14 @@ class RunfactsToolNode:
             return ToolMessage(content=f"unknown tool {tc['name']!r}; known: {', '.join(known)}",
                                tool_call_id=tc["id"], name=tc["name"], status="error")
         return tool.invoke({**tc, "type": "tool_call"})
+
+
+def invalid_arguments(tc: Mapping[str, Any], detail: str) -> ToolMessage:
+    """The ToolMessage LangGraph's ToolNode gives a call whose arguments fail the tool's schema
+    (its own wording, "Please fix the error and try again."): nothing was proposed, nobody asked."""
+    content = TOOL_INVOCATION_ERROR_TEMPLATE.format(tool_name=tc["name"], tool_kwargs=dict(tc["args"]), error=detail)
+    return ToolMessage(content=content, tool_call_id=tc["id"], name=tc["name"], status="error",
+                       artifact={"runfacts": "invalid_arguments"})
 
 
 @dataclass(frozen=True)
@@ -275,4 +375,4 @@ def retire_checkpoints(checkpointer: Any, run: Run | Iterable[EventBase]) -> lis
 
 
 __all__ = ["SUPPORTED", "Gate", "Gated", "RunfactsToolNode", "archived_threads", "asked_decision",
-           "check_version", "retire_checkpoints", "run_versions", "step_ref"]
+           "check_version", "invalid_arguments", "retire_checkpoints", "run_versions", "step_ref"]

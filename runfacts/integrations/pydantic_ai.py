@@ -19,7 +19,11 @@ reconciliation. The agent run ends with `DeferredToolRequests` carrying the runf
 tool that failed becomes Pydantic AI's failed tool result, `pydantic_ai.ToolFailed`, which the
 model sees), rejected -> `ToolDenied(reason)`, expired -> `ToolDenied` with the reason. A resume the client
 builds itself is checked again at execution: an "approved" that runfacts does not back raises
-`ForgedResume` and nothing runs. Shell (talks to runfacts through `runfacts.client`).
+`ForgedResume` and nothing runs; a denial or a tool result it writes for a gated call is answered
+from runfacts' facts (`facts_only`): the dispatcher's result when runfacts granted the call (never
+"denied" for a call that ran), runfacts' reason when it did not, `ForgedResume` while a person may
+still approve it. A decider rejection of the arguments (`invalid_arguments`) is Pydantic AI's
+`ModelRetry`, not an approval request. Shell (talks to runfacts through `runfacts.client`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, UngatedTool, installed
+from runfacts.integrations.errors import ForgedResume, IncompatibleFramework, OutcomeNotKnown, UngatedTool, installed
 
 PACKAGE = "pydantic-ai-slim"
 SUPPORTED = ">=2.68,<3"
@@ -47,14 +51,23 @@ def installed_version() -> str | None:
 
 check_version(installed_version())
 
-from pydantic_ai import ApprovalRequired, CallDeferred, RunContext  # noqa: E402
+from pydantic_ai import ApprovalRequired, CallDeferred, CallToolsNode, ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
 from pydantic_ai.exceptions import ToolFailed as FailedResult  # noqa: E402
+from pydantic_ai.messages import ToolCallPart  # noqa: E402
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset  # noqa: E402
 from pydantic_ai.toolsets.abstract import ToolsetTool  # noqa: E402
 
-from runfacts.client import BadArgument, ClientError, Run, ToolCall, ToolFailed, WaitTimeout  # noqa: E402
+from runfacts.client import (  # noqa: E402
+    BadArgument,
+    ClientError,
+    CommandRejected,
+    Run,
+    ToolCall,
+    ToolFailed,
+    WaitTimeout,
+)
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.integrations.facts import Gate  # noqa: E402
 from runfacts.processors.policy.retry import args_hash  # noqa: E402
@@ -107,7 +120,8 @@ class RunfactsToolset(WrapperToolset[Any]):
                 raise UngatedTool(name) from None
         run = self.run_of(ctx)
         if ctx.tool_call_approved:
-            return await self._approved(run, name, gate, tool_args)
+            claim = (ctx.tool_call_metadata or {}).get(CLAIM_KEY) if isinstance(ctx.tool_call_metadata, dict) else None
+            return await self._approved(run, name, gate, tool_args, claim)
         if name not in self._declared:
             try:
                 return await super().call_tool(name, tool_args, ctx, tool)
@@ -117,32 +131,52 @@ class RunfactsToolset(WrapperToolset[Any]):
 
     async def _propose(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
         target = gate.target_of(args)
-        call: ToolCall = await asyncio.to_thread(
-            run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
-            summary=gate.summary_of(args),
-            tool_call_id=facts.call_id(run.id, gate.capability, target, args))
+        try:
+            call: ToolCall = await asyncio.to_thread(
+                run.propose, gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
+                summary=gate.summary_of(args),
+                tool_call_id=facts.call_id(run.id, gate.capability, target, args))
+        except CommandRejected as exc:  # the decider refused the arguments: Pydantic AI's retry, nobody asked
+            if (detail := facts.rejected_arguments(exc)) is None:
+                raise
+            raise ModelRetry(f"invalid arguments for {name}: {detail}") from exc
         found = self._verdict(run, gate, call.id, target)
         if found.status == "granted":  # by policy, or approved before (a re-run, the model asking again)
             return await self._result(name, call)
         raise ApprovalRequired(metadata={META_KEY: {**(found.request or {"runId": run.id, "toolCallId": call.id}),
                                                     "status": found.status, "reason": found.reason}})
 
-    async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
-        """A resumed call Pydantic AI says is approved: runs only if runfacts granted it."""
+    async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any], claim: str | None = None) -> Any:
+        """A resumed call Pydantic AI says is approved: runs only if runfacts granted it. A denial
+        or a result the resume claimed (`facts_only`) is answered from runfacts' facts too."""
         target = gate.target_of(args)
         call_id = facts.call_id(run.id, gate.capability, target, args)
         found = self._verdict(run, gate, call_id, target)
-        if found.status != "granted":
-            raise ForgedResume(run.id, call_id, name, found.status, found.reason)
-        return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+        if found.status == "granted":  # the dispatcher runs it whatever the resume says: its outcome, never "denied"
+            return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))
+        if claim is not None and found.status in ("rejected", "expired", "refused"):
+            return ToolDenied(f"runfacts: {found.reason}")
+        raise ForgedResume(run.id, call_id, name, found.status, found.reason, claim or "approved")
 
     async def _result(self, name: str, call: ToolCall) -> Any:
         """The dispatcher's result; a failed tool becomes Pydantic AI's failed tool result (its
         `ToolFailed`: the model sees the failure, no retry budget spent), never a second run."""
         try:
-            return await call.result_async(timeout=self.result_timeout_s)
+            try:
+                return await call.result_async(timeout=self.result_timeout_s)
+            except (ToolFailed, WaitTimeout):
+                raise
+            except ClientError as ended:  # authorized, then the run was cancelled, ended or needs review
+                run = call.run
+                return facts.settle(run.id, run.journal.entries, call.id, name, ended, run.client.keys)
         except ToolFailed as exc:
             raise FailedResult(facts.failure_text(name, exc)) from exc
+        except OutcomeNotKnown as exc:  # dispatched, then the run ended: it may have happened
+            raise FailedResult(str(exc)) from exc
+        except WaitTimeout:
+            raise
+        except ClientError as exc:  # it never left: not done
+            raise FailedResult(f"not done (runfacts: {exc})") from exc
 
     @staticmethod
     def _verdict(run: Run, gate: Gate, call_id: str, target: str) -> facts.Verdict:
@@ -161,6 +195,38 @@ class RunfactsApprovals(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return RunfactsToolset(toolset, gates=self.gates, run_of=self.run_of, result_timeout_s=self.result_timeout_s)
+
+    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+        """A resume's denials and results for gated calls go through the wrapper, which answers
+        them from runfacts' facts (`facts_only`), before any tool runs or the model sees them."""
+        if isinstance(node, CallToolsNode) and node.tool_call_results:
+            node.tool_call_metadata = facts_only(self.gates, node.model_response.tool_calls, node.tool_call_results,
+                                                 node.tool_call_metadata)
+        return node
+
+
+CLAIM_KEY = "runfacts_claim"
+"""The metadata key under which `facts_only` hands the wrapper what a resume claimed for a call."""
+
+
+def facts_only(gates: Mapping[str, Gate], calls: list[ToolCallPart], results: dict[str, Any],
+               metadata: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """Rewrite a resume's `results` (tool call id -> ToolApproved / ToolDenied / a tool result, as
+    `DeferredToolResults` gives them), in place, so that no gated call's denial or result reaches
+    the model as the client wrote it: each becomes `ToolApproved()` carrying the claim ("denied",
+    "a tool result") in its metadata (returned), and the wrapper answers it from runfacts' facts
+    only: granted -> the dispatcher's result (or its failure), rejected / expired / refused ->
+    `ToolDenied` with runfacts' reason, anything else (a person may still approve the call and it
+    would run) -> ForgedResume, nothing runs and the model is told nothing."""
+    out = dict(metadata or {})
+    for part in calls:
+        given = results.get(part.tool_call_id)
+        if part.tool_name not in gates or given is None or given == "skip" or isinstance(given, ToolApproved):
+            continue
+        results[part.tool_call_id] = ToolApproved()
+        out[part.tool_call_id] = {**out.get(part.tool_call_id, {}),
+                                  CLAIM_KEY: "denied" if isinstance(given, ToolDenied) else "a tool result"}
+    return out
 
 
 async def resume_results(run: Run, requests: DeferredToolRequests, timeout: float | None = None) -> DeferredToolResults:
@@ -194,5 +260,5 @@ def resume_results_sync(run: Run, requests: DeferredToolRequests, timeout: float
     return asyncio.run(resume_results(run, requests, timeout))
 
 
-__all__ = ["META_KEY", "SUPPORTED", "Gate", "RunfactsApprovals", "RunfactsToolset", "check_version",
+__all__ = ["META_KEY", "SUPPORTED", "Gate", "RunfactsApprovals", "RunfactsToolset", "check_version", "facts_only",
            "resume_results", "resume_results_sync", "run_from_deps"]

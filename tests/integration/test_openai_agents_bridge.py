@@ -135,3 +135,54 @@ def test_agent_killed_while_waiting_resumes_after_approval_and_refunds_once(
         {"REFUND_AGENT_STATE": str(tmp_path / "state")}, lambda _: saved.exists())
     [refund] = refunds_of(stack, "order-oa-7")
     assert f"refunded {refund['refundId']}" in out
+
+
+def test_a_call_with_missing_arguments_is_a_validation_error_and_never_reaches_an_approver(
+        stack: AgentStack, rf: Runfacts) -> None:
+    from agents import Agent
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    def report(call: Any) -> list[Any]:
+        [output] = [str(i["output"]) for i in call.input
+                    if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        return [assistant_message(f"tool said: {output}")]
+
+    model = ScriptedModel([ModelStep.respond(lambda _: [function_call("refund", {"orderId": "order-oa-8"},
+                                                                      call_id="fc-oa-8")]),
+                           ModelStep.respond(report)])
+    agent = Agent(name="refunds", model=model, tools=example.gated_tools([example.refund], example.gates()))
+    run = rf.start_run(goal="ticket:T-8", summary="Refund", user_id="customer-42", run_id="oa-T-8")
+    result = asyncio.run(Runner.run(agent, "refund order-oa-8", context=run, run_config=example.NO_NETWORK))
+    assert result.interruptions == []  # nobody is asked
+    assert result.final_output.startswith("tool said: Invalid JSON input for tool refund")  # the SDK's own form
+    assert "amountMinor" in result.final_output and "ran once" not in result.final_output
+    facts = [e.event_type for e in run.journal.entries]
+    assert "tool.call.proposed" not in facts and "approval.required" not in facts
+    assert [a for a in rf.approvals(role="support_agent") if a.run_id == run.id] == []
+
+
+def test_a_rejection_in_the_state_for_a_call_runfacts_executed_gives_the_model_the_real_result(
+        stack: AgentStack, rf: Runfacts) -> None:
+    from runfacts.client import ToolCall
+
+    agent, run, result = first_turn(rf, "T-9", "order-oa-9", 1900)
+    [request] = approval_requests(run, result.to_state(), example.gates()).values()
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")  # approved in runfacts' console
+    value = ToolCall(run, request["toolCallId"], "payments.refund", "", None).result(timeout=60)  # it ran
+    state = result.to_state()
+    [item] = state.get_interruptions()
+    state.reject(item, rejection_message="the app's own reviewer clicked reject")  # the app's UI says no
+    final = resumed(agent, state)
+    assert final.final_output == f"refunded {value['refundId']}"  # never "denied" for a call that executed
+    assert len(refunds_of(stack, "order-oa-9")) == 1
+
+
+def test_a_rejection_in_the_state_for_a_call_runfacts_still_waits_on_is_refused(
+        stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-10", "order-oa-10", 2100)
+    state = result.to_state()
+    [item] = state.get_interruptions()
+    state.reject(item)  # a person may still approve it in runfacts, and then it runs
+    with pytest.raises(ForgedResume, match="the resume says a tool result but runfacts says pending"):
+        resumed(agent, state)
+    assert refunds_of(stack, "order-oa-10") == []

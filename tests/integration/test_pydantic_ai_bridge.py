@@ -26,7 +26,7 @@ pytest.importorskip("pydantic_ai", reason="pip install -e '.[dev]' installs pyda
 from pydantic_ai import Agent, ApprovalRequired, CallDeferred  # noqa: E402
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # noqa: E402
 from pydantic_ai.models.function import FunctionModel  # noqa: E402
-from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults  # noqa: E402
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 from runfacts.integrations import ForgedResume  # noqa: E402
@@ -192,3 +192,83 @@ def test_tool_failing_after_approval_reaches_the_model_as_a_failed_result_and_ne
     assert facts.count("tool.call.dispatching") == 1 and facts.count("tool.call.failed") == 1  # ran once
     assert facts.count("tool.call.proposed") == 1  # the model's second ask was the same runfacts call
     assert refunds_of(stack, "order-pa-8") == []
+
+
+def wait_result(run: Any, tool_call_id: str) -> Any:
+    """The dispatcher's result of an authorized call (it runs whether or not the agent resumes)."""
+    from runfacts.client import ToolCall
+
+    return ToolCall(run, tool_call_id, "payments.refund", "", None).result(timeout=60)
+
+
+def test_a_denial_in_the_resume_for_a_call_runfacts_executed_gives_the_model_the_real_result(
+        stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-9", "order-pa-9", 1500)
+    [part] = result.output.approvals
+    call_id = result.output.metadata[part.tool_call_id][META_KEY]["toolCallId"]
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")  # approved in runfacts' console
+    value = wait_result(run, call_id)  # the dispatcher ran it: the money moved
+    for denial in (False, ToolDenied("the app's own reviewer clicked reject")):  # the app's UI says no
+        final = asyncio.run(agent.run(message_history=result.all_messages(),
+                                      deferred_tool_results=DeferredToolResults(approvals={part.tool_call_id: denial}),
+                                      deps=run))
+        assert final.output == f"refunded {value['refundId']}"  # never "denied" for a call that executed
+    assert len(refunds_of(stack, "order-pa-9")) == 1
+
+
+def test_a_denial_in_the_resume_for_a_call_runfacts_still_waits_on_is_refused(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-10", "order-pa-10", 1600)
+    [part] = result.output.approvals
+    denied = DeferredToolResults(approvals={part.tool_call_id: ToolDenied("no")})
+    with pytest.raises(ForgedResume, match="the resume says denied but runfacts says pending"):
+        asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=denied, deps=run))
+    assert refunds_of(stack, "order-pa-10") == []  # a person may still approve it: the model was told nothing
+
+
+def test_a_made_up_tool_result_in_the_resume_never_reaches_the_model(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-11", "order-pa-11", 1700)
+    [part] = result.output.approvals
+    call_id = result.output.metadata[part.tool_call_id][META_KEY]["toolCallId"]
+    made_up = DeferredToolResults(calls={part.tool_call_id: {"refundId": "R-MADE-UP"}})
+    with pytest.raises(ForgedResume, match="the resume says a tool result but runfacts says pending"):
+        asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=made_up, deps=run))
+    assert refunds_of(stack, "order-pa-11") == []  # nothing executed by the made-up result
+    rf.decide(approval_of(rf, run.id), "approve", approver="alice")
+    value = wait_result(run, call_id)
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=made_up, deps=run))
+    assert final.output == f"refunded {value['refundId']}" != "refunded R-MADE-UP"  # replaced by the facts
+    assert tool_returns(final.all_messages())[-1] == value
+
+
+def test_a_made_up_tool_result_for_a_rejected_call_becomes_runfacts_denial(stack: AgentStack, rf: Runfacts) -> None:
+    agent, run, result = first_turn(rf, "T-12", "order-pa-12", 1800)
+    [part] = result.output.approvals
+    rf.decide(approval_of(rf, run.id), "reject", approver="bob")
+    asyncio.run(resume_results(run, result.output, timeout=60))  # waits until runfacts recorded it
+    made_up = DeferredToolResults(calls={part.tool_call_id: {"refundId": "R-MADE-UP"}})
+    final = asyncio.run(agent.run(message_history=result.all_messages(), deferred_tool_results=made_up, deps=run))
+    assert final.output.startswith("not refunded: runfacts: rejected by bob")
+    assert refunds_of(stack, "order-pa-12") == []
+
+
+def test_a_call_with_missing_arguments_is_pydantic_ais_retry_and_never_reaches_an_approver(
+        stack: AgentStack, rf: Runfacts) -> None:
+    told: list[Any] = []
+
+    def model(messages: list[Any], info: object) -> ModelResponse:
+        """Asks for a refund without its amount; told what is wrong, reports it."""
+        retry = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart) and p.outcome == "retried"]
+        if retry or told:
+            told.extend(retry)
+            return ModelResponse(parts=[TextPart("told to fix the arguments")])
+        told.append(None)
+        return ModelResponse(parts=[ToolCallPart("refund", {"orderId": "order-pa-13"})])
+
+    agent = Agent(FunctionModel(model), toolsets=[example.tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")})])
+    run = rf.start_run(goal="ticket:T-13", summary="Refund", user_id="customer-42", run_id="pa-T-13")
+    result = asyncio.run(agent.run("refund order-pa-13", deps=run))
+    assert result.output == "told to fix the arguments"  # not DeferredToolRequests: nobody is asked
+    assert "amountMinor" in str(told[-1].content)  # Pydantic AI's own validation retry names the field
+    facts = [e.event_type for e in run.journal.entries]
+    assert "tool.call.proposed" not in facts and "approval.required" not in facts

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from decider_support import RUN, Scenario, create, propose_refund, resume, timer
 
 from runfacts.client.outcomes import Entry
@@ -64,3 +65,50 @@ def test_failure_text_tells_the_model_what_failed_and_that_the_call_never_runs_a
                     f"runfacts will not run this call again (runfacts call {CALL})")
     retryable = failure_text("refund", ToolFailed(RUN, CALL, "tool_down", True))
     assert "(tool_down; an operator may retry it through runfacts)" in retryable
+
+
+def test_a_decider_rejection_of_the_arguments_is_a_validation_error_for_the_bridges() -> None:
+    from runfacts.client import CommandRejected
+    from runfacts.integrations.facts import rejected_arguments
+
+    refused = CommandRejected(RUN, "tool.call.propose", "invalid_arguments",
+                              "amountMinor: less than or equal to 100000")
+    assert rejected_arguments(refused) == "amountMinor: less than or equal to 100000"
+    assert rejected_arguments(CommandRejected(RUN, "tool.call.propose", "invalid_arguments")) == (
+        "the arguments do not fit the tool's schema")
+    assert rejected_arguments(CommandRejected(RUN, "tool.call.propose", "stale_version")) is None
+    assert rejected_arguments(ValueError("invalid_arguments")) is None
+
+
+def test_a_call_whose_arguments_were_refused_at_dispatch_is_never_said_to_have_run() -> None:
+    from runfacts.client import ToolFailed
+    from runfacts.integrations.facts import failure_text
+
+    refused = failure_text("refund", ToolFailed(RUN, CALL, "validation", False, "invalid_arguments: amountMinor"))
+    assert "ran once" not in refused and "nothing happened" in refused and "will not run this call again" in refused
+    declined = failure_text("refund", ToolFailed(RUN, CALL, "refused", False, "refund_declined"))
+    assert "It was authorized and ran once" in declined
+
+
+def test_a_call_dispatched_before_the_run_was_cancelled_is_never_not_done() -> None:
+    from decider_support import approved_refund, command, completed, dispatched_refund
+
+    from runfacts.client import RunCancelled
+    from runfacts.client.outcomes import call_result
+    from runfacts.integrations import OutcomeNotKnown
+    from runfacts.integrations.facts import settle
+    from runfacts.schemas import commands as cmd
+
+    cancel = command(cmd.CancelRun, reason="operator")
+    in_flight = dispatched_refund().given(cancel)
+    ended = call_result(RUN, entries(in_flight), CALL).error  # what the client's wait says: cancelled
+    assert isinstance(ended, RunCancelled)
+    with pytest.raises(OutcomeNotKnown, match="it may have happened") as unknown:
+        settle(RUN, entries(in_flight), CALL, "refund", ended)
+    assert "not done" not in str(unknown.value)
+    in_flight.when(completed(result='{"refundId": "re_1"}'))  # the dispatcher's report, after the cancel: it ran
+    assert isinstance(call_result(RUN, entries(in_flight), CALL).error, RunCancelled)  # the wait still says so
+    assert settle(RUN, entries(in_flight), CALL, "refund", ended) == {"refundId": "re_1"}  # the model gets it
+    never_left = approved_refund().given(command(cmd.CancelRun, reason="operator"))  # authorized, not dispatched
+    with pytest.raises(RunCancelled):
+        settle(RUN, entries(never_left), CALL, "refund", ended)  # truly not done

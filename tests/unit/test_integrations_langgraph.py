@@ -145,3 +145,44 @@ def test_retire_checkpoints_deletes_the_runs_threads_only_once_checkpoint_archiv
     assert list(saver.list({"configurable": {"thread_id": "thread-a"}})) == []  # nor retained
     assert saver.get_tuple(other) is not None  # another run's thread is left alone
     assert retire_checkpoints(saver, s.log) == ["thread-a"]  # idempotent
+
+
+def test_an_invalid_gated_call_gets_langgraphs_own_invalid_arguments_tool_message() -> None:
+    from runfacts.integrations.langgraph import invalid_arguments
+
+    message = invalid_arguments({"name": "refund", "id": "tc-1", "args": {"orderId": "o-1"}},
+                                "amountMinor: Field required")
+    assert message.status == "error" and message.tool_call_id == "tc-1" and message.name == "refund"
+    assert message.content == ("Error invoking tool 'refund' with kwargs {'orderId': 'o-1'} with error:\n"
+                               " amountMinor: Field required\n Please fix the error and try again.")
+    assert message.artifact == {"runfacts": "invalid_arguments"}
+
+
+REFUSED = "amountMinor: Input should be <= 100000"
+
+
+class RefusingRun:
+    """A run whose decider refuses every proposal's arguments (reason invalid_arguments), as the
+    decider does for arguments that fail the capability's schema: the bridges' wiring, no broker."""
+
+    id = "run-refusing"
+    journal = type("Journal", (), {"entries": []})()
+
+    def propose(self, capability: str, args: object, **fields: object) -> object:
+        from runfacts.client import CommandRejected
+
+        raise CommandRejected(self.id, "tool.call.propose", "invalid_arguments", REFUSED)
+
+
+def test_a_decider_invalid_arguments_rejection_is_langgraphs_invalid_arguments_message() -> None:
+    from langchain_core.messages import AIMessage
+
+    from runfacts.integrations.langgraph import Gate, RunfactsToolNode
+
+    rf = type("Rf", (), {"run": lambda self, run_id: RefusingRun()})()
+    node = RunfactsToolNode(rf, interrupt_on={"refund": Gate("payments.refund", target="orderId")})  # type: ignore[arg-type]
+    call = {"name": "refund", "id": "tc-1", "args": {"orderId": "o-1", "amountMinor": 250000}}
+    out = node({"messages": [AIMessage("", tool_calls=[call])]}, {"configurable": {"thread_id": "run-refusing"}})
+    [message] = out["messages"]
+    assert message.status == "error" and message.artifact == {"runfacts": "invalid_arguments"}
+    assert "Error invoking tool 'refund'" in message.content and REFUSED in message.content

@@ -84,3 +84,49 @@ def test_the_extras_pin_the_range_the_bridge_checks_when_pyproject_is_read() -> 
 def test_the_docs_openai_agents_code_is_the_tested_example_verbatim_when_read() -> None:
     shown, missing = docs_code_not_in_example("OpenAI Agents SDK", "openai_agents_refund.py")
     assert shown >= 3 and missing == [], f"docs/integrations.md shows code the example does not run: {missing}"
+
+
+def test_arguments_that_fail_the_declared_schema_are_named_in_the_sdks_own_words() -> None:
+    from runfacts.integrations.openai_agents import invalid_arguments, validation_text
+
+    @function_tool(needs_approval=True)
+    def refund(orderId: str, amountMinor: int, currency: str = "EUR") -> dict:  # noqa: N803
+        """Refund."""
+        raise RuntimeError
+
+    schema = refund.params_json_schema
+    assert invalid_arguments(schema, {"orderId": "o-1", "amountMinor": 100, "currency": "EUR"}) is None
+    missing = invalid_arguments(schema, {"orderId": "o-1"})
+    assert missing is not None and "'amountMinor' is a required property" in missing
+    wrong = invalid_arguments(schema, {"orderId": "o-1", "amountMinor": "lots", "currency": "EUR"})
+    assert wrong is not None and wrong.startswith("amountMinor: 'lots' is not of type 'integer'")
+    text = validation_text("refund", missing)
+    assert text.startswith("Invalid JSON input for tool refund: ") and "nobody was asked" in text
+
+
+def test_a_decider_invalid_arguments_rejection_is_the_tools_validation_output_not_an_interruption() -> None:
+    import asyncio
+
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from test_integrations_langgraph import RefusingRun
+
+    from runfacts.integrations.openai_agents import gated
+
+    @function_tool(needs_approval=True)
+    def refund(orderId: str, amountMinor: int) -> dict:  # noqa: N803
+        """Refund."""
+        raise RuntimeError("never runs here")
+
+    def report(call: object) -> list:
+        outputs = [str(i["output"]) for i in call.input  # type: ignore[attr-defined]
+                   if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        return [assistant_message(f"tool said: {outputs[-1]}")]
+
+    ask = function_call("refund", {"orderId": "o-1", "amountMinor": 250000}, call_id="fc-1")
+    model = ScriptedModel([ModelStep.respond(lambda _: [ask]), ModelStep.respond(report)])
+    tool = gated(refund, Gate("payments.refund", target="orderId"), run_of=lambda ctx: RefusingRun())  # type: ignore[arg-type,return-value]
+    agent = Agent(name="refunds", model=model, tools=[tool])
+    result = asyncio.run(Runner.run(agent, "refund", run_config=RunConfig(tracing_disabled=True)))
+    assert result.interruptions == []  # nobody is asked
+    assert result.final_output.startswith("tool said: Invalid JSON input for tool refund: amountMinor: Input should")

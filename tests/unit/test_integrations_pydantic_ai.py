@@ -111,3 +111,57 @@ def test_a_gated_call_without_a_runfacts_run_in_deps_names_the_fix() -> None:
 
     with pytest.raises(BadArgument, match="pass the runfacts Run as deps="):
         agent_with(tools, {"refund": Gate("payments.refund", target="orderId")}).run_sync("refund", deps=None)
+
+
+def test_facts_only_sends_every_resume_denial_or_result_of_a_gated_call_to_the_facts() -> None:
+    from pydantic_ai.messages import ToolCallPart, ToolReturn
+    from pydantic_ai.tools import ToolApproved, ToolDenied
+
+    from runfacts.integrations.pydantic_ai import CLAIM_KEY, Gate, facts_only
+
+    gates = {"refund": Gate("payments.refund", target="orderId")}
+    calls = [ToolCallPart("refund", {"orderId": f"o-{n}"}, tool_call_id=f"c{n}") for n in range(5)]
+    calls.append(ToolCallPart("lookup", {"orderId": "o-9"}, tool_call_id="c9"))
+    approved = ToolApproved()
+    results = {"c0": ToolDenied("no"), "c1": {"refundId": "R-MADE-UP"}, "c2": ToolReturn("made up"),
+               "c3": approved, "c4": "skip", "c9": {"found": True}}
+    metadata = facts_only(gates, calls, results, {"c1": {"mine": 1}})
+    assert all(isinstance(results[c], ToolApproved) for c in ("c0", "c1", "c2"))  # the wrapper answers them
+    assert {c: metadata[c][CLAIM_KEY] for c in ("c0", "c1", "c2")} == {
+        "c0": "denied", "c1": "a tool result", "c2": "a tool result"}
+    assert metadata["c1"]["mine"] == 1  # the resume's own metadata kept
+    assert results["c3"] is approved and "c3" not in metadata  # an approval is checked when the tool runs
+    assert results["c4"] == "skip" and results["c9"] == {"found": True}  # answered before; not gated
+
+
+def test_a_decider_invalid_arguments_rejection_is_pydantic_ais_retry_not_an_approval() -> None:
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.tools import DeferredToolRequests
+    from pydantic_ai.toolsets import FunctionToolset
+    from test_integrations_langgraph import RefusingRun
+
+    from runfacts.integrations.pydantic_ai import Gate, RunfactsApprovals
+
+    tools, told = FunctionToolset(), []
+
+    @tools.tool_plain(requires_approval=True)
+    def refund(orderId: str, amountMinor: int) -> dict:  # noqa: N803
+        raise RuntimeError("never runs here")
+
+    def model(messages: list, info: object) -> ModelResponse:
+        retried = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart) and p.outcome == "retried"]
+        if retried:
+            told.extend(retried)
+            return ModelResponse(parts=[TextPart("told to fix the arguments")])
+        return ModelResponse(parts=[ToolCallPart("refund", {"orderId": "o-1", "amountMinor": 250000})])
+
+    agent = Agent(FunctionModel(model), toolsets=[tools], output_type=[str, DeferredToolRequests],
+                  capabilities=[RunfactsApprovals({"refund": Gate("payments.refund", target="orderId")},
+                                                  run_of=lambda ctx: RefusingRun())])  # type: ignore[arg-type,return-value]
+    result = asyncio.run(agent.run("refund o-1 250000"))
+    assert result.output == "told to fix the arguments"  # not DeferredToolRequests: nobody is asked
+    assert "amountMinor: Input should be <= 100000" in str(told[0].content)
