@@ -198,3 +198,32 @@ deadlineMs = 30000
 """).capabilities.values()
     assert (manifest.read_only, manifest.idempotent, manifest.has_lookup, manifest.reruns_safely) == (
         False, False, True, False)
+
+
+def test_lookup_that_raises_is_asked_again_unless_it_declares_a_refusal() -> None:
+    from runfacts.processors.dispatcher.adapters import FoundFailed, LookupUnknown
+
+    for raised, expected in ((ConnectionResetError("reset"), True), (OutcomeUnknown("not yet"), True)):
+        registry = ToolRegistry("lookups")
+
+        @registry.tool("ledger.charge", risk="high")
+        def charge(account: str) -> int:
+            return 1
+
+        @registry.lookup("ledger.charge")
+        def find(ctx: object, raised: BaseException = raised) -> None:
+            raise raised
+
+        found = registry.adapters()["ledger.charge"].lookup("tc-9-a1")
+        assert isinstance(found, LookupUnknown) and found.retryable is expected, found
+    registry = ToolRegistry("lookups")
+
+    @registry.tool("ledger.charge", risk="high")
+    def charge2(account: str) -> int:
+        return 1
+
+    @registry.lookup("ledger.charge")
+    def refused(ctx: object) -> None:
+        raise ToolError("refused", "the backend declined it")
+
+    assert isinstance(registry.adapters()["ledger.charge"].lookup("tc-9-a1"), FoundFailed)
