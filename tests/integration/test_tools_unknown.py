@@ -18,6 +18,7 @@ import pytest
 from tools_support import REPO, ToolStack
 
 from runfacts.demo.stack import DISPATCH_CRASH_POINT, DemoOptions
+from runfacts.schemas import commands as cmd
 from runfacts.settings import KafkaSettings
 
 pytestmark = pytest.mark.integration
@@ -104,4 +105,19 @@ def test_read_only_tool_without_lookup_runs_again_when_its_dispatcher_died_after
     assert json.loads(stack.event(run, "tool.call.completed").payload.result) == {
         "account": "acct-13", "charged_minor": 0}
     assert len(_rows(stack, "SELECT * FROM reads WHERE account = ?", "acct-13")) == 2  # run again, once
+    assert stack.harness is not None
+    stack.harness.send(stack.command(cmd.CompleteRun, run, outcomeRef=f"outcome:{run}"))
+    stack.wait(run, "the run's end", "run.completed", timeout=60)
     assert run not in {row["runId"] for row in _needs_review(stack)}
+
+
+def test_read_only_tool_is_retried_not_reconciled_when_it_loses_its_connection(stack: ToolStack) -> None:
+    run = f"run-flaky-{uuid.uuid4().hex[:6]}"
+    account = f"flaky-{run}"
+    stack.open_run(run)
+    stack.propose(run, f"{run}-balance", "ledger.balance", {"account": account}, risk="low")
+    stack.wait(run, "the balance", "tool.call.completed", timeout=60)
+    types = _types(stack, run)
+    assert "tool.call.result_unknown" not in types and "tool.call.failed" not in types
+    assert types.count("tool.call.dispatching") == 1  # retried inside the claim, same key
+    assert len(_rows(stack, "SELECT * FROM reads WHERE account = ?", account)) == 2

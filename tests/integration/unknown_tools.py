@@ -66,6 +66,9 @@ def balance(account: str, ctx: ToolContext) -> Balance:
     """Read-only, no lookup: after a lost answer it is simply run again."""
     with closing(_ledger()) as db:
         db.execute("INSERT INTO reads VALUES (?, ?)", (ctx.external_request_id, account))
+        (reads,) = db.execute("SELECT COUNT(*) FROM reads WHERE account = ?", (account,)).fetchone()
+        if account.startswith("flaky-") and reads == 1:  # the first read loses its connection
+            raise ConnectionResetError(104, "Connection reset by peer")
         (total,) = db.execute("SELECT COALESCE(SUM(amount_minor), 0) FROM charges WHERE account = ?",
                               (account,)).fetchone()
     return Balance(account=account, charged_minor=total)
