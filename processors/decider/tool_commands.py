@@ -300,7 +300,7 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
         if past_deadline:
             drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
                                 detail=f"{call.toolCallId} still unknown after its reconciliation deadline"))
-        elif not _has_lookup(ctx, call.capabilityId):  # nothing will ever tell: a person at once
+        elif not state.terminal and not _has_lookup(ctx, call.capabilityId):  # nothing will tell: a person, now
             drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
                                 detail=f"{call.toolCallId} ({call.capabilityId}): the outcome is unknown and "
                                        "the tool has no lookup to reconcile it: check the target system"))
