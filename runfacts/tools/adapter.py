@@ -173,9 +173,10 @@ class RegisteredTool:
     def _unknown(self, code: str, why: str) -> ToolOutcome:
         """An ending that does not prove the effect did not happen: unknown for a tool with side
         effects; a retryable failure for one that is safe to run again (read-only, idempotent)."""
+        why = why[:DETAIL_CHARS - 50]  # what follows is never cut off
         if self.spec.manifest.reruns_safely:
-            return ToolFailed.of(ErrorClass.TRANSIENT, code, detail=f"{why}; safe to run again"[:DETAIL_CHARS])
-        return ToolUnknown(reason=f"{why}; the effect may have happened: reconcile"[:DETAIL_CHARS])
+            return ToolFailed.of(ErrorClass.TRANSIENT, code, detail=f"{why}; safe to run again")
+        return ToolUnknown(reason=f"{why}; the effect may have happened: reconcile")
 
     def lookup(self, external_request_id: str) -> LookupOutcome:
         """What this process remembers, else the tool's lookup: found, not found, or unknown."""
