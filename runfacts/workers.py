@@ -13,7 +13,6 @@ projections/projector/memory.py.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -138,13 +137,12 @@ def projector(prefix: str = "runfacts") -> Application:
     Personal values in audit records are digested with HMAC under $RUNFACTS_AUDIT_PII_KEY when
     set (plain SHA-256 otherwise); `runfacts audit verify` needs the same key.
     """
-    from runfacts.projections.audit.summary import AuditConfig
-    from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell
-    key = os.environ.get(PII_KEY_ENV, "")
-    if not key:
+    from runfacts.projections.projector.app import PII_KEY_ENV, ProjectorShell, audit_config
+    config = audit_config()  # what `runfacts replay --projection audit` reads too
+    if not config.pii_key:
         projector_log.warning("%s is not set: personal values in audit records are plain SHA-256 digests, which "
                     "anyone can match against guessed values (user ids, e-mail addresses); set a key", PII_KEY_ENV)
-    return ProjectorShell(TopicNames(prefix), AuditConfig(key.encode())).application()
+    return ProjectorShell(TopicNames(prefix), config).application()
 
 
 def memory_projector(prefix: str = "runfacts") -> Application:

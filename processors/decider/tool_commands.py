@@ -296,10 +296,23 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
     if lapsed is not None and state.status != "cancelling":  # no re-dispatch on the old grant
         drafts += lapsed_authorization(state, call, lapsed)
     past_deadline = call.reconcileDeadline is not None and c.issuedAt >= call.reconcileDeadline
-    if p.outcome == "still_unknown" and past_deadline and state.status != "needs_review":
-        drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
-                            detail=f"{call.toolCallId} still unknown after its reconciliation deadline"))
+    if p.outcome == "still_unknown" and state.status != "needs_review":
+        if past_deadline:
+            drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
+                                detail=f"{call.toolCallId} still unknown after its reconciliation deadline"))
+        elif not state.terminal and not _has_lookup(ctx, call.capabilityId):  # nothing will tell: a person, now
+            drafts.append(draft(ev.RunNeedsReview, reason="unresolved_side_effect",
+                                detail=f"{call.toolCallId} ({call.capabilityId}): the outcome is unknown and "
+                                       "the tool has no lookup to reconcile it: check the target system"))
     return drafts
+
+
+def _has_lookup(ctx: DecideContext, capability_id: str) -> bool:
+    """Can the capability's tool reconcile an unknown outcome (True when no manifest says)?"""
+    try:
+        return ctx.capabilities.get(capability_id).has_lookup
+    except ConfigError:
+        return True
 
 
 def retry(c: cmd.RetryToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:

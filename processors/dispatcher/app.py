@@ -26,9 +26,10 @@ Crash points: `dispatcher.after_call_before_record` (the tool answered, nothing 
 and `dispatcher.after_record_before_commit` (commands produced, not committed). Either way
 the `dispatching` event (inline) or the `done:` timer (pooled) is read again by the next
 incarnation, whose epochs differ: it reports `result_unknown` and reconciles; it never
-calls again blindly. Inline calls are sequential per engine instance, so keep
-`consume_batch x (connect + read timeout)` below `transaction_timeout_ms`; pooled calls
-have no such bound.
+calls again blindly, except a call of a read-only or idempotent capability (manifest
+`readOnly` / `idempotent`), which it simply runs again (core invariant 5). Inline calls
+are sequential per engine instance, so keep `consume_batch x (connect + read timeout)`
+below `transaction_timeout_ms`; pooled calls have no such bound.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class DispatcherShell:
         if settings.sources is not None:
             require_signing_key(settings.sources, self.actor.authSource)
         self._outcomes: OrderedDict[tuple[str, str, int, int], ToolOutcome] = OrderedDict()
+        self.reruns = frozenset(cid for cid, m in settings.catalog.capabilities.items() if m.reruns_safely)
         self.pool = pool  # None: calls run inside the transaction (one at a time)
         self.seal = seal  # None: no privacy keys, the reports go out as they are
         self._subject = ""  # the data subject of the run at hand (its userId): what `seal` seals for
@@ -153,7 +155,7 @@ class DispatcherShell:
             return
         runs.put(key, run.model_dump_json().encode())
         self._sent, self._cause, self._trace, self._salt, self._subject = 0, event.eventId, [], "", run.userId
-        works = core.work_for(event, run, self.settings.incarnation)
+        works = core.work_for(event, run, self.settings.incarnation, self.reruns)
         tel = self.telemetry
         if not works or not tel.enabled:
             for work in works:
@@ -266,6 +268,9 @@ class DispatcherShell:
         if future is None:
             why = (f"the call was running in dispatcher incarnation {core.incarnation_of(call.leaseEpoch)}, "
                    f"this is {self.settings.incarnation}: it may have acted before it stopped")
+            if call.capabilityId in self.reruns:
+                self._rerun(call, progress, run, ctx, why)
+                return
             self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
             return
         if not future.done():
@@ -281,6 +286,16 @@ class DispatcherShell:
         self.crash("dispatcher.after_call_before_record")
         self._report(outcome, call, progress, ctx, run.runId)
 
+    def _rerun(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context,
+               why: str) -> None:
+        """A read-only / idempotent call's try was lost with its incarnation: run it again."""
+        failed = core.rerun_lost(call, progress, self.settings.catalog.get(call.capabilityId).retry, why)
+        if failed is not None:
+            self._apply(ctx, run.runId, call, core.Step([failed], progress), "retry")
+            return
+        log.info("running %s again: %s (capability %s is safe to re-run)", call.toolCallId, why, call.capabilityId)
+        self._execute(call, progress, run, ctx)
+
     def _in_flight(self) -> int:
         """Calls started on the pool and not finished; also the telemetry gauge."""
         count = self.pool.in_flight if self.pool is not None else 0
@@ -292,7 +307,8 @@ class DispatcherShell:
         """Turn the try's outcome into the report (or a retry timer) in this transaction."""
         policy = self.settings.catalog.get(call.capabilityId).retry
         step = core.after_execute(outcome, call, progress, policy, self._now_ms(),
-                                  result_cap=self.settings.result_max_bytes)
+                                  result_cap=self.settings.result_max_bytes,
+                                  reruns=call.capabilityId in self.reruns)
         self._apply(ctx, run_id, call, step, "retry")
         self.crash("dispatcher.after_record_before_commit")
 
@@ -342,7 +358,7 @@ class DispatcherShell:
             self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
             return
         holder = core.incarnation_of(call.leaseEpoch)
-        if holder == self.settings.incarnation:
+        if holder == self.settings.incarnation or call.capabilityId in self.reruns:
             self._execute(call, progress, run, ctx)
             return
         why = (f"retry scheduled by dispatcher incarnation {holder}, this is "
@@ -355,7 +371,8 @@ class DispatcherShell:
         log.info("reconciled %s (%s): %s", call.toolCallId, call.externalRequestId, outcome.kind)
         policy = self.settings.catalog.get(call.capabilityId).retry
         step = core.after_lookup(outcome, call, progress, policy, self._now_ms(),
-                                 result_cap=self.settings.result_max_bytes)
+                                 result_cap=self.settings.result_max_bytes,
+                                 reruns=call.capabilityId in self.reruns)
         self._apply(ctx, run_id, call, step, "reconcile")
 
     def _cancel(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:

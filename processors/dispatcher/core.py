@@ -15,6 +15,10 @@ adapter's typed outcomes back through `after_execute`, `after_lookup`, `after_ve
    externalRequestId (`<toolCallId>-a<attempt>`) and the epoch change between claims.
 4. Retryable errors are retried inside the claim (same key, same request id) per the
    capability's retry policy; an unknown outcome is never retried, only looked up.
+5. Except for a capability that reruns safely (manifest `readOnly` or `idempotent`): a try
+   lost with an earlier incarnation is run again (invariant 2 does not bind it), an unknown
+   outcome is a retryable `transient` failure, and a lookup that cannot say is `not_found`
+   (run it again), so such a call never parks its run in needs_review.
 """
 
 from __future__ import annotations
@@ -151,8 +155,10 @@ class Forget(NamedTuple):
 Work = Claim | Execute | ReportLost | Reconcile | Verify | Cancel | Forget
 
 
-def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
-    """The work `event` asks for, given the run's state AFTER the event and our incarnation."""
+def work_for(event: EventBase, run: RunState, incarnation: int,
+             reruns: frozenset[str] = frozenset()) -> list[Work]:
+    """The work `event` asks for, given the run's state AFTER the event and our incarnation;
+    `reruns`: the capabilities whose calls are safely run again (invariant 5)."""
     if isinstance(event, ev.RunCancelRequested):
         return [Cancel(c) for c in run.in_flight_calls()]
     call_id = getattr(event.payload, "toolCallId", None)
@@ -166,7 +172,7 @@ def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
     if isinstance(event, ev.ToolCallAuthorized | ev.ToolCallRetryRequested):
         return [Claim(call)] if claimable(call, run) else []
     if isinstance(event, ev.ToolCallDispatching):
-        return [_dispatching(event, call, incarnation)]
+        return [_dispatching(event, call, incarnation, call.capabilityId in reruns)]
     if isinstance(event, ev.ToolCallReconciliationRequested):
         deadline = event.payload.deadline
         return [Reconcile(call, 0 if deadline is None else _ms(deadline))]
@@ -181,9 +187,10 @@ def work_for(event: EventBase, run: RunState, incarnation: int) -> list[Work]:
     return []
 
 
-def _dispatching(event: ev.ToolCallDispatching, call: ToolCallState, incarnation: int) -> Work:
+def _dispatching(event: ev.ToolCallDispatching, call: ToolCallState, incarnation: int,
+                 reruns: bool) -> Work:
     held = incarnation_of(event.payload.leaseEpoch)
-    if held == incarnation:
+    if held == incarnation or reruns:  # a read-only / idempotent call is simply run (again)
         return Execute(call)
     return ReportLost(call, f"claimed by dispatcher incarnation {held}, this is {incarnation}: "
                             "the earlier holder may have called before it stopped")
@@ -281,6 +288,16 @@ def oversize(call: ToolCallState, result: str | None, cap: int) -> str | None:
             "(e.g. a reference to a document) or raise the cap")
 
 
+def rerun_lost(call: ToolCallState, progress: Progress, policy: RetryPolicy, why: str) -> Draft | None:
+    """A safely re-runnable call whose try was lost with an earlier incarnation: None (run it
+    again), or a retryable failure once the tries of its claim reach the policy's attempts
+    (a tool that takes its dispatcher down every time is not run forever)."""
+    if progress.tries < policy.max_attempts:
+        return None
+    return failed_draft(call, ErrorClass.TRANSIENT.value, True,
+                        f"{why}; lost {progress.tries} times, the retry policy allows {policy.max_attempts}")
+
+
 def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
     return _report(cmd.ReportToolCompleted, call, resultRef=found.result_ref,
                    resultHash=found.result_hash, result=found.result)
@@ -330,18 +347,24 @@ def still_running(progress: Progress, policy: PollPolicy, now_ms: int) -> Step:
 
 
 def after_execute(outcome: ToolOutcome, call: ToolCallState, progress: Progress,
-                  policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+                  policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES,
+                  reruns: bool = False) -> Step:
     """Report completion / an unknown outcome, retry a retryable error, or report the failure.
 
     A completion whose result is over `result_cap` is reported `failed(result_too_large)`,
-    not retryable: the tool may have acted, so it is never called again automatically."""
+    not retryable: the tool may have acted, so it is never called again automatically.
+    `reruns` (a read-only or idempotent capability): an unknown outcome is a `transient`
+    failure, retried per the policy (invariant 5)."""
     idle = progress.model_copy(update={"phase": "idle"})
     if isinstance(outcome, ToolCompleted):
         too_large = oversize(call, outcome.result, result_cap)
         if too_large is not None:
             return Step([failed_draft(call, "result_too_large", False, too_large)], idle)
         return Step([_completed_draft(call, outcome)], idle)
-    if isinstance(outcome, ToolUnknown):
+    if isinstance(outcome, ToolUnknown) and reruns:
+        outcome = ToolFailed.of(ErrorClass.TRANSIENT, "outcome_unknown", detail=f"{outcome.reason}; "
+                                "safe to run again (read-only or idempotent)")
+    elif isinstance(outcome, ToolUnknown):
         return Step([unknown_draft(call, outcome.reason)], idle)
     if outcome.error_class is ErrorClass.FENCED:
         why = f"fenced by the provider ({outcome.code}): a newer lease holder owns the key"
@@ -370,15 +393,20 @@ def begin_lookups(progress: Progress, phase: Phase, deadline_ms: int) -> Progres
 
 
 def after_lookup(outcome: LookupOutcome, call: ToolCallState, progress: Progress,
-                 policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES) -> Step:
+                 policy: RetryPolicy, now_ms: int, *, result_cap: int = RESULT_MAX_BYTES,
+                 reruns: bool = False) -> Step:
     """Reconciliation: report what the provider knows; ask again later while it cannot say.
 
     A found completion whose result is over `result_cap` cannot be recorded: it is reported
-    `still_unknown` once and not asked again, so the decider's deadline hands it to a person."""
+    `still_unknown` once and not asked again, so the decider's deadline hands it to a person.
+    `reruns` (a read-only or idempotent capability): a lookup that cannot say is reported
+    `not_found`, so the call is claimed and run again (invariant 5)."""
     done = progress.model_copy(update={"phase": "idle"})
     too_large = oversize(call, outcome.result, result_cap) if isinstance(outcome, FoundCompleted) else None
     if too_large is not None:
         outcome = LookupUnknown(reason=too_large, retryable=False)
+    elif reruns and isinstance(outcome, LookupUnknown):
+        outcome = NotFound()
     if isinstance(outcome, FoundCompleted):
         return Step([_reconciled(call, "found_completed", outcome)], done)
     if isinstance(outcome, FoundFailed):

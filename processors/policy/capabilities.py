@@ -12,6 +12,9 @@ camelCase keys as on the wire:
     approvalTtlMs = 900000        # optional, default 15 minutes
     selfApproval = false          # optional, default false
     claimWithinMs = 600000        # optional, default 10 minutes: unclaimed -> needs_review
+    readOnly = false              # optional: the call changes nothing, so it is simply re-run
+    idempotent = false            # optional: a repeat with the same key changes nothing more
+    hasLookup = true              # optional: the tool can say what became of a request
     [capability.retry]
     maxAttempts = 4
     baseBackoffMs = 200
@@ -63,6 +66,14 @@ class CapabilityManifest(BaseModel):
     self_approval: bool = False  # may the requester approve their own call?
     claim_within_ms: int = Field(default=600_000, ge=1)  # an authorized call no dispatcher
     # claims within this goes to needs_review (unclaimed_tool_call)
+    read_only: bool = False  # changes nothing: re-run after a crash or a lost answer, never reconciled
+    idempotent: bool = False  # a repeat with the call's idempotency key changes nothing more: re-run too
+    has_lookup: bool = True  # False: nothing can reconcile an unknown outcome, a person decides at once
+
+    @property
+    def reruns_safely(self) -> bool:
+        """A call whose outcome is lost is run again instead of reconciled (docs/tools.md)."""
+        return self.read_only or self.idempotent
 
 
 class CapabilityCatalog(BaseModel):

@@ -12,6 +12,12 @@ positions) and what differs:
   or its prevHash/sequence does not follow the previous stored record);
 - `missing`: an event has no audit record; `extra`: a stored record has no event;
 - `unreadable`: an event or record that cannot be decoded.
+
+Every finding names the first broken link by its own sequence: an unreadable event the
+sequence its audit record would have (one past the events of its run read before it), an
+unreadable record the position it holds in the stored chain. A problem found on one side
+waits in that side's queue at its place, so the run's finding is the first link in chain
+order whichever side was read ahead.
 """
 
 from __future__ import annotations
@@ -54,13 +60,30 @@ class _Stored(NamedTuple):
     where: str
 
 
+class _Problem(NamedTuple):
+    """A link one side cannot give (unreadable, broken): the run's finding when its turn comes."""
+
+    sequence: int
+    kind: str
+    where: str
+    what: str
+
+
 @dataclass
 class _Run:
     head: audit.ChainHead | None = None
     stored_head: audit.ChainHead | None = None
-    expected: deque[_Expected] = field(default_factory=deque)
-    stored: deque[_Stored] = field(default_factory=deque)
+    expected: deque[_Expected | _Problem] = field(default_factory=deque)
+    stored: deque[_Stored | _Problem] = field(default_factory=deque)
     matched: int = 0
+
+    def next_expected(self) -> int:
+        """The sequence the run's next event would have in the chain."""
+        return 1 if self.head is None else self.head.sequence + 1
+
+    def next_stored(self) -> int:
+        """The place the run's next stored record holds in the chain."""
+        return 1 if self.stored_head is None else self.stored_head.sequence + 1
 
 
 class ChainCheck:
@@ -83,7 +106,7 @@ class ChainCheck:
         """One event of the log: recompute its link."""
         summary = audit.summarize(fact, self.config)
         run = self._run(summary.run_id)
-        if run is None:
+        if run is None or _blocked(run.expected):
             return
         self.events += 1
         run.head, body = audit.link(run.head, fact, summary)
@@ -96,26 +119,43 @@ class ChainCheck:
         if KEYED in body and self.run_id in (None, record.run_id):
             self.keyed_records += 1  # counted past a run's first finding, too
         run = self._run(record.run_id)
-        if run is None:
+        if run is None or _blocked(run.stored):
             return
         self.records += 1
         problem = _chain_problem(run.stored_head, record)
         if problem:
-            self._found(record.run_id, record.sequence, "broken", where, problem)
+            run.stored.append(_Problem(record.sequence, "broken", where, problem))
+            self._match(record.run_id, run)
             return
         run.stored_head = audit.head_of(record)
         run.stored.append(_Stored(record, body, where))
         self._match(record.run_id, run)
 
-    def unreadable(self, run_id: str, where: str, error: str) -> None:
-        """An event or record that does not decode (run from the Kafka key)."""
+    def unreadable(self, run_id: str, where: str, error: str, *, record: bool = False) -> None:
+        """An event (or, `record`, an audit record) that does not decode (run from the Kafka
+        key): the run's finding at the sequence of its own link."""
         run = self._run(run_id)
-        if run is not None:
-            self._found(run_id, run.matched + 1, "unreadable", where, error)
+        if run is None:
+            return
+        side = run.stored if record else run.expected
+        if _blocked(side):
+            return
+        side.append(_Problem(run.next_stored() if record else run.next_expected(), "unreadable", where, error))
+        self._match(run_id, run)
 
     def _match(self, run_id: str, run: _Run) -> None:
-        while run.expected and run.stored:
+        """Pair the links both sides have, in chain order; a problem at the head of either side
+        is the next unmatched link, so it is the run's first finding."""
+        while True:
+            problem = next((side[0] for side in (run.expected, run.stored)
+                            if side and isinstance(side[0], _Problem)), None)
+            if problem is not None:
+                self._found(run_id, problem.sequence, problem.kind, problem.where, problem.what)
+                return
+            if not (run.expected and run.stored):
+                return
             expected, stored = run.expected.popleft(), run.stored.popleft()
+            assert isinstance(expected, _Expected) and isinstance(stored, _Stored)
             if expected.body != stored.body:
                 self._found(run_id, expected.sequence, "mismatch",
                             f"{expected.where} vs audit {stored.where}",
@@ -130,13 +170,13 @@ class ChainCheck:
     def finish(self) -> list[Finding]:
         """Every run's first finding (missing and extra links included), by run id."""
         for run_id, run in list(self.runs.items()):
-            if run.expected:
-                first = run.expected[0]
+            first = run.expected[0] if run.expected else None
+            first_stored = run.stored[0] if run.stored else None
+            if isinstance(first, _Expected):
                 self._found(run_id, first.sequence, "missing", first.where,
                             f"the event has no audit record ({len(run.expected)} events "
                             f"unaudited; the stored chain ends at sequence {run.matched})")
-            elif run.stored:
-                first_stored = run.stored[0]
+            elif isinstance(first_stored, _Stored):
                 self._found(run_id, first_stored.record.sequence, "extra", first_stored.where,
                             f"no event in the log for this record (eventId "
                             f"{first_stored.record.event.eventId} at "
@@ -147,6 +187,11 @@ class ChainCheck:
     @property
     def verified_runs(self) -> int:
         return len(self.runs)
+
+
+def _blocked(side: deque[_Expected | _Problem] | deque[_Stored | _Problem]) -> bool:
+    """A side that holds a problem takes nothing more: the run's finding is at or before it."""
+    return bool(side) and isinstance(side[-1], _Problem)
 
 
 def _chain_problem(head: audit.ChainHead | None, record: audit.AuditRecord) -> str:

@@ -92,12 +92,12 @@ def _record(check: ChainCheck, prefix: bytes, message: DataMessage) -> None:
     where = f"{message.topic()}[{message.partition()}]@{message.offset()}"
     value = message.value() or b""
     if value[:10] != prefix:
-        check.unreadable(_key(message), where, f"not an AuditRecord v1 (starts {value[:10].hex()})")
+        check.unreadable(_key(message), where, f"not an AuditRecord v1 (starts {value[:10].hex()})", record=True)
         return
     try:
         check.stored(value[10:], where)
     except (AvroDecodeError, ValueError, TypeError) as exc:
-        check.unreadable(_key(message), where, f"audit record cannot be read: {exc}")
+        check.unreadable(_key(message), where, f"audit record cannot be read: {exc}", record=True)
 
 
 def _key(message: DataMessage) -> str:

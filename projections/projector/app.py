@@ -16,7 +16,8 @@ each event has exactly one audit record even across crashes and rebalances.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from runfacts.processors.engine.api import Application, Context, Record, Source
@@ -33,6 +34,12 @@ log = logging.getLogger("runfacts.projector")
 APP_NAME = "runfacts-projector"
 PII_KEY_ENV = "RUNFACTS_AUDIT_PII_KEY"
 CACHE_SIZE = 10_000  # trajectory states kept parsed; the stored bytes decide whether one is current
+
+
+def audit_config(environ: Mapping[str, str] | None = None) -> AuditConfig:
+    """The audit settings the live projector runs with (the digest key $RUNFACTS_AUDIT_PII_KEY;
+    unset: plain SHA-256). A replay of the audit reads the same, so the two are byte-identical."""
+    return AuditConfig((os.environ if environ is None else environ).get(PII_KEY_ENV, "").encode())
 
 
 def app_name(prefix: str) -> str:

@@ -10,7 +10,9 @@ A replay hosts the same pure reducers the engine hosts, with the log as its only
    run, runs in order of first appearance, archived runs left out; the memory topic: each
    memory still confirmed, in order of proposal);
 5. close the sink (flush / write the manifest) and report counts and rates.
-The output depends only on the log range, so two replays of one log are byte-identical.
+The output depends only on the log range and the settings the live projector honours (the
+audit's digest key, $RUNFACTS_AUDIT_PII_KEY: `ReplaySettings.audit`, default the live
+projector's), so two replays of one log, and a replay and the live projection, are byte-identical.
 """
 
 from __future__ import annotations
@@ -246,6 +248,9 @@ class ReplaySettings:
     read: ReadOptions = ReadOptions()
     producer: Mapping[str, Any] = field(default_factory=dict)
     """librdkafka settings over the sink's `PRODUCER_CONFIG` (replays into a topic)."""
+    audit: AuditConfig | None = None
+    """The audit's settings (its digest key); None: the live projector's, from the environment
+    ($RUNFACTS_AUDIT_PII_KEY, `projector.app.audit_config`), so a replay equals the live audit."""
 
 
 @dataclass(frozen=True)
@@ -275,11 +280,18 @@ def replay(kafka: KafkaSettings, settings: ReplaySettings, log: LogRange | None 
     if factory is None:
         raise ConfigError("--projection", settings.projection,
                           f"unknown; choose one of {sorted(projectors())}")
-    projector = factory()
+    projector = AuditProjector(live_settings(settings)) if settings.projection == "audit" else factory()
     topic = settings.events_topic or TopicNames(kafka.topic_prefix).events
     log = log or log_range(kafka, topic, settings.from_offset, options=settings.read)
     sink = open_sink(kafka, settings, projector, len(log.partitions))
     return run(kafka, settings, projector, sink, log, on_batch)
+
+
+def live_settings(settings: ReplaySettings) -> AuditConfig:
+    """The audit settings of a replay: the given ones, else the live projector's."""
+    from runfacts.projections.projector.app import audit_config
+
+    return settings.audit if settings.audit is not None else audit_config()
 
 
 def run(kafka: KafkaSettings, settings: ReplaySettings, projector: Projector, sink: Sink,

@@ -12,6 +12,7 @@ from runfacts.cli.render import progress_bar
 from runfacts.logread import log_range
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.audit.verify import VerifySettings, findings_lines, verify
+from runfacts.projections.projector.app import PII_KEY_ENV
 from runfacts.projections.projector.replay import ReplaySettings, projectors, replay
 from runfacts.projections.trajectory.export import ExportSettings, Format, export
 from runfacts.schemas.errors import ConfigError
@@ -65,8 +66,12 @@ def replay_command(
     = None,
     events_topic: EventsTopic = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    pii_key: PiiKey = "",
 ) -> None:
-    """Rebuild a projection from the events log into a fresh topic or a directory."""
+    """Rebuild a projection from the events log into a fresh topic or a directory.
+
+    The audit is rebuilt with the live projector's settings: personal values are HMAC digests
+    under $RUNFACTS_AUDIT_PII_KEY (or --pii-key), so the replay equals the live audit."""
     if from_beginning and from_offset is not None:
         raise ConfigError("--from-offset", from_offset, "conflicts with --from-beginning")
     if projection not in projectors():
@@ -75,7 +80,10 @@ def replay_command(
     topic = events_topic or TopicNames(kafka.topic_prefix).events
     log = log_range(kafka, topic, from_offset)
     target = into or _default_target(kafka, projection, sum(log.end.values()))
-    settings = ReplaySettings(projection, target, topic, from_offset)
+    settings = ReplaySettings(projection, target, topic, from_offset, audit=AuditConfig(pii_key.encode()))
+    if projection == "audit" and not pii_key:
+        console.print(f"note: {PII_KEY_ENV} is not set: the replay's personal values are plain SHA-256 digests "
+                      "(it equals only an audit projected without a key)", highlight=False)
     with progress_bar(console, f"replay {projection}", log.total, transient=False, quiet=quiet) as update:
         done = [0]
 

@@ -1,12 +1,20 @@
 """A registered tool as the dispatcher's `ToolAdapter` (shell: runs the tool's code).
 
-Every way a tool can end becomes a typed outcome, never an exception into the dispatcher:
+Every way a tool can end becomes a typed outcome, never an exception into the dispatcher.
+The rule (SEMANTICS.md §14): for a tool with side effects, only an ending that proves the
+effect did not happen is a failure; every other ending is unknown and reconciled.
 - returned a value -> `ToolCompleted` (result = canonical JSON of the typed result);
 - arguments that do not fit the model -> `ToolFailed(validation, invalid_arguments)` naming
   the tool and each bad field; the function is not called;
-- `raise ToolError(code, retryable=...)` -> `ToolFailed` with that class;
-- `raise OutcomeUnknown(...)`, or no answer within `timeout_s` -> `ToolUnknown` (reconcile);
-- any other exception -> `ToolFailed(tool_exception, not retryable)` naming the exception's class.
+- `raise ToolError(code, retryable=...)` (its default `happened=False`: the tool declares
+  the effect did not happen) -> `ToolFailed` with that class;
+- `raise ToolError(..., happened=True)`, `raise OutcomeUnknown(...)`, no answer within
+  `timeout_s`, a value that does not fit the return type, or ANY other exception
+  (ConnectionResetError, ConnectionRefusedError, TimeoutError, httpx/requests errors, a
+  bug) -> `ToolUnknown` (result_unknown, reconciled by the lookup; without one, a person);
+- a read-only or idempotent tool (`read_only=True` / `idempotent=True`: re-running it is
+  safe) instead turns those endings into `ToolFailed(transient)`, retried per its retry
+  policy with the same key; a value that does not fit is `ToolFailed(tool_exception)`.
 Sync functions run on the runtime's thread pool, async ones on its event loop thread; the
 caller waits at most `timeout_s`. What this process completed is remembered (bounded) so a
 verification or reconciliation lookup finds it even when the tool has no lookup of its own.
@@ -21,7 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_for
 from typing import Any
 
 from runfacts.processors.dispatcher.adapters import (
@@ -106,10 +114,10 @@ class RegisteredTool:
                           request.external_request_id, request.attempt, request.lease_epoch)
         future = self.runtime.submit(spec.function, spec.is_async, spec.call_args(args, ctx))
         future.add_done_callback(lambda done: self._remember_late(request.external_request_id, done))
+        if not wait_for([future], timeout=spec.timeout_s).done:  # (a TimeoutError the tool raised is its own)
+            return self._unknown("timeout", f"tool {spec.id} gave no answer within {spec.timeout_s:g} s")
         try:
-            value = future.result(timeout=spec.timeout_s)
-        except FutureTimeout:
-            return ToolUnknown(reason=f"tool {spec.id} gave no answer within {spec.timeout_s:g} s")
+            value = future.result()
         except BaseException as exc:  # noqa: BLE001 - every ending becomes an outcome
             return self._raised(exc)
         return self._completed(request.external_request_id, value)
@@ -118,7 +126,9 @@ class RegisteredTool:
         try:
             result = self.spec.result_json(value)
         except ValueError as exc:
-            return ToolFailed.of(ErrorClass.TOOL_EXCEPTION, "bad_result", detail=str(exc)[:DETAIL_CHARS])
+            if self.spec.manifest.reruns_safely:  # a bug: running it again returns the same value
+                return ToolFailed.of(ErrorClass.TOOL_EXCEPTION, "bad_result", detail=str(exc)[:DETAIL_CHARS])
+            return ToolUnknown(reason=f"{exc}; the tool returned, so it may have acted"[:DETAIL_CHARS])
         found = self._found(request_id, result)
         with self._lock:
             self._done[request_id] = found
@@ -148,15 +158,25 @@ class RegisteredTool:
                 return
 
     def _raised(self, exc: BaseException) -> ToolOutcome:
-        if isinstance(exc, ToolError):
+        """How a raised exception ends the call (the module docstring's rule)."""
+        spec = self.spec
+        if isinstance(exc, ToolError) and not exc.happened:  # declared: the effect did not happen
             return ToolFailed(error_class=exc.error_class, retryable=exc.retryable, code=exc.code,
-                              detail=f"tool {self.spec.id}: {exc}"[:DETAIL_CHARS],
+                              detail=f"tool {spec.id}: {exc}"[:DETAIL_CHARS],
                               retry_after_ms=exc.retry_after_ms)
-        if isinstance(exc, OutcomeUnknown):
-            return ToolUnknown(reason=f"tool {self.spec.id}: {exc}"[:DETAIL_CHARS])
-        log.error("tool %s raised %s", self.spec.id, type(exc).__name__, exc_info=exc)
-        detail = f"tool {self.spec.id} raised {type(exc).__name__}: {exc}"
-        return ToolFailed.of(ErrorClass.TOOL_EXCEPTION, type(exc).__name__, detail=detail[:DETAIL_CHARS])
+        if isinstance(exc, ToolError | OutcomeUnknown):
+            code = exc.code if isinstance(exc, ToolError) else "outcome_unknown"
+            return self._unknown(code, f"tool {spec.id}: {exc}")
+        log.error("tool %s raised %s", spec.id, type(exc).__name__, exc_info=exc)
+        return self._unknown(type(exc).__name__, f"tool {spec.id} raised {type(exc).__name__}: {exc}")
+
+    def _unknown(self, code: str, why: str) -> ToolOutcome:
+        """An ending that does not prove the effect did not happen: unknown for a tool with side
+        effects; a retryable failure for one that is safe to run again (read-only, idempotent)."""
+        why = why[:DETAIL_CHARS - 50]  # what follows is never cut off
+        if self.spec.manifest.reruns_safely:
+            return ToolFailed.of(ErrorClass.TRANSIENT, code, detail=f"{why}; safe to run again")
+        return ToolUnknown(reason=f"{why}; the effect may have happened: reconcile")
 
     def lookup(self, external_request_id: str) -> LookupOutcome:
         """What this process remembers, else the tool's lookup: found, not found, or unknown."""
@@ -171,10 +191,10 @@ class RegisteredTool:
         ctx = LookupContext(self.spec.id, external_request_id)
         lookup = self.spec.lookup
         future = self.runtime.submit(lookup, asyncio.iscoroutinefunction(lookup), {}, (ctx,))
-        try:
-            value = future.result(timeout=self.spec.timeout_s)
-        except FutureTimeout:
+        if not wait_for([future], timeout=self.spec.timeout_s).done:
             return LookupUnknown(reason=f"lookup of {self.spec.id} gave no answer in time", retryable=True)
+        try:
+            value = future.result()
         except BaseException as exc:  # noqa: BLE001
             return self._lookup_raised(exc)
         if value is None:
@@ -187,7 +207,7 @@ class RegisteredTool:
     def _lookup_raised(self, exc: BaseException) -> LookupOutcome:
         if isinstance(exc, ToolError):
             return FoundFailed(error_class=exc.error_class, code=exc.code, detail=str(exc)[:DETAIL_CHARS])
-        retryable = isinstance(exc, OutcomeUnknown)
+        retryable = not isinstance(exc, ToolError)  # a lookup changes nothing: ask again later
         return LookupUnknown(reason=f"lookup of {self.spec.id} raised {type(exc).__name__}: {exc}"[:DETAIL_CHARS],
                              retryable=retryable)
 

@@ -9,21 +9,32 @@ _RETRYABLE_DEFAULT = {ErrorClass.TRANSIENT: True, ErrorClass.RATE_LIMITED: True}
 
 
 class ToolError(RunfactsError):
-    """A tool's typed failure; retryability is a property of the error, not of the caller.
+    """A tool's typed failure: the tool's declaration that the effect did NOT happen.
 
+    Retryability is a property of the error, not of the caller.
     `raise ToolError("rate_limited", retryable=True, retry_after_ms=500)`: retried with the
     same idempotency key per the capability's retry policy. `raise ToolError("insufficient_funds")`:
     failed at once. The reported `errorClass` is the code when it is one of the runtime's
     classes (transient, rate_limited, validation, permission, conflict, refused, provider),
-    else `transient` (retryable) or `refused` (not retryable), with the code in the message."""
+    else `transient` (retryable) or `refused` (not retryable), with the code in the message.
+
+    `happened=False` (the default) is the promise a failure needs: nothing of the effect
+    happened (e.g. the backend refused, or the connection was refused before anything was
+    sent). A tool that cannot promise it passes `happened=True` (or raises `OutcomeUnknown`):
+    the call goes to result_unknown and is reconciled, never failed or re-run. Every other
+    exception a side-effecting tool raises is treated as `happened=True` (docs/tools.md)."""
 
     def __init__(self, code: str, detail: str = "", *, retryable: bool | None = None,
-                 retry_after_ms: int | None = None) -> None:
+                 retry_after_ms: int | None = None, happened: bool = False) -> None:
+        if happened and retryable:
+            raise ValueError(f"ToolError({code!r}, retryable=True, happened=True): an effect that may have "
+                             "happened is reconciled, never retried: drop one of them")
         self.code = code
         self.detail = detail
         self.error_class = _error_class(code, retryable)
         self.retryable = self.error_class in _RETRYABLE_DEFAULT
         self.retry_after_ms = retry_after_ms
+        self.happened = happened
         super().__init__(f"{code}: {detail}" if detail else code)
 
 
@@ -42,7 +53,8 @@ def _error_class(code: str, retryable: bool | None) -> ErrorClass:
 
 class OutcomeUnknown(RunfactsError):
     """The tool may have acted but cannot say (e.g. its own backend timed out after sending):
-    the call goes to result_unknown and is reconciled by the tool's lookup, never re-run."""
+    the call goes to result_unknown and is reconciled by the tool's lookup, never re-run
+    (a read-only or idempotent tool is re-run instead: re-running it is safe)."""
 
 
 class RegistryError(RunfactsError):

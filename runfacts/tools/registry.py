@@ -53,12 +53,20 @@ class ToolRegistry:
              required_role: str = "support_agent", retry: RetryClass | RetryPolicy = "standard",
              reconcile_within_ms: int = 600_000, approval_ttl_ms: int = 900_000,
              self_approval: bool = False, timeout_s: float = 30.0,
-             lookup: Callable[..., Any] | None = None) -> Callable[[F], F]:
-        """Register a sync or async function as the tool `capability_id` (see the module doc)."""
+             lookup: Callable[..., Any] | None = None, read_only: bool = False,
+             idempotent: bool = False) -> Callable[[F], F]:
+        """Register a sync or async function as the tool `capability_id` (see the module doc).
+
+        `read_only=True` (changes nothing) or `idempotent=True` (a repeat with the call's
+        idempotency key changes nothing more): a call whose outcome is lost is simply run again,
+        and its exceptions are retryable failures. Otherwise every ending that does not prove
+        the effect did not happen is result_unknown (docs/tools.md, "How a tool ends")."""
         manifest = self._manifest(capability_id, risk=risk, needs_approval=needs_approval,
                                   required_role=required_role, retry=retry,
                                   reconcile_within_ms=reconcile_within_ms,
-                                  approval_ttl_ms=approval_ttl_ms, self_approval=self_approval)
+                                  approval_ttl_ms=approval_ttl_ms, self_approval=self_approval,
+                                  read_only=read_only, idempotent=idempotent,
+                                  has_lookup=lookup is not None)
         if timeout_s <= 0:
             raise RegistryError(capability_id, f"timeout_s={timeout_s}: expected > 0 seconds")
 
@@ -144,4 +152,4 @@ class ToolRegistry:
 def _with_lookup(spec: ToolSpec, function: Callable[..., Any]) -> ToolSpec:
     from dataclasses import replace
 
-    return replace(spec, lookup=function)
+    return replace(spec, lookup=function, manifest=spec.manifest.model_copy(update={"has_lookup": True}))
