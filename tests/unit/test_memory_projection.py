@@ -5,7 +5,6 @@ the compacted memory topic never holds an expired, revoked or unconfirmed entry.
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -26,6 +25,7 @@ from decider_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runfacts.partitioning import partition_for
 from runfacts.processors.decider.app import timer_command
 from runfacts.processors.decider.timers import wanted_timers
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
@@ -107,11 +107,11 @@ class Run:
 
 
 def _records(events: list[EventBase]) -> list[InputRecord]:
-    """Events as the log holds them: framed, key runId, partition crc32(runId) % PARTITIONS."""
+    """Events as the log holds them: framed, key runId, partition murmur2(runId), as producers place them."""
     out = []
     for e in events:
         key = e.runId.encode()
-        out.append(InputRecord(NAMES.events, key, codec.encode(e), partition=zlib.crc32(key) % PARTITIONS))
+        out.append(InputRecord(NAMES.events, key, codec.encode(e), partition=partition_for(key, PARTITIONS)))
     return out
 
 
@@ -215,7 +215,7 @@ def test_memory_projector_writes_the_entry_at_confirmation_and_tombstones_at_rev
     held = run.s.s.memories["memory-1"]
     assert (entry.runId, entry.evidence, entry.reviewer, entry.reviewedAt, entry.expiresAt, entry.scope) == (
         RUN, (run.evidence,), "rita", held.decidedAt, held.expiresAt, SCOPE)
-    assert {r.partition for r in written} == {zlib.crc32(RUN.encode()) % PARTITIONS}
+    assert {r.partition for r in written} == {partition_for(RUN.encode(), PARTITIONS)}
     driver.pipe_batch(_records([*run.revoke("memory-2"), *run.advance(61)]))
     tail = driver.outputs(NAMES.memory)[2:]
     assert [(r.key, r.value) for r in tail] == [(prefix + b"memory-2", None), (prefix + b"memory-1", None)]
