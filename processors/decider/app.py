@@ -297,10 +297,10 @@ class DeciderShell:
 
     def process(self, record: Record, ctx: Context) -> None:
         command: CommandBase = record.value
-        refused = misplaced_run_record(record.key, record.partition, ctx.partitions, command.runId,
-                                       schema_name(command), command.schemaVersion)
-        if refused is not None:  # one writer per run: only the task of the run's partition decides it
-            ctx.dead_letter(refused)
+        misplaced = misplaced_run_record(record.key, record.partition, ctx.partitions, command.runId,
+                                         schema_name(command), command.schemaVersion)
+        if misplaced is not None:  # one writer per run: only the task of the run's partition decides it
+            ctx.dead_letter(misplaced)
             return
         if self.sources is not None:
             refused = check_source(self.sources, command.actor.authSource, record.message.value(), record.headers,
