@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any, NamedTuple, get_args
 
 from pydantic import BaseModel
@@ -149,48 +150,69 @@ def check_command(command: BaseModel) -> None:
 _ID_FITS = re.compile(f"[{ID_ALPHABET}]{{1,{MAX_ID_CHARS}}}").fullmatch
 _DERIVED_FITS = re.compile(f"[{ID_ALPHABET}]{{1,{MAX_DERIVED_ID_CHARS}}}").fullmatch
 _REF_FITS = re.compile(f"[!-~](?:[ -~]{{0,{MAX_REF_CHARS - 2}}}[!-~])?").fullmatch
-_MODEL, _AMOUNTS = "model", "amounts"
-_PLANS: dict[type, tuple[tuple[str, Any], ...]] = {}
+_AMOUNTS = "amounts"
+_PLANS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...]]] = {}
 
 
 def _fits(value: BaseModel) -> bool:
-    """True when nothing in `value` can be outside the limits (the fast pass of `violation`:
-    per model class, the fields to look at and how, found once)."""
+    """True when nothing in `value` can be outside the limits (the fast pass of `violation`: per
+    command class, every checked field's dotted path, read in one `attrgetter` call, and its check)."""
     plan = _PLANS.get(type(value))
     if plan is None:
         plan = _PLANS[type(value)] = _plan(type(value))
-    fields = value.__dict__
-    for name, kind in plan:
-        item = fields[name]
+    get, checks = plan
+    try:
+        values = get(value)
+    except AttributeError:  # an optional nested record is absent: let the full walk judge
+        return False
+    for item, check in zip(values, checks, strict=True):
         if item is None:
             continue
-        if kind is _MODEL:
-            if not _fits(item):
-                return False
-        elif kind is _AMOUNTS:
+        if check is _AMOUNTS:
             if min(item.__dict__.values(), default=0) < 0:
                 return False
         elif type(item) is str:
-            if kind(item) is None:
+            if check(item) is None:
                 return False
-        elif not all(type(x) is str and kind(x) is not None for x in item):
-            return False
+        else:
+            for x in item:
+                if type(x) is not str or check(x) is None:
+                    return False
     return True
 
 
-def _plan(cls: type) -> tuple[tuple[str, Any], ...]:
-    plan: list[tuple[str, Any]] = []
+def _plan(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...]]:
+    fields = _paths(cls, "")
+    paths = tuple(path for path, _ in fields)
+    if len(paths) > 1:
+        get: Callable[[Any], tuple[Any, ...]] = attrgetter(*paths)
+    else:
+        one = [attrgetter(p) for p in paths]
+        get = lambda v: tuple(g(v) for g in one)  # noqa: E731
+    return get, tuple(check for _, check in fields)
+
+
+def _paths(cls: type, prefix: str) -> list[tuple[str, Any]]:
+    """(dotted path, check) of every field of `cls` (nested records included) the limits cover."""
+    found: list[tuple[str, Any]] = []
     for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
-        rule = _ref_rule(name)
+        path, rule = prefix + name, _ref_rule(name)
         if rule is not None:
-            check = rule[0]
-            plan.append((name, _ID_FITS if check is id_problem and name in IDS else
-                         _DERIVED_FITS if name in DERIVED_IDS else _ref_fits))
+            found.append((path, _ID_FITS if name in IDS else _DERIVED_FITS if name in DERIVED_IDS else _ref_fits))
         elif _holds(info.annotation, BudgetAmounts):
-            plan.append((name, _AMOUNTS))
-        elif _holds(info.annotation, BaseModel):
-            plan.append((name, _MODEL))
-    return tuple(plan)
+            found.append((path, _AMOUNTS))
+        else:
+            nested = _model_of(info.annotation)
+            if nested is not None:
+                found += _paths(nested, path + ".")
+    return found
+
+
+def _model_of(annotation: Any) -> type | None:
+    """The record class `annotation` names (or holds in a union), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_model_of, get_args(annotation)) if m is not None), None)
 
 
 def _ref_fits(value: str) -> object | None:
