@@ -99,14 +99,15 @@ def pin_partitioner(config: dict[str, Any], setting: str) -> dict[str, Any]:
 
 
 def misplaced_run_record(key: bytes | None, partition: int, partitions: int | None, run_id: str,
-                         schema: str | None = None, version: int | None = None) -> InvalidInput | None:
+                         schema: str | None = None, version: int | None = None,
+                         what: str = "record") -> InvalidInput | None:
     """The dead letter for a record of run `run_id` that this partition's task must not fold:
     its key is not the runId (`key_mismatch`), or it sits on another partition than the runId's
     (`wrong_partition`). None: the record belongs here."""
     expected = run_id.encode()
     if key != expected:
         shown = repr(key[:80]) if isinstance(key, bytes) else repr(key)
-        return InvalidInput(f"key {shown} is not the record's runId {run_id[:200]!r}: produce it keyed by its "
+        return InvalidInput(f"key {shown} is not the {what}'s runId {run_id[:200]!r}: produce it keyed by its "
                             "runId", schema=schema, version=version, reason=KEY_MISMATCH)
     wrong = misplaced(expected, partition, partitions)
     if wrong is None:

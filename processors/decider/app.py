@@ -298,7 +298,7 @@ class DeciderShell:
     def process(self, record: Record, ctx: Context) -> None:
         command: CommandBase = record.value
         misplaced = misplaced_run_record(record.key, record.partition, ctx.partitions, command.runId,
-                                         schema_name(command), command.schemaVersion)
+                                         schema_name(command), command.schemaVersion, "command")
         if misplaced is not None:  # one writer per run: only the task of the run's partition decides it
             ctx.dead_letter(misplaced)
             return

@@ -154,7 +154,7 @@ class DispatcherShell:
         """Steps 2-5 of the module docstring for one event."""
         event: EventBase = record.value
         refused = misplaced_run_record(record.key, record.partition, ctx.partitions, event.runId,
-                                       schema_name(event), event.schemaVersion)
+                                       schema_name(event), event.schemaVersion, "event")
         if refused is not None:  # another task's run: folding it here would split it
             ctx.dead_letter(refused)
             return
