@@ -222,6 +222,22 @@ def test_memory_projector_writes_the_entry_at_confirmation_and_tombstones_at_rev
     assert _compacted(driver) == {} and driver.read_store("memories") == {}
 
 
+def test_memory_projector_dead_letters_a_memory_event_when_it_sits_on_another_partition_than_its_run() -> None:
+    """One writer per run (issue 33 item 6): a copy of a confirmation on another partition is
+    dead-lettered (`wrong_partition`), never written to the memory topic from there."""
+    run, driver = Run(), _driver()
+    run.propose("memory-1", 60)
+    confirmed = _records(run.review("memory-1"))
+    moved = [r._replace(partition=((r.partition or 0) + 1) % PARTITIONS) for r in confirmed]
+    driver.pipe_batch([*_records(run.s.log[:-len(confirmed)]), *moved])
+
+    memory_events = [r for r in moved if r.value is not None and codec.decode(r.value).eventType.startswith("memory.")]
+    assert memory_events  # the confirmation is among them
+    assert [dict(r.headers or [])["dlq.reason"] for r in driver.dead_letters()] == [b"wrong_partition"] * len(
+        memory_events)
+    assert driver.outputs(NAMES.memory) == []
+
+
 def _history(runs: int = 3) -> list[EventBase]:
     """Several runs' memories: confirmed, rejected, revoked, expired, one still live."""
     log: list[EventBase] = []
