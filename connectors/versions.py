@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from runfacts.partitioning import pin_partitioner
 from runfacts.schemas.common import RunVersions
 from runfacts.schemas.errors import InfrastructureError
 from runfacts.topics import TopicNames, group_prefix, reader_group
@@ -72,7 +73,8 @@ def publish_versions(config: dict[str, Any], names: TopicNames, versions: RunVer
         if err is not None:
             errors.append(str(err))
 
-    producer = Producer({**config, "enable.idempotence": True, "acks": "all", "linger.ms": 0})
+    producer = Producer(pin_partitioner({**config, "enable.idempotence": True, "acks": "all", "linger.ms": 0},
+                                        "decider versions producer"))
     producer.produce(topic, versions.model_dump_json().encode(), KEY, on_delivery=delivered)
     left = producer.flush(timeout)
     if left or errors:

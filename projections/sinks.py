@@ -156,7 +156,7 @@ class TopicSink:
         self.topic, self.schema, self.prefix = spec.name, schema, schema.prefix()
         self.errors: list[str] = []
         self.records = 0
-        self.producer = Producer(settings.client_config(**{
+        self.producer = Producer(settings.producer_config(**{
             **PRODUCER_CONFIG, **(producer or {}),
             "on_delivery": self._delivered, "delivery.report.only.error": True}))
         self._produce = self.producer.produce

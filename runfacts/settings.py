@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runfacts.partitioning import pin_partitioner
 from runfacts.schemas.errors import ConfigError
 
 
@@ -53,6 +54,11 @@ class KafkaSettings(BaseSettings):
         conf["bootstrap.servers"] = self.bootstrap_servers
         conf.update(overrides)
         return conf
+
+    def producer_config(self, **overrides: Any) -> dict[str, Any]:
+        """`client_config` for a producer: the partitioner pinned to murmur2_random, so a record keyed
+        by a runId lands on the partition whose task owns the run; another one is refused."""
+        return pin_partitioner(self.client_config(**overrides), "RUNFACTS_KAFKA_CONFIG")
 
 
 def read_properties(path: Path) -> dict[str, str]:

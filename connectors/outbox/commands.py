@@ -27,6 +27,7 @@ from typing import Any
 from runfacts.connectors.args_store import ArgsStore, StoredArgs
 from runfacts.connectors.outbox.store import connect
 from runfacts.connectors.outbox.writer import EncodedRecord, Outbox
+from runfacts.ids import check_command
 from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas import codec
 from runfacts.schemas.common import CommandBase
@@ -44,6 +45,7 @@ class CommandEncoder:
     """Seals the personal fields before the row is written (runfacts.privacy; None: plain)."""
 
     def encode(self, command: CommandBase) -> EncodedRecord:
+        check_command(command)  # ids, references, amounts (runfacts.ids): refused before the row is written
         if self.protect is not None:
             command = self.protect(command)
         value = codec.encode(command)

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runfacts.connectors.outbox.store import OutboxRow
 from runfacts.connectors.outbox.writer import decode_headers
 from runfacts.connectors.relay.decisions import Failure
-from runfacts.partitioning import PRODUCER_PARTITIONING
+from runfacts.partitioning import pin_partitioner
 from runfacts.schemas.errors import InfrastructureError
 
 
@@ -30,7 +30,7 @@ class PublisherSettings:
     config: dict[str, Any] = field(default_factory=dict)
 
     def producer_config(self) -> dict[str, Any]:
-        return {
+        return pin_partitioner({
             "bootstrap.servers": self.bootstrap,
             "transactional.id": self.transactional_id,
             "enable.idempotence": True,
@@ -39,9 +39,8 @@ class PublisherSettings:
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 200000,
             "transaction.timeout.ms": 60000,
-            **PRODUCER_PARTITIONING,  # murmur2 like the Java client and every runfacts producer
             **self.config,
-        }
+        }, "relay producer config")  # murmur2 like the Java client and every runfacts producer
 
 
 def _error(exc: KafkaException) -> KafkaError:

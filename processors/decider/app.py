@@ -9,6 +9,11 @@ Per command record (all in the engine's transaction for the batch):
    receive time) is dead-lettered too, with `dlq.reason` = `source_signature_missing` |
    `source_signature_invalid` | `source_key_unknown` | `source_key_retired`: before the policy
    and before it can touch a run (no event, no seen commandId a forger could squat).
+   One writer per run (docs/semantics.md, "One writer per run"): a command whose ids,
+   references or amounts are outside the contract (`runfacts.ids`: `dlq.reason` = `invalid_id` |
+   `invalid_ref` | `negative_amount`), whose key is not its runId (`key_mismatch`) or that sits
+   on a partition other than its run's (murmur2 of the runId, `wrong_partition`) is
+   dead-lettered before anything else, so no other task ever decides a run.
 2. Commands for runs that never existed are deduplicated by commandId in `orphans`.
 3. Load the run's state: as an earlier command of this batch left it, else from the `runs`
    store (None: no run yet).
@@ -44,6 +49,8 @@ from typing import Any, NamedTuple, cast
 from pydantic import BaseModel
 
 from runfacts import telemetry
+from runfacts.ids import violation
+from runfacts.partitioning import misplaced_run_record
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
@@ -282,14 +289,18 @@ class DeciderShell:
         too_big = None if self.limits.within(extent) else self.limits.check(value)
         if too_big is not None:
             raise InvalidInput(f"oversized: {too_big}", schema=schema_name(value), version=value.schemaVersion)
+        outside = violation(value)
+        if outside is not None:  # ids, references, amounts (runfacts.ids): before it can reach a run
+            raise InvalidInput(f"{value.commandType}: {outside}", schema=schema_name(value),
+                               version=value.schemaVersion, reason=outside.reason)
         return value
 
     def process(self, record: Record, ctx: Context) -> None:
         command: CommandBase = record.value
-        if record.key != command.runId.encode():
-            # on the wrong partition the run's single writer would never see it
-            ctx.dead_letter(InvalidInput(f"key {record.key!r} is not the command's runId {command.runId!r}",
-                                         schema=schema_name(command), version=command.schemaVersion))
+        misplaced = misplaced_run_record(record.key, record.partition, ctx.partitions, command.runId,
+                                         schema_name(command), command.schemaVersion, "command")
+        if misplaced is not None:  # one writer per run: only the task of the run's partition decides it
+            ctx.dead_letter(misplaced)
             return
         if self.sources is not None:
             refused = check_source(self.sources, command.actor.authSource, record.message.value(), record.headers,

@@ -1,8 +1,12 @@
 """The tool dispatcher on the engine: events topic -> tool calls -> commands, exactly once.
 
 Per event record (all in the engine's transaction for the batch):
-1. Decode the event (bad bytes -> dead-letter topic).
-2. Fold it into the run's state with the run decider's own `evolve` (store `runs`).
+1. Decode the event (bad bytes -> dead-letter topic). An event whose key is not its runId
+   (`dlq.reason` `key_mismatch`) or on a partition other than its run's (`wrong_partition`)
+   is dead-lettered: only one task folds a run.
+2. Fold it into the run's state with the run decider's own `evolve` (store `runs`); an event
+   that cannot follow the state (`CorruptLog`, `unfoldable_event`) is dead-lettered and the
+   partition goes on: a poison record never stops every run of its partition.
 3. `work_for` (pure) says what the event asks: claim, execute, report a lost outcome,
    reconcile, verify, cancel, or forget a settled call.
 4. I/O happens only here: the adapter call, lookups and cancels. With a `ToolPool` (the
@@ -44,7 +48,8 @@ from datetime import UTC, datetime
 
 from runfacts import telemetry as telemetry_hooks
 from runfacts.crashpoints import crash_point
-from runfacts.processors.decider.evolve import evolve
+from runfacts.partitioning import misplaced_run_record
+from runfacts.processors.decider.evolve import CorruptLog, evolve
 from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.decider.state_json import load_state
 from runfacts.processors.dispatcher import core
@@ -64,12 +69,15 @@ from runfacts.processors.policy.capabilities import CapabilityCatalog
 from runfacts.processors.policy.sources import SourceKeys, require_signing_key, sign
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
-from runfacts.schemas.errors import ConfigError
-from runfacts.schemas.models import decode_event, new_command
+from runfacts.schemas.errors import ConfigError, InvalidInput
+from runfacts.schemas.models import decode_event, new_command, schema_name
 from runfacts.topics import TopicNames
 
 log = logging.getLogger("runfacts.dispatcher")
 MEMO_SIZE = 10_000
+UNFOLDABLE = "unfoldable_event"
+"""`dlq.reason` of an event that cannot follow the run's state (`CorruptLog`): e.g. a second
+`run.created` a foreign producer wrote into a run's partition."""
 
 
 class UnservedCapability(ConfigError):
@@ -147,10 +155,21 @@ class DispatcherShell:
     def process(self, record: Record, ctx: Context) -> None:
         """Steps 2-5 of the module docstring for one event."""
         event: EventBase = record.value
+        refused = misplaced_run_record(record.key, record.partition, ctx.partitions, event.runId,
+                                       schema_name(event), event.schemaVersion, "event")
+        if refused is not None:  # another task's run: folding it here would split it
+            ctx.dead_letter(refused)
+            return
         runs = ctx.store("runs")
         key = event.runId.encode()
         raw = runs.get(key)
-        run = evolve(load_state(raw) if raw is not None else None, event)
+        try:
+            run = evolve(load_state(raw) if raw is not None else None, event)
+        except CorruptLog as exc:  # a poison record: refuse it, the partition's other runs go on
+            ctx.dead_letter(InvalidInput(f"cannot fold into the run's state: {exc}; the dispatcher skipped it "
+                                         "(the run's state here is as before it)", schema=schema_name(event),
+                                         version=event.schemaVersion, reason=UNFOLDABLE))
+            return
         if run is None:
             return
         runs.put(key, run.model_dump_json().encode())

@@ -220,6 +220,9 @@ class Context(Protocol):
     """
 
     partition: int
+    partitions: int | None
+    """The source topics' partition count (the producers' murmur2 modulus: a record keyed by
+    a runId belongs on `partition_for(key, partitions)`); None when unknown (a bare Task)."""
     record: Record | None
     timer: Timer | None
     batch: dict[Any, Any]

@@ -52,6 +52,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
 from runfacts.metrics import MetricsWindow, encode
+from runfacts.partitioning import pin_partitioner
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.changelog import Restorer, prepare_topics
 from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, ProducerFenced, TransactionAborted
@@ -123,6 +124,7 @@ class Engine:
         memory = self.settings.store_memory_mb
         self._store_memory = StoreMemory(memory) if memory else None
         self._metrics: MetricsReporter | None = None
+        self._partition_count: int | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
@@ -135,7 +137,7 @@ class Engine:
 
     def run(self) -> None:
         """Run until stop() or SIGTERM; raises ProcessingError / InfrastructureError on failure."""
-        prepare_topics(self.app, self.settings)
+        self._partition_count = prepare_topics(self.app, self.settings)  # handlers see it (ctx.partitions)
         tune_gc(self.settings.gc_threshold)
         limit_arenas(self.settings.malloc_arena_max)
         trimmer = HeapTrimmer(self.settings.heap_trim_interval_ms / 1000)
@@ -433,7 +435,7 @@ class Engine:
             raise
         for p, backend in backends.items():
             self._tasks[p] = Task(self.app, p, backend, self._out, self.settings.store_cache_keys,
-                                 self.settings.store_cache_kb)
+                                 self.settings.store_cache_kb, self._partition_count)
 
     def _skip_applied(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start after the store's input offset when the group offset is behind it or missing.
@@ -535,8 +537,9 @@ class MetricsReporter:
         self.window = MetricsWindow()
         self.next_at = time.monotonic() + interval_ms / 1000
         self._warned_at = -_WARN_EVERY_S
-        self._producer = Producer({**config, "acks": 1, "enable.idempotence": False, "linger.ms": 50,
-                                   "message.timeout.ms": 30_000, "on_delivery": self._delivered})
+        self._producer = Producer(pin_partitioner({**config, "acks": 1, "enable.idempotence": False, "linger.ms": 50,
+                                                   "message.timeout.ms": 30_000, "on_delivery": self._delivered},
+                                                  "metrics producer"))
 
     def publish(self, consumer: Consumer, partitions: Iterable[int], sources: Iterable[str]) -> None:
         """The window as one record (and the next interval's deadline)."""

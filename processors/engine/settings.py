@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runfacts.partitioning import PRODUCER_PARTITIONING
+from runfacts.partitioning import pin_partitioner
 from runfacts.processors.engine.api import Application
 from runfacts.schemas.errors import ConfigError
 
@@ -271,9 +271,9 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         # no compression (the Java producer's and Kafka Streams' default): on aged runs' states (random
         # ids and digests) lz4 cost librdkafka ~80 CPU-µs a command and the commit's p99 (docs/engine.md)
         "compression.type": "none",
-        **PRODUCER_PARTITIONING,  # murmur2 like the Java client: runId keys co-partition across clients
         **settings.producer,
     }
+    config = pin_partitioner(config, "RUNFACTS_PRODUCER")  # murmur2 like the Java client: one task per run
     if settings.exactly_once:
         config["transactional.id"] = f"{app.name}-{stable_instance_id(settings)}"
         config["transaction.timeout.ms"] = settings.transaction_timeout_ms

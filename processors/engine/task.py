@@ -64,7 +64,8 @@ def send(out: Output, topic: str, value: bytes | None, key: bytes | None, **kw: 
 class TaskContext:
     """The engine's `api.Context`: what a handler sees, bound to one partition's task."""
 
-    __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "record", "timer", "batch")
+    __slots__ = ("_task", "_out", "_produce", "_sinks", "_app", "partition", "partitions", "record", "timer",
+                 "batch")
 
     def __init__(self, task: Task, out: Output) -> None:
         self._task = task
@@ -73,6 +74,7 @@ class TaskContext:
         self._app = task.app
         self._sinks = {s.topic: s for s in task.app.sinks}
         self.partition = task.partition
+        self.partitions = task.partitions
         self.record: Record | None = None
         self.timer: Timer | None = None
         self.batch: dict[Any, Any] = {}
@@ -166,9 +168,10 @@ class Task:
     """One partition: state, timers, context, and the per-record and commit-side steps."""
 
     def __init__(self, app: Application, partition: int, backend: Backend, out: Output,
-                 cache_keys: int = 10_000, cache_kb: int = 4_096) -> None:
+                 cache_keys: int = 10_000, cache_kb: int = 4_096, partitions: int | None = None) -> None:
         self.app = app
         self.partition = partition
+        self.partitions = partitions  # the sources' partition count (None: unknown)
         self.backend = backend
         self.state = PartitionState(backend, app.all_stores, cache_keys, cache_kb)
         self.timers = Timers(self.state)

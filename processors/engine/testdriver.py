@@ -114,7 +114,7 @@ class TestDriver:
         self._input_offsets: dict[tuple[str, int], int] = {}
         self._aborts_pending = 0
         self.backends = {p: MemoryBackend(app.all_stores) for p in range(partitions)}
-        self.tasks = {p: Task(app, p, b, self.log) for p, b in self.backends.items()}
+        self.tasks = {p: Task(app, p, b, self.log, partitions=partitions) for p, b in self.backends.items()}
 
     def pipe(self, topic: str, value: bytes | None, key: bytes | None = None, **kw: Any) -> None:
         """Process one record in its own transaction."""
@@ -211,7 +211,7 @@ class TestDriver:
             if lose_state:
                 self.backends[p] = MemoryBackend(self.app.all_stores)
             restored += self._restore(p, self.backends[p])
-            self.tasks[p] = Task(self.app, p, self.backends[p], self.log)
+            self.tasks[p] = Task(self.app, p, self.backends[p], self.log, partitions=self.partitions)
         return restored
 
     def _restore(self, partition: int, backend: MemoryBackend) -> int:

@@ -3,7 +3,9 @@
 It hosts the same pure reducers `runfacts replay` hosts, so the live topics and a rebuild of
 them from the log are byte-identical. Per event record (all in the engine's transaction):
 1. The event's bytes become a `Fact` (the fields `trajectory.READS` needs are decoded, the
-   body and writer fingerprint are kept as written); bad bytes -> the dead-letter topic.
+   body and writer fingerprint are kept as written); bad bytes -> the dead-letter topic, and
+   so does an event whose key is not its runId or that sits on a partition other than its
+   run's (`dlq.reason` `key_mismatch` | `wrong_partition`: one chain per run, one task per run).
 2. Audit: load the run's chain head (store `heads`), `audit.link` the event, store the new
    head, emit the framed `AuditRecord` to the audit topic, key runId, the event's partition.
 3. Trajectory: load the run's state (store `trajectories`, the trajectory's Avro body),
@@ -20,6 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from runfacts.partitioning import misplaced_run_record
 from runfacts.processors.engine.api import Application, Context, Record, Source
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig, Summary
@@ -75,6 +78,11 @@ class ProjectorShell:
     def process(self, record: Record, ctx: Context) -> None:
         """Steps 2-3 for one event."""
         fact, summary = record.value
+        refused = misplaced_run_record(record.key, record.partition, ctx.partitions, summary.run_id,
+                                       "runfacts.events")
+        if refused is not None:  # another partition's run: linking it here would fork its audit chain
+            ctx.dead_letter(refused)
+            return
         fact = fact._replace(topic=record.topic, partition=record.partition, offset=record.offset)
         self._audit(fact, summary, ctx)
         self._trajectory(summary.run_id, fact, ctx)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runfacts.partitioning import misplaced_run_record
 from runfacts.processors.engine.api import Application, Context, Record, Source
 from runfacts.projections import memory
 from runfacts.projections.eventlog import EventReader
@@ -55,6 +56,11 @@ class MemoryProjectorShell:
         """Steps 1-3 for one event."""
         fact: Fact = record.value
         if fact.event_type not in memory.MEMORY_TYPES:
+            return
+        refused = misplaced_run_record(record.key, record.partition, ctx.partitions, fact.run_id,
+                                       "runfacts.events")
+        if refused is not None:  # another partition's run (`key_mismatch` | `wrong_partition`)
+            ctx.dead_letter(refused)
             return
         fact = fact._replace(topic=record.topic, partition=record.partition, offset=record.offset)
         store = ctx.store(STORE)

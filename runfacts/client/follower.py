@@ -5,8 +5,9 @@ Steps of the follower thread:
    stable offset, so a decider transaction open at that moment is still seen when it commits);
    the client is handed out only once every partition reported its position (a record or its
    end), so the answer to a first command cannot land before the follower's start.
-2. Each batch: for every record of a *watched* run (the key is the runId; others are skipped
-   undecoded), decode the event and append it to the run's journal, deduplicated by offset.
+2. Each batch: for every record of a *watched* run on that run's partition (the key is the
+   runId; others, and a copy on another partition, are skipped undecoded), decode the event
+   and append it to the run's journal, deduplicated by offset.
 3. After the batch, re-check the waiters of every run that gained events, and the
    command-outcome waiters of every partition that reached its end.
 A waiter resolves with a pure check over the journal (`runfacts.client.outcomes`), through a
@@ -35,7 +36,7 @@ from runfacts.client import outcomes
 from runfacts.client.errors import ClientError
 from runfacts.client.outcomes import Entry, Resolved
 from runfacts.logread import partition_count
-from runfacts.partitioning import partition_for
+from runfacts.partitioning import owner, partition_for
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import InfrastructureError, InvalidInput, RecordPosition
 from runfacts.schemas.models import decode_event
@@ -273,8 +274,13 @@ class Follower:
                     continue
                 self._caught_up[msg.partition()] = msg.offset()
                 ends.add(msg.partition())
-                journal = self._journals.get((msg.key() or b"").decode())
+                key = msg.key() or b""
+                journal = self._journals.get(key.decode(errors="replace"))
                 if journal is None or msg.value() is None:
+                    continue
+                if owner(key, self.partitions) != msg.partition():  # not the run's log (docs/semantics.md)
+                    log.warning("skipped %s[%d]@%d: keyed %r but not on that run's partition", msg.topic(),
+                                msg.partition(), msg.offset(), key[:80])
                     continue
                 raw = msg.value()
                 try:

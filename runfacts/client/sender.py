@@ -27,7 +27,7 @@ from runfacts.connectors.args_store import ArgsStore, StoredArgs
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.outbox.store import is_postgres_dsn, shown_db
 from runfacts.connectors.relay import Relay, RelaySettings
-from runfacts.partitioning import PRODUCER_PARTITIONING
+from runfacts.ids import check_command
 from runfacts.processors.policy.sources import SourceKeys, sign
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import CommandBase
@@ -69,10 +69,11 @@ class DirectSender:
         self.codec = codec or Codec()
         self.args = _args_store(args_store)
         self._lock = threading.Lock()
-        self._producer = Producer(kafka.client_config(
-            **{"enable.idempotence": True, "acks": "all", "linger.ms": 0, **PRODUCER_PARTITIONING}))
+        self._producer = Producer(kafka.producer_config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 0}))
 
     def send(self, *commands: CommandBase) -> None:
+        for command in commands:  # none is sent when one is outside the contract (runfacts.ids)
+            check_command(command)
         errors: list[str] = []
 
         def delivered(err: KafkaError | None, _msg: Any) -> None:

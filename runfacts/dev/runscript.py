@@ -12,7 +12,6 @@ decider: it does not check the rules, it writes plausible histories.
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +19,7 @@ from typing import Any, TypedDict
 
 from confluent_kafka import Producer
 
+from runfacts.partitioning import partition_for
 from runfacts.schemas.binary.readers import Writer
 from runfacts.schemas.binary.writers import compile_writer
 from runfacts.schemas.catalog import default_catalog
@@ -251,16 +251,17 @@ def produce_log(kafka: KafkaSettings, topic: str, events: Iterable[dict[str, Any
                 partitions: int | None = None) -> int:
     """Append events to `topic` keyed by runId (tests, benchmarks); returns how many.
 
-    With `partitions`, each run goes to crc32(runId) % partitions, so a log's layout does not
-    depend on the client's partitioner; otherwise the client's keyed partitioner decides.
+    With `partitions`, each run goes to its murmur2 partition (`partition_for`, where every runfacts
+    producer puts it and every consumer that folds runs expects it), computed here so the layout
+    does not depend on the topic's partition count; otherwise the pinned partitioner decides.
     """
-    producer = Producer(kafka.client_config(**{
+    producer = Producer(kafka.producer_config(**{
         "enable.idempotence": True, "linger.ms": 20, "batch.num.messages": 10_000,
         "compression.type": "lz4", "queue.buffering.max.messages": 500_000}))
     count = 0
     for event in events:
         key = event["runId"].encode()
-        extra: _Placement = {} if partitions is None else {"partition": zlib.crc32(key) % partitions}
+        extra: _Placement = {} if partitions is None else {"partition": partition_for(key, partitions)}
         _produce(producer, topic, key, encode_event(event), extra)
         count += 1
     if producer.flush(60):

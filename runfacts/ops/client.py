@@ -21,9 +21,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
+from runfacts.ids import check_command
 from runfacts.logread import partition_count, watermarks
 from runfacts.ops.control import Outcome
-from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
+from runfacts.partitioning import partition_for
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import load_state
 from runfacts.processors.policy.sources import SourceKeys, sign
@@ -191,12 +192,14 @@ class CommandClient:
 
     def producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self.kafka.client_config(
-                **{"enable.idempotence": True, "acks": "all", "linger.ms": 0, **PRODUCER_PARTITIONING}))
+            self._producer = Producer(self.kafka.producer_config(
+                **{"enable.idempotence": True, "acks": "all", "linger.ms": 0}))
         return self._producer
 
     def send(self, command: CommandBase, headers: Headers | None = None, wait: bool = True) -> Outcome:
-        """Produce `command`; with wait, return the events the decider answered it with."""
+        """Produce `command`; with wait, return the events the decider answered it with.
+        A command outside the contract's limits (`runfacts.ids`) raises `ContractViolation`, unsent."""
+        check_command(command)
         if not wait:
             self._produce(command, headers)
             return Outcome(command, ())

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from confluent_kafka import Producer
 
 from runfacts.logread import LogRecord
+from runfacts.partitioning import WRONG_PARTITION
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames
@@ -104,15 +105,16 @@ def redrive(kafka: KafkaSettings, dlq_topic: str, plan: list[DeadLetter]) -> int
     """Re-submit `plan` and record each redrive with a marker, all in one Kafka transaction."""
     if not plan:
         return 0
-    producer = Producer(kafka.client_config(**{"transactional.id": redrive_transactional_id(dlq_topic),
+    producer = Producer(kafka.producer_config(**{"transactional.id": redrive_transactional_id(dlq_topic),
                                                "enable.idempotence": True}))
     producer.init_transactions(30)
     producer.begin_transaction()
     at = datetime.now(UTC).isoformat().encode()
     for letter in plan:
         target, partition = letter.reasons["topic"], letter.reasons["partition"]
+        placed = partition.isdigit() and letter.reasons["reason"] != WRONG_PARTITION  # else its key's (murmur2)
         producer.produce(target, letter.record.value, letter.record.key,  # back to its own partition
-                         partition=int(partition) if partition.isdigit() else -1,
+                         partition=int(partition) if placed else -1,
                          headers=[*letter.original_headers, (FROM, letter.position.encode())])  # type: ignore[list-item]
         producer.produce(dlq_topic, None, letter.record.key,
                          headers=[(MARK, letter.position.encode()), (MARK_TO, target.encode()), (MARK_AT, at)])

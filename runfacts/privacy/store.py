@@ -166,7 +166,7 @@ class KeyStore(KeyTable):
 
     def _produce(self, key: bytes, value: bytes | None) -> None:
         if self._producer is None:
-            self._producer = Producer(self.kafka.client_config(**{"enable.idempotence": True, "acks": "all",
+            self._producer = Producer(self.kafka.producer_config(**{"enable.idempotence": True, "acks": "all",
                                                                   "linger.ms": 0}))
         errors: list[str] = []
 

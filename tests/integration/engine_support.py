@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runfacts.dev.apps import counter_app
+from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.runner import Engine
 from runfacts.processors.engine.settings import EngineSettings
@@ -37,7 +38,7 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 6) -> 
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **PRODUCER_PARTITIONING})
     count = 0
     for key, value in records:
         producer.produce(topic, value, key)

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import uuid
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from ops_support import Deployment, waiting_run, write_users
 
 from runfacts.dev.runscript import RunScript, encode_event, produce_log
 from runfacts.logread import log_range as snapshot
+from runfacts.partitioning import partition_for
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig
 from runfacts.projections.eventlog import EventReader
@@ -120,7 +120,7 @@ def _audit(kafka: KafkaSettings, topic: str, events_topic: str, events: list[dic
     sink = TopicSink(kafka, TopicSpec(topic, PARTITIONS), audit.schema())
     projector, offsets = AuditProjector(config), dict.fromkeys(range(PARTITIONS), 0)
     for event in events:
-        partition = zlib.crc32(event["runId"].encode()) % PARTITIONS
+        partition = partition_for(event["runId"].encode(), PARTITIONS)
         projector.apply(reader.fact(encode_event(event), events_topic, partition, offsets[partition]), sink.write)
         offsets[partition] += 1
     sink.close(snapshot(kafka, events_topic))
@@ -173,7 +173,7 @@ def _produce(kafka: KafkaSettings, topic: str, events: list[dict], values: list[
     producer = Producer(kafka.client_config(**{"enable.idempotence": True}))
     for event, value in zip(events, values, strict=True):
         key = event["runId"].encode()
-        producer.produce(topic, value, key, partition=zlib.crc32(key) % PARTITIONS)
+        producer.produce(topic, value, key, partition=partition_for(key, PARTITIONS))
     assert producer.flush(30) == 0
 
 

@@ -275,3 +275,22 @@ def test_an_unreadable_fact_fails_only_that_runs_wait_naming_the_record(stack: A
     with pytest.raises(ClientError, match=rf"{stack.names.events}\[\d\]@\d+"):
         call.result(timeout=30)
     assert good.progress("still fine") is not None  # the follower carries on for every other run
+
+
+def test_a_record_on_another_partition_than_its_run_never_reaches_the_runs_waits(
+        stack: AgentStack, rf: Runfacts) -> None:
+    """One writer per run (issue 33 item 6): the follower reads only a run's own partition of the
+    events topic; a record keyed by the run on another partition (a misplaced copy) is skipped,
+    so it neither answers nor breaks the run's waits."""
+    from confluent_kafka import Producer
+
+    from runfacts.partitioning import PRODUCER_PARTITIONING, partition_for
+
+    run = rf.start_run(goal="ticket:T-6003", summary="x", user_id="customer-42", run_id="moved-T-6003")
+    partitions = rf.follower.partitions
+    elsewhere = (partition_for(run.id.encode(), partitions) + 1) % partitions
+    producer = Producer({"bootstrap.servers": stack.options.kafka.bootstrap_servers, **PRODUCER_PARTITIONING})
+    producer.produce(stack.names.events, b"\x00not an event", run.id.encode(), partition=elsewhere)
+    assert producer.flush(10) == 0
+    time.sleep(3)  # the follower has read past it (it follows every partition)
+    assert run.progress("still fine") is not None  # was: ClientError naming the misplaced record

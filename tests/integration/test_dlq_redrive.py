@@ -63,3 +63,34 @@ def test_redrive_resubmits_dead_letter_once_when_the_cause_was_fixed(
     resubmitted = [r for r in read_to_end(kafka_bootstrap, [names.commands])[names.commands]
                    if any(k == "dlq.redrivenFrom" for k, _ in r.headers)]
     assert len(resubmitted) == 1 and resubmitted[0].value == codec.encode(big)
+
+
+def test_redrive_sends_a_wrong_partition_letter_to_its_runs_partition_where_it_is_decided(
+        kafka_bootstrap: str, unique: str, tmp_path: Path, monkeypatch) -> None:
+    """A create produced to another partition than its run's (a CRC32 producer) is dead-lettered
+    (`wrong_partition`); `dlq redrive --filter reason=wrong_partition` sends it to its key's
+    partition (not back where it was refused), and the run's owner decides it."""
+    from confluent_kafka import Producer
+
+    from runfacts.partitioning import partition_for
+
+    names = TopicNames(f"dlw{unique}")
+    apply_topics(KafkaSettings(bootstrap_servers=kafka_bootstrap), runfacts_topics(names, 2))
+    monkeypatch.setenv("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    run = f"run-w{unique}"
+    record = valid(Commands(unique).create(run))
+    elsewhere = 1 - partition_for(run.encode(), 2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(names.commands, record.value, record.key, partition=elsewhere, headers=list(record.headers))
+    assert producer.flush(30) == 0
+    dead = lambda: len(read_to_end(kafka_bootstrap, [names.dlq])[names.dlq])  # noqa: E731
+    _run_decider(kafka_bootstrap, names, tmp_path, InputLimits(), lambda: dead() == 1)
+
+    redrove = CliRunner().invoke(app, ["dlq", "redrive", "--prefix", names.prefix, "--filter",
+                                       "reason=wrong_partition"])
+    assert "redrove 1 dead letter(s)" in redrove.output, redrove.output
+
+    created = lambda: [r for r in read_to_end(kafka_bootstrap, [names.events])[names.events]  # noqa: E731
+                       if codec.decode(r.value).eventType == "run.created"]
+    _run_decider(kafka_bootstrap, names, tmp_path, InputLimits(), lambda: len(created()) == 1)
+    assert [r.partition for r in created()] == [1 - elsewhere] and dead() == 2  # the letter + its marker

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from typer.testing import CliRunner
 from runfacts.cli import app
 from runfacts.dev.runscript import RunScript, encode_event, produce_log
 from runfacts.logread import batches, log_range
+from runfacts.partitioning import partition_for
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.eventlog import EventReader
 from runfacts.projections.facts import ReadSettings
@@ -81,7 +81,7 @@ def test_replay_writes_identical_topics_when_replayed_twice_into_fresh_topics(lo
     assert first == second
     assert sum(len(v) for v in first.values()) == len(events)
     for partition, records in first.items():  # each run's records sit with its events
-        assert {zlib.crc32(k) % PARTITIONS for k, _ in records} == {partition}
+        assert {partition_for(k, PARTITIONS) for k, _ in records} == {partition}
 
 
 def test_replay_refuses_a_target_topic_that_already_holds_records(log) -> None:
@@ -157,7 +157,7 @@ def _audit_into(kafka: KafkaSettings, topic: str, events_topic: str, events) -> 
     sink = TopicSink(kafka, TopicSpec(topic, PARTITIONS), audit.schema())
     projector, offsets = AuditProjector(), dict.fromkeys(range(PARTITIONS), 0)
     for event in events:
-        partition = zlib.crc32(event["runId"].encode()) % PARTITIONS
+        partition = partition_for(event["runId"].encode(), PARTITIONS)
         fact = reader.fact(encode_event(event), events_topic, partition, offsets[partition])
         offsets[partition] += 1
         projector.apply(fact, sink.write)
@@ -170,7 +170,7 @@ def _produce_values(kafka: KafkaSettings, topic: str, events, values) -> None:
     producer = Producer(kafka.client_config(**{"enable.idempotence": True}))
     for event, value in zip(events, values, strict=True):
         key = event["runId"].encode()
-        producer.produce(topic, value, key, partition=zlib.crc32(key) % PARTITIONS)
+        producer.produce(topic, value, key, partition=partition_for(key, PARTITIONS))
     assert producer.flush(30) == 0
 
 

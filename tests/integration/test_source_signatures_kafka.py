@@ -24,6 +24,7 @@ from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
 from runfacts.dev.crash.workload import Commands, refund_args
 from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.partitioning import PRODUCER_PARTITIONING
 from runfacts.processors.decider.app import DeciderShell
 from runfacts.processors.policy.approvals import Keyring, SigningKey
 from runfacts.processors.policy.keyring import ENV_SOURCE_KEYS
@@ -85,8 +86,9 @@ def _create(c: Commands, run: str, actor: Actor, tenant: str) -> cmd.CreateRun:
 
 
 def _produce_raw(bootstrap: str, topic: str, records: list[tuple[CommandBase, list[tuple[str, bytes]]]]) -> None:
-    """The insider: a plain producer on the commands topic, writing exactly these headers."""
-    producer = Producer({"bootstrap.servers": bootstrap})
+    """The insider: a plain producer on the commands topic, writing exactly these headers (with the
+    murmur2 partitioner: a record on another partition is dead-lettered before its signature is read)."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONING})
     for command, extra in records:
         producer.produce(topic, codec.encode(command), command.runId.encode(),
                          headers=[*codec.headers(command), *extra])

@@ -5,7 +5,6 @@ the compacted memory topic never holds an expired, revoked or unconfirmed entry.
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -26,6 +25,7 @@ from decider_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runfacts.partitioning import partition_for
 from runfacts.processors.decider.app import timer_command
 from runfacts.processors.decider.timers import wanted_timers
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
@@ -107,11 +107,11 @@ class Run:
 
 
 def _records(events: list[EventBase]) -> list[InputRecord]:
-    """Events as the log holds them: framed, key runId, partition crc32(runId) % PARTITIONS."""
+    """Events as the log holds them: framed, key runId, partition murmur2(runId), as producers place them."""
     out = []
     for e in events:
         key = e.runId.encode()
-        out.append(InputRecord(NAMES.events, key, codec.encode(e), partition=zlib.crc32(key) % PARTITIONS))
+        out.append(InputRecord(NAMES.events, key, codec.encode(e), partition=partition_for(key, PARTITIONS)))
     return out
 
 
@@ -215,11 +215,27 @@ def test_memory_projector_writes_the_entry_at_confirmation_and_tombstones_at_rev
     held = run.s.s.memories["memory-1"]
     assert (entry.runId, entry.evidence, entry.reviewer, entry.reviewedAt, entry.expiresAt, entry.scope) == (
         RUN, (run.evidence,), "rita", held.decidedAt, held.expiresAt, SCOPE)
-    assert {r.partition for r in written} == {zlib.crc32(RUN.encode()) % PARTITIONS}
+    assert {r.partition for r in written} == {partition_for(RUN.encode(), PARTITIONS)}
     driver.pipe_batch(_records([*run.revoke("memory-2"), *run.advance(61)]))
     tail = driver.outputs(NAMES.memory)[2:]
     assert [(r.key, r.value) for r in tail] == [(prefix + b"memory-2", None), (prefix + b"memory-1", None)]
     assert _compacted(driver) == {} and driver.read_store("memories") == {}
+
+
+def test_memory_projector_dead_letters_a_memory_event_when_it_sits_on_another_partition_than_its_run() -> None:
+    """One writer per run (issue 33 item 6): a copy of a confirmation on another partition is
+    dead-lettered (`wrong_partition`), never written to the memory topic from there."""
+    run, driver = Run(), _driver()
+    run.propose("memory-1", 60)
+    confirmed = _records(run.review("memory-1"))
+    moved = [r._replace(partition=((r.partition or 0) + 1) % PARTITIONS) for r in confirmed]
+    driver.pipe_batch([*_records(run.s.log[:-len(confirmed)]), *moved])
+
+    memory_events = [r for r in moved if r.value is not None and codec.decode(r.value).eventType.startswith("memory.")]
+    assert memory_events  # the confirmation is among them
+    assert [dict(r.headers or [])["dlq.reason"] for r in driver.dead_letters()] == [b"wrong_partition"] * len(
+        memory_events)
+    assert driver.outputs(NAMES.memory) == []
 
 
 def _history(runs: int = 3) -> list[EventBase]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from typing import Any
 
 from runfacts.dev.runscript import RunScript, encode_event
+from runfacts.partitioning import partition_for
 from runfacts.processors.engine.testdriver import InputRecord, TestDriver
 from runfacts.projections.audit import reducer as audit
 from runfacts.projections.audit.summary import AuditConfig
@@ -31,7 +31,7 @@ def _log(runs: int = 6, seed: int = 11) -> list[InputRecord]:
     for event in RunScript(seed=seed).log(runs):
         key = event["runId"].encode()
         records.append(InputRecord(NAMES.events, key, encode_event(event),
-                                   partition=zlib.crc32(key) % PARTITIONS))
+                                   partition=partition_for(key, PARTITIONS)))
     return records
 
 
@@ -95,7 +95,7 @@ def test_projector_audit_is_byte_identical_to_replay_when_fed_the_same_log():
     assert live == _replayed(AuditProjector(), _facts(records))
     assert sum(len(v) for v in live.values()) == len(records)
     for partition, rows in live.items():  # each record sits on its event's partition
-        assert {zlib.crc32(k) % PARTITIONS for k, _ in rows} == {partition}
+        assert {partition_for(k, PARTITIONS) for k, _ in rows} == {partition}
 
 
 def test_projector_trajectory_latest_equals_replay_when_fed_the_same_log():
@@ -167,3 +167,18 @@ def test_trajectory_decode_gives_the_encoded_state_when_round_tripped():
         body = trajectory_model.encode(state)
 
         assert trajectory_model.decode(body) == state
+
+
+def test_projector_dead_letters_an_event_when_it_sits_on_another_partition_than_its_run() -> None:
+    """One audit chain per run (issue 33 item 6): a copy of a run's event on another partition would
+    start a second chain there; it is dead-lettered (`wrong_partition`) and the projector goes on."""
+    records = _log(runs=2)
+    moved = records[0]._replace(partition=(records[0].partition + 1) % PARTITIONS)  # type: ignore[operator]
+    driver = TestDriver(ProjectorShell(NAMES).application(), partitions=PARTITIONS)
+    driver.pipe_batch([moved, *records])
+
+    [letter] = driver.dead_letters()
+    assert dict(letter.headers or [])["dlq.reason"] == b"wrong_partition"
+    audits = driver.outputs(NAMES.audit)
+    assert len(audits) == len(records)  # every event in place linked once, the copy never
+    assert {(r.key, r.partition) for r in audits} == {(r.key, r.partition) for r in records}

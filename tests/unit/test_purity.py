@@ -22,6 +22,8 @@ PURE = [
     "runfacts.schemas.binary.readers", "runfacts.schemas.binary.varint", "runfacts.schemas.binary.writers",
     # the stored records' versions
     "runfacts.processors.engine.versions", "runfacts.metrics",
+    # the contract's limits on ids, references and amounts (decider and clients), the partitioner
+    "runfacts.ids", "runfacts.partitioning",
     # the decider
     "runfacts.processors.decider.core", "runfacts.processors.decider.context",
     "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",
