@@ -16,7 +16,9 @@ The Avro types say `string` and `long`; what a command may carry is narrower (do
   1-512 characters, NFC, no control, format (bidi, zero-width), surrogate, private-use or
   unassigned characters, no whitespace but the space, none at either end.
 - **amounts**: every budget amount (`budget.debit`'s debits, `run.create`'s limits) >= 0.
-An optional field is absent (null) or valid, never empty. `violation(command)` names the first
+An optional field is absent (null) or valid, never empty. One exception: an empty actor
+`subjectId` or `authSource` is left to the policy, whose typed rejection `missing_actor` tells
+the sender who is missing (and is counted as a policy denial). `violation(command)` names the first
 field outside these limits; the decider dead-letters such a command (`dlq.reason`
 `invalid_id` | `invalid_ref` | `negative_amount`), a client raises `ContractViolation` before
 sending it. Pure (foundation: imports only `schemas`).
@@ -151,6 +153,7 @@ _ID_FITS = re.compile(f"[{ID_ALPHABET}]{{1,{MAX_ID_CHARS}}}").fullmatch
 _DERIVED_FITS = re.compile(f"[{ID_ALPHABET}]{{1,{MAX_DERIVED_ID_CHARS}}}").fullmatch
 _REF_FITS = re.compile(f"[!-~](?:[ -~]{{0,{MAX_REF_CHARS - 2}}}[!-~])?").fullmatch
 _AMOUNTS = "amounts"
+POLICY_CHECKED = frozenset({"subjectId", "authSource"})
 _PLANS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...]]] = {}
 
 
@@ -242,6 +245,8 @@ def _violations(value: BaseModel, path: str) -> Iterator[Violation]:
         if rule is None or item is None:
             continue
         check, reason = rule
+        if item == "" and name in POLICY_CHECKED:
+            continue  # the policy's missing_actor
         for i, text in _texts(item):
             why = check(text) if isinstance(text, str) else None
             if why is not None:
