@@ -34,7 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from runfacts.client import outcomes
 from runfacts.client.errors import ClientError
 from runfacts.client.outcomes import Entry, Resolved
-from runfacts.logread import partition_count
+from runfacts.logread import consume_ready, partition_count
 from runfacts.partitioning import partition_for
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import InfrastructureError, InvalidInput, RecordPosition
@@ -251,7 +251,7 @@ class Follower:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                self._batch(self._consumer.consume(500, 0.1))
+                self._batch(consume_ready(self._consumer, 500, 0.1))
         except BaseException as exc:  # noqa: BLE001 - reported to every waiter, then re-raised on wait
             log.exception("runfacts client follower stopped")
             self._fail_all(exc)
@@ -345,7 +345,7 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
     while open_parts:
         if time.monotonic() > deadline:
             raise InfrastructureError(f"reading runs from {topic} took over {timeout_s:g}s", retryable=True)
-        for msg in reader.consume(1000, 0.1):
+        for msg in consume_ready(reader, 1000, 0.1):
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
