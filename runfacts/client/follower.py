@@ -261,6 +261,7 @@ class Follower:
     def _batch(self, messages: list[Any]) -> None:
         touched: set[str] = set()
         ends: set[int] = set()
+        last: dict[int, int] = {}  # per partition, the offset of the batch's last record
         with self._lock:
             for msg in messages:
                 err = msg.error()
@@ -273,6 +274,7 @@ class Follower:
                     continue
                 self._caught_up[msg.partition()] = msg.offset()
                 ends.add(msg.partition())
+                last[msg.partition()] = msg.offset()
                 journal = self._journals.get((msg.key() or b"").decode())
                 if journal is None or msg.value() is None:
                     continue
@@ -284,6 +286,8 @@ class Follower:
                     continue
                 journal.add(Entry(msg.offset(), event, msg.timestamp()[1], raw, self._decoder))
                 touched.add(journal.run_id)
+            for partition, offset in last.items():
+                self._at_end(partition, offset)
             for run_id in touched:
                 journal = self._journals.get(run_id)
                 if journal is not None:
@@ -292,6 +296,17 @@ class Follower:
                 self._wake_tails(partition, touched)
             if not self._ready.is_set() and len(self._caught_up) == self.partitions:
                 self._ready.set()
+
+    def _at_end(self, partition: int, offset: int) -> None:
+        """The partition's end, when the record at `offset` is its last committed one: the high
+        watermark of the fetch that brought it (librdkafka's cached one) is at most `offset` + 2
+        (the record, then its transaction's commit marker). A transaction's records are
+        contiguous before its marker, so nothing of the record's transaction is still unread:
+        a command's answer resolves now, not when the partition's EOF arrives one fetch wait
+        (`fetch.wait.max.ms`, 20) later (issue 34)."""
+        _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, partition), cached=True)
+        if offset < high <= offset + 2:
+            self._caught_up[partition] = max(self._caught_up.get(partition, -1), high)
 
     def _wake_tails(self, partition: int, touched: set[str]) -> None:
         """Re-check the command-answer waiters of a partition the follower read further in."""
