@@ -1,7 +1,9 @@
 """The Kafka shell: runs an Application with rocksdict stores, changelogs, timers and transactions.
 
 One loop iteration:
-  1. consume(num_messages=consume_batch). Rebalance callbacks run inside this call:
+  1. consume up to consume_batch records (`runfacts.logread.consume_ready`: the first record, or a
+     timer falling due, ends the wait of at most poll_timeout_ms; then only what is already
+     fetched). Rebalance callbacks run inside this call:
      on revoke, commit the open transaction (or abort and roll back) and close the stores;
      on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
      partition is handed to the consumer, starting after the store's input offset when the
@@ -14,7 +16,8 @@ One loop iteration:
      topic with topic/partition/offset/schema/error headers, or stop, per source); run the
      handler; its outputs go to the producer inside the transaction, its store writes into
      the partition's write buffer.
-  4. every timer_interval_ms: fire due timers through the same steps 2-3.
+  4. every timer_interval_ms, and when the earliest timer falls due: fire due timers through the
+     same steps 2-3.
   5. commit when commit_interval_ms has passed since the previous commit began (Kafka
      Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
      not an interval after a slow commit ended), commit_every records are in the

@@ -84,7 +84,8 @@ class EngineSettings(BaseSettings):
     consume_batch: int = Field(250, ge=1, description="records a consume hands over at most; a smaller batch "
                                "means the commit deadline is checked more often, a full one that the input has a "
                                "backlog")
-    poll_timeout_ms: int = Field(10, ge=0, description="consume waits this long for a full batch")
+    poll_timeout_ms: int = Field(10, ge=0, description="consume waits at most this long for the first record "
+                                 "(then takes only what is already fetched, up to consume_batch)")
     commit_on_idle: bool = Field(True, description="a consume that brings nothing (the input is "
                                  "drained) commits the open transaction at once, not after the interval")
     transaction_timeout_ms: int = Field(10_000, ge=1_000)
@@ -102,7 +103,8 @@ class EngineSettings(BaseSettings):
                                 "first; 0: the last commit's only)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
-    timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
+    timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked "
+                                   "(besides when the earliest timer falls due)")
     timer_batch: int = Field(1_000, ge=1)
     max_consecutive_aborts: int = Field(3, ge=1)
     gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
