@@ -351,14 +351,6 @@ def bar_checks(results: list[Result], restore: dict | None,
             cost = 1 - e / a
             checks.append((f"exactly-once cost vs at-least-once ({what})", cost * 100, "<= 10%",
                            cost <= 0.10))
-    for g in ctx.guarantees:
-        ratios = sorted(decider_floor_ratios(ctx, g))
-        if ratios:
-            median = ratios[(len(ratios) - 1) // 2]
-            view = " with the user view" if ctx.decider_view else ""
-            checks.append((f"decider{view} / floor loop, events per CPU-s ({g}; median of {len(ratios)} "
-                           f"rounds, range {ratios[0]:.0%}-{ratios[-1]:.0%})", median * 100, ">= 50%",
-                           median >= 0.5))
     if restore:
         rate = restore["records"] / restore["seconds"] if restore.get("ok") else 0.0
         checks.append((f"restore rate ({restore.get('records', 0):,} records)", rate,
@@ -398,6 +390,21 @@ def floor_lines(by: dict[tuple[str, str], Result], g: str) -> list[str]:
     return [line]
 
 
+def decider_floor_lines(ctx: argparse.Namespace, g: str) -> list[str]:
+    """The decider against the floor loop, round by round: information, not a bar. Issue 24's
+    first bar (decider with the view >= 50% of the floor) is retired by issue 34: the bound
+    `decider_bound.py` measures (a decider that decides nothing) is this design's ceiling for
+    this ratio, so the script reports it and never exits 1 on it."""
+    ratios = sorted(decider_floor_ratios(ctx, g))
+    if not ratios:
+        return []
+    median = ratios[(len(ratios) - 1) // 2]
+    view = " with the user view" if ctx.decider_view else ""
+    return [f"decider{view} / floor loop, events per CPU-s ({g}; median of {len(ratios)} rounds, "
+            f"range {ratios[0]:.0%}-{ratios[-1]:.0%}): {median:.1%} (issue 24's 50% bar retired, "
+            f"issue 34: information)"]
+
+
 def context_lines(results: list[Result], restore: dict | None,
                   ctx: argparse.Namespace) -> list[str]:
     """What the ratios rest on: overhead ratios (independent of the shared work) and restore CPU."""
@@ -412,6 +419,7 @@ def context_lines(results: list[Result], restore: dict | None,
                 lines.append(f"{peer}/runfacts framework overhead per event ({g}): "
                              f"{other:.1f} / {mine:.1f} µs = {other / mine:.1f}x")
         lines += floor_lines(by, g)
+        lines += decider_floor_lines(ctx, g)
         floor = by.get(("floor", g))
         if getattr(ctx, "bound", None) and floor and floor.per_cpu:
             from decider_bound import bound_line, bound_us

@@ -329,7 +329,7 @@ def start_try(progress: Progress, call: ToolCallState, now_ms: int) -> Progress:
 class PollPolicy(NamedTuple):
     """How often the engine looks at a running call: first after `first_ms`, doubling to `max_ms`."""
 
-    first_ms: int = 10
+    first_ms: int = 1
     max_ms: int = 500
 
 

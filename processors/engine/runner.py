@@ -1,7 +1,9 @@
 """The Kafka shell: runs an Application with rocksdict stores, changelogs, timers and transactions.
 
 One loop iteration:
-  1. consume(num_messages=consume_batch). Rebalance callbacks run inside this call:
+  1. consume up to consume_batch records (`runfacts.logread.consume_ready`: the first record, or a
+     timer falling due, ends the wait of at most poll_timeout_ms; then only what is already
+     fetched). Rebalance callbacks run inside this call:
      on revoke, commit the open transaction (or abort and roll back) and close the stores;
      on assign, open each partition's RocksDB and restore it from its changelogs BEFORE the
      partition is handed to the consumer, starting after the store's input offset when the
@@ -14,7 +16,8 @@ One loop iteration:
      topic with topic/partition/offset/schema/error headers, or stop, per source); run the
      handler; its outputs go to the producer inside the transaction, its store writes into
      the partition's write buffer.
-  4. every timer_interval_ms: fire due timers through the same steps 2-3.
+  4. every timer_interval_ms, and when the earliest timer falls due: fire due timers through the
+     same steps 2-3.
   5. commit when commit_interval_ms has passed since the previous commit began (Kafka
      Streams' commit.interval.ms: a record waits at most about one interval plus one commit,
      not an interval after a slow commit ended), commit_every records are in the
@@ -51,6 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from runfacts import telemetry
 from runfacts.crashpoints import crash_point
+from runfacts.logread import consume_ready
 from runfacts.metrics import MetricsWindow, encode
 from runfacts.partitioning import pin_partitioner
 from runfacts.processors.engine.api import Application
@@ -187,7 +191,9 @@ class Engine:
         next_timers = 0.0
         self._last_commit = time.monotonic()  # the first commit, too, waits one interval (Kafka Streams)
         while not self._stopping:
-            msgs = self._consumer.consume(s.consume_batch, timeout)
+            # the first record ends the wait (and a timer falling due first); a backlog still comes in full batches
+            wait = min(timeout, max(0.0, next_timers - time.monotonic()))
+            msgs = consume_ready(self._consumer, s.consume_batch, wait)
             if self._failure is not None:
                 raise self._failure
             if msgs:
@@ -198,6 +204,7 @@ class Engine:
             if now >= next_timers:
                 self._fire_timers()
                 next_timers = now + s.timer_interval_ms / 1000
+            next_timers = min(next_timers, self._timer_due_at(now))
             due = soon if len(msgs) < s.consume_batch else interval  # caught up, or working off a backlog
             if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
                                       or now - self._last_commit >= due):
@@ -245,6 +252,15 @@ class Engine:
 
     def _consume_error(self, err: KafkaError) -> None:
         consume_error(err)
+
+    def _timer_due_at(self, now: float) -> float:
+        """When (on the monotonic clock of `now`) the earliest timer of any partition falls due:
+        a timer set to fire sooner than the next `timer_interval_ms` check fires at its time (the
+        dispatcher's look at a call it started, 10 ms on, waited up to the 100 ms interval)."""
+        dues = [due for task in self._tasks.values() if (due := task.timers.next_due()) is not None]
+        if not dues:
+            return float("inf")
+        return now + max(0.0, min(dues) / 1000 - self._clock())
 
     def _fire_timers(self) -> None:
         now_ms = int(self._clock() * 1000)

@@ -76,7 +76,7 @@ class EngineSettings(BaseSettings):
     commit_interval_ms: int = Field(100, ge=1, description="the longest a transaction stays open while the input "
                                     "has a backlog (Kafka Streams' commit.interval.ms), from the previous "
                                     "commit's start")
-    commit_interval_caught_up_ms: int = Field(50, ge=0, description="while the engine keeps up with its input "
+    commit_interval_caught_up_ms: int = Field(5, ge=0, description="while the engine keeps up with its input "
                                               "(its last consume returned less than a full batch), a transaction "
                                               "commits once it is this old (with commit_on_idle; 0, or not below "
                                               "commit_interval_ms: the interval only)")
@@ -84,7 +84,8 @@ class EngineSettings(BaseSettings):
     consume_batch: int = Field(250, ge=1, description="records a consume hands over at most; a smaller batch "
                                "means the commit deadline is checked more often, a full one that the input has a "
                                "backlog")
-    poll_timeout_ms: int = Field(10, ge=0, description="consume waits this long for a full batch")
+    poll_timeout_ms: int = Field(10, ge=0, description="consume waits at most this long for the first record "
+                                 "(then takes only what is already fetched, up to consume_batch)")
     commit_on_idle: bool = Field(True, description="a consume that brings nothing (the input is "
                                  "drained) commits the open transaction at once, not after the interval")
     transaction_timeout_ms: int = Field(10_000, ge=1_000)
@@ -102,7 +103,8 @@ class EngineSettings(BaseSettings):
                                 "first; 0: the last commit's only)")
     restore_batch: int = Field(10_000, ge=1)
     restore_timeout_s: float = Field(120.0, gt=0)
-    timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked")
+    timer_interval_ms: int = Field(100, ge=1, description="how often due timers are checked "
+                                   "(besides when the earliest timer falls due)")
     timer_batch: int = Field(1_000, ge=1)
     max_consecutive_aborts: int = Field(3, ge=1)
     gc_threshold: int = Field(50_000, ge=0, description="Python's young-generation collection "
@@ -224,17 +226,17 @@ consume batches. RUNFACTS_CONSUMER (or RUNFACTS_KAFKA_CONFIG) overrides each."""
 
 
 CONSUMER_FETCH: dict[str, int] = {
-    "fetch.min.bytes": 32_768,
+    "fetch.min.bytes": 1,
     "fetch.wait.max.ms": 5,
 }
-"""The group consumer's fetch batching (docs/engine.md, "When a transaction commits"). With
-librdkafka's defaults (1 byte, 500 ms) the broker answers a fetch as soon as one command arrives:
-a steady stream of small commands costs a fetch request and response, and a wake-up of the engine's
-consume, per few commands. Here a fetch waits up to 5 ms for 32 KB (about 100 commands), so a
-sparse stream waits 5 ms more and a busy one is fetched in batches. Measured (session 8,
-decider_curves.py load, 300 runs aged 256, 6 pairs alternating at 30/50/70% of 1,000 commands/s,
-load average 4-12): librdkafka's threads 13-31% less CPU a command in all 6, the worker 6-18% less
-in 4 and +1 / +8% in 2. RUNFACTS_CONSUMER overrides each."""
+"""The group consumer's fetches (docs/engine.md, "Fetches"): the broker answers as soon as a
+record is there (1 byte), and an empty fetch after 5 ms (librdkafka's default: 500). Session 8
+batched fetches (32 KB, about 100 commands, or 5 ms): librdkafka's threads spent 13-31% less CPU a
+command at 30-70% of 1,000 commands/s (decider_curves.py load, 6 alternated pairs, load 4-12), but
+every hop of a sparse stream waited the 5 ms, and a tool call crosses five engine hops: issue 34
+measured 2-3 ms a hop back with 1 byte (benchmarks/step_latency.py, docs/benchmarks.md).
+A backlog fills its fetches either way. RUNFACTS_CONSUMER='{"fetch.min.bytes": 32768}' batches
+again where CPU at moderate load matters more than a step's latency."""
 
 
 def consumer_config(app: Application, settings: EngineSettings) -> dict[str, Any]:

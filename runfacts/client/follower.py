@@ -35,8 +35,13 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from runfacts.client import outcomes
 from runfacts.client.errors import ClientError
 from runfacts.client.outcomes import Entry, Resolved
+<<<<<<< HEAD
 from runfacts.logread import partition_count
 from runfacts.partitioning import owner, partition_for
+=======
+from runfacts.logread import consume_ready, partition_count
+from runfacts.partitioning import partition_for
+>>>>>>> latency
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import InfrastructureError, InvalidInput, RecordPosition
 from runfacts.schemas.models import decode_event
@@ -252,7 +257,7 @@ class Follower:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                self._batch(self._consumer.consume(500, 0.1))
+                self._batch(consume_ready(self._consumer, 500, 0.1))
         except BaseException as exc:  # noqa: BLE001 - reported to every waiter, then re-raised on wait
             log.exception("runfacts client follower stopped")
             self._fail_all(exc)
@@ -262,6 +267,7 @@ class Follower:
     def _batch(self, messages: list[Any]) -> None:
         touched: set[str] = set()
         ends: set[int] = set()
+        last: dict[int, int] = {}  # per partition, the offset of the batch's last record
         with self._lock:
             for msg in messages:
                 err = msg.error()
@@ -274,8 +280,13 @@ class Follower:
                     continue
                 self._caught_up[msg.partition()] = msg.offset()
                 ends.add(msg.partition())
+<<<<<<< HEAD
                 key = msg.key() or b""
                 journal = self._journals.get(key.decode(errors="replace"))
+=======
+                last[msg.partition()] = msg.offset()
+                journal = self._journals.get((msg.key() or b"").decode())
+>>>>>>> latency
                 if journal is None or msg.value() is None:
                     continue
                 if owner(key, self.partitions) != msg.partition():  # not the run's log (docs/semantics.md)
@@ -290,6 +301,8 @@ class Follower:
                     continue
                 journal.add(Entry(msg.offset(), event, msg.timestamp()[1], raw, self._decoder))
                 touched.add(journal.run_id)
+            for partition, offset in last.items():
+                self._at_end(partition, offset)
             for run_id in touched:
                 journal = self._journals.get(run_id)
                 if journal is not None:
@@ -298,6 +311,17 @@ class Follower:
                 self._wake_tails(partition, touched)
             if not self._ready.is_set() and len(self._caught_up) == self.partitions:
                 self._ready.set()
+
+    def _at_end(self, partition: int, offset: int) -> None:
+        """The partition's end, when the record at `offset` is its last committed one: the high
+        watermark of the fetch that brought it (librdkafka's cached one) is at most `offset` + 2
+        (the record, then its transaction's commit marker). A transaction's records are
+        contiguous before its marker, so nothing of the record's transaction is still unread:
+        a command's answer resolves now, not when the partition's EOF arrives one fetch wait
+        (`fetch.wait.max.ms`, 20) later (issue 34)."""
+        _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, partition), cached=True)
+        if offset < high <= offset + 2:
+            self._caught_up[partition] = max(self._caught_up.get(partition, -1), high)
 
     def _wake_tails(self, partition: int, touched: set[str]) -> None:
         """Re-check the command-answer waiters of a partition the follower read further in."""
@@ -351,7 +375,7 @@ def read_runs(reader: Consumer, topic: str, wanted: dict[int, set[bytes]], codec
     while open_parts:
         if time.monotonic() > deadline:
             raise InfrastructureError(f"reading runs from {topic} took over {timeout_s:g}s", retryable=True)
-        for msg in reader.consume(1000, 0.1):
+        for msg in consume_ready(reader, 1000, 0.1):
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:

@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from runfacts.ids import check_command
-from runfacts.logread import partition_count, watermarks
+from runfacts.logread import consume_ready, partition_count, watermarks
 from runfacts.ops.control import Outcome
 from runfacts.partitioning import partition_for
 from runfacts.processors.decider.state import RunState
@@ -148,7 +148,7 @@ class StateReader:
             if time.monotonic() > deadline:
                 raise InfrastructureError(f"reading {topic} took over {self.settings.read_timeout_s}s",
                                           retryable=True)
-            for msg in consumer.consume(1000, 0.05):
+            for msg in consume_ready(consumer, 1000, 0.05):
                 if msg.error() is not None:
                     _eof_or_raise(msg, todo, topic, reached)
                     continue
@@ -245,7 +245,7 @@ class CommandClient:
         found: list[EventBase] = []
         deadline = time.monotonic() + self.settings.outcome_timeout_s
         while time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.05):
+            for msg in consume_ready(consumer, 500, 0.05):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF and found:

@@ -100,3 +100,34 @@ def test_first_transaction_stays_open_for_the_interval_when_idle_commits_are_off
     assert commits_before_stop == 0, "the first batch committed at once, not one interval after start"
     assert runner.engine.stats.commits == 1
     assert [o["n"] for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [1]
+
+
+def test_a_lone_record_is_processed_at_once_not_when_the_poll_timeout_is_up(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    # librdkafka's consume(250, t) returns early only with 250 records: a lone record waited out the
+    # whole poll timeout before it was processed (issue 34); the engine now takes what has arrived
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    conf = settings(kafka_bootstrap, tmp_path, "f", poll_timeout_ms=60_000, commit_interval_ms=600_000)
+    runner = EngineThread(_app(unique), conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"x")])
+    runner.wait_until(lambda: runner.engine.stats.commits >= 1, 30)  # not after the 60-s poll timeout
+    runner.stop()
+    assert [o["n"] for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [1]
+
+
+def test_a_timer_due_before_the_next_timer_check_fires_at_its_time(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    # timers were looked at every timer_interval_ms only: the dispatcher's look at a call it started
+    # (10 ms on) waited for the next 100-ms check; a timer due sooner now fires when it is due
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    app = counter_app(name=f"lat-{unique}", source=f"lat-in-{unique}", output=f"lat-out-{unique}",
+                      dead_letter_topic=f"lat-dlq-{unique}", idle_ms=200)
+    conf = settings(kafka_bootstrap, tmp_path, "g", timer_interval_ms=600_000)
+    runner = EngineThread(app, conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"x")])
+    runner.wait_until(lambda: runner.engine.stats.timers_fired >= 1, 30)  # not at the 10-minute check
+    runner.wait_until(lambda: not runner.engine._txn.open, 30)
+    runner.stop()
+    assert [o.get("idle", False) for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [False, True]

@@ -126,7 +126,7 @@ def test_fetch_batching_defaults_are_the_ones_docs_engine_md_names_and_yield_to_
 
 
 def test_the_caught_up_interval_applies_only_with_idle_commits_and_below_the_interval() -> None:
-    assert caught_up_interval(EngineSettings()) == 0.05  # the defaults: 50 ms caught up, 100 ms under a backlog
+    assert caught_up_interval(EngineSettings()) == 0.005  # the defaults: 5 ms caught up, 100 ms under a backlog
     assert caught_up_interval(EngineSettings(commit_on_idle=False)) == 0.1  # the interval only
     assert caught_up_interval(EngineSettings(commit_interval_caught_up_ms=0)) == 0.1  # off
-    assert caught_up_interval(EngineSettings(commit_interval_ms=40)) == 0.04  # never longer than the interval
+    assert caught_up_interval(EngineSettings(commit_interval_ms=4)) == 0.004  # never longer than the interval
