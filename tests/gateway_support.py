@@ -1,0 +1,136 @@
+"""A real stack for the gateway's tests: the client's stack (decider, dispatcher, payment
+simulator as `runfacts worker` subprocesses) with the decider checking every command's source
+signature, and `runfacts gateway serve` as a subprocess holding the agent harness's and the
+dashboard's source keys and the API keys below."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from client_support import AgentStack
+
+from runfacts.demo.stack import DemoOptions
+from runfacts.processors.policy.keyring import ENV_SOURCE_KEYS
+from runfacts.settings import KafkaSettings
+
+KEYS = {
+    "agent": {"secret": "agent-key-0123456789abcdef", "subjectId": "refund-agent", "roles": ["agent"],
+              "source": "agent-harness"},
+    "alice": {"secret": "alice-key-0123456789abcdef", "subjectId": "alice", "roles": ["support_agent"],
+              "tenant": "acme", "source": "dashboard"},
+    # the agent's own subject as a support agent: it created the run, so it requested the approval
+    "requester": {"secret": "requester-key-0123456789", "subjectId": "refund-agent", "roles": ["support_agent"],
+                  "tenant": "acme", "source": "dashboard"},
+    "other-tenant": {"secret": "globex-key-0123456789abcd", "subjectId": "gina", "roles": ["support_agent"],
+                     "tenant": "globex", "source": "dashboard"},
+}
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[name]['secret']}"}
+
+
+class GatewayStack(AgentStack):
+    """The client's stack whose decider verifies source signatures (RUNFACTS_SOURCE_KEYS)."""
+
+    def start(self, crash_at: str = "", memory: bool = False) -> None:  # type: ignore[override]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        from runfacts.demo.stack import demo_manifest
+        (self.dir / "capabilities.toml").write_text(demo_manifest(self.options.approval_ttl_ms))
+        self._topics()
+        self.provider_url = self._start_provider()
+        self._spawn_worker("decider", ["--capabilities", str(self.dir / "capabilities.toml")],
+                           **self.options.signing_env, **self.options.source_env())
+        self.start_dispatcher(crash_at=crash_at)
+
+    def gateway_env(self, port: int, **extra: str) -> dict[str, str]:
+        return {**os.environ, "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
+                "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix, "RUNFACTS_ARGS_STORE": str(self.args_store),
+                "RUNFACTS_GATEWAY_KEYS": json.dumps(KEYS), "RUNFACTS_GATEWAY_PORT": str(port),
+                **self.options.signing_env,
+                ENV_SOURCE_KEYS: self.options.source_env("agent-harness", "dashboard")[ENV_SOURCE_KEYS], **extra}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def gateway_process(stack: GatewayStack, **env: str) -> Iterator[str]:
+    """`runfacts gateway serve` on a free port; yields its base URL once it answers."""
+    port = free_port()
+    log = (stack.dir / f"gateway-{port}.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "runfacts.cli", "gateway", "serve", "--port", str(port)],
+                            env=stack.gateway_env(port, **env), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"gateway exited {proc.returncode}: "
+                                     f"{(stack.dir / f'gateway-{port}.log').read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("gateway did not answer within 90s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@contextmanager
+def gateway_stack(bootstrap: str, workdir: Path, approval_ttl_ms: int = 600_000) -> Iterator[GatewayStack]:
+    options = DemoOptions(prefix=f"gw-{uuid.uuid4().hex[:10]}", workdir=workdir, partitions=2,
+                          approval_ttl_ms=approval_ttl_ms, kafka=KafkaSettings(bootstrap_servers=bootstrap))
+    stack = GatewayStack(options)
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def post(http: httpx.Client, path: str, body: Any, key: str = "agent", idem: str | None = None,
+         **headers: str) -> httpx.Response:
+    return http.post(path, json=body, headers={**bearer(key), "Idempotency-Key": idem or uuid.uuid4().hex,
+                                               **headers})
+
+
+def sse_events(lines: Iterator[str], limit: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """Up to `limit` SSE events (id, event, data) from a line iterator."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    current: dict[str, str] = {}
+    for line in lines:
+        if line == "":
+            if "data" in current:
+                out.append((current.get("id", ""), current.get("event", "message"), json.loads(current["data"])))
+                if len(out) >= limit:
+                    return out
+            current = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            current[name] = value[1:] if value.startswith(" ") else value
+    return out
