@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +136,63 @@ def sse_events(lines: Iterator[str], limit: int) -> list[tuple[str, str, dict[st
             name, _, value = line.partition(":")
             current[name] = value[1:] if value.startswith(" ") else value
     return out
+
+
+def run_positions(stack: GatewayStack, run_id: str) -> list[str]:
+    """Every committed fact of the run, as `<partition>:<offset>`, read straight from the topic."""
+    from runfacts.logread import read_to_end
+    records = read_to_end(stack.options.kafka.bootstrap_servers, [stack.names.events])[stack.names.events]
+    return [f"{r.partition}:{r.offset}" for r in records if r.key == run_id.encode()]
+
+
+@dataclass
+class Resumed:
+    """What a reader got through forced disconnects."""
+
+    ids: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    disconnects: int = 0
+    timeouts: int = 0
+
+
+def write_reasonings(url: str, run_id: str, count: int, pause_s: float = 0.0) -> None:
+    """`count` reasonings on the run, one request each (a live writer for the streams' tests)."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        for i in range(count):
+            answer = post(http, f"/runs/{run_id}/reasoning", {"conclusion": f"step {i}"})
+            assert answer.status_code == 200, answer.text
+            if pause_s:
+                time.sleep(pause_s)
+
+
+def read_through_disconnects(url: str, run_id: str, done: Callable[[], list[str] | None], disconnects: int,
+                             seed: int = 7, key: str = "agent", deadline_s: float = 600) -> Resumed:
+    """Read the run's event stream, dropping the connection after 1-4 events each time and
+    reconnecting with Last-Event-ID (every 5th time: the `last_event_id` query parameter), at
+    least `disconnects` times and until `done()` (the run's full list of positions, once the
+    writer finished) is all read."""
+    rng = random.Random(seed)
+    got = Resumed()
+    expected: list[str] | None = None
+    deadline = time.monotonic() + deadline_s
+    with httpx.Client(base_url=url, timeout=httpx.Timeout(30, read=3)) as http:
+        while time.monotonic() < deadline:
+            if expected is None:
+                expected = done()
+            if expected is not None and got.disconnects >= disconnects and len(got.ids) >= len(expected):
+                return got
+            headers, params = bearer(key), {}
+            if got.ids and got.disconnects % 5 == 4:
+                params["last_event_id"] = got.ids[-1]
+            elif got.ids:
+                headers["Last-Event-ID"] = got.ids[-1]
+            try:
+                with http.stream("GET", f"/runs/{run_id}/events", headers=headers, params=params) as answer:
+                    assert answer.status_code == 200, answer.read()
+                    for event_id, kind, _ in sse_events(answer.iter_lines(), rng.randint(1, 4)):
+                        got.ids.append(event_id)
+                        got.kinds.append(kind)
+            except httpx.ReadTimeout:
+                got.timeouts += 1  # nothing new yet: the same as a drop, reconnect after the last id
+            got.disconnects += 1
+    raise AssertionError(f"read {len(got.ids)} of {len(expected or [])} events in {deadline_s}s")
