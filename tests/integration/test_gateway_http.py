@@ -8,6 +8,7 @@ bad input is a 4xx problem document naming the field."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from gateway_support import GatewayStack, bearer, gateway_process, gateway_stack, post, sse_events
+from gateway_support import KEYS, GatewayStack, bearer, gateway_process, gateway_stack, post, sse_events
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel
+
+from runfacts.gateway import OPERATIONS, Gateway, create_app, document, parse_api_keys
+from runfacts.gateway.openapi import Operation
 
 pytestmark = pytest.mark.integration
 REFUND = "payments.refund"
@@ -171,3 +179,97 @@ def test_bad_input_is_a_4xx_problem_naming_what_to_fix(http: httpx.Client, stack
     forbidden = post(http, f"/runs/{run_id}/calls", {"capability": REFUND, "target": "o", "arguments": {}},
                      key="alice")  # a support agent may not propose: the decider's access policy says so
     assert forbidden.status_code == 403 and forbidden.json()["reason"] == "forbidden_role", forbidden.text
+
+
+def operation_requests(http: httpx.Client) -> list[tuple[Operation, str, dict[str, str], dict[str, Any] | None]]:
+    """One request per documented operation, on a real run with a pending approval."""
+    run_id = f"gw-{uuid.uuid4().hex[:8]}"
+    start(http, run_id)
+    proposed = post(http, f"/runs/{run_id}/calls", {"capability": REFUND, "target": "o-9", "arguments": {
+        "orderId": "o-9", "amountMinor": 10, "currency": "EUR"}})
+    values = {"run_id": run_id, "approval_id": proposed.json()["approvalId"]}
+    bodies: dict[str, dict[str, Any]] = {
+        "startRun": {"goal": "ticket:T-2", "summary": "s", "userId": "u-2"}, "recordReasoning": {"conclusion": "c"},
+        "decideApproval": {"decision": "reject"}, "stopRun": {}, "cancelRun": {},
+        "proposeCall": {"capability": REFUND, "target": "o-10", "arguments": {}}}  # o-9's approval stays open
+    out = []
+    for op in OPERATIONS:
+        ending = op.id in ("stopRun", "cancelRun")  # each on a run of its own, so every answer is a 2xx
+        if ending:
+            values = {**values, "run_id": f"gw-{uuid.uuid4().hex[:8]}"}
+            start(http, values["run_id"])
+        path = op.path.format(**values)
+        key = "alice" if op.id in ("decideApproval", "listApprovals") or ending else "agent"
+        headers = {**bearer(key), "Idempotency-Key": uuid.uuid4().hex} if op.method == "POST" else bearer(key)
+        out.append((op, path, headers, bodies.get(op.id)))
+        values["run_id"] = run_id
+    return out
+
+
+def test_the_openapi_document_matches_the_running_gateway(http: httpx.Client) -> None:
+    doc = http.get("/openapi.json").json()
+    assert doc == json.loads(json.dumps(document())) and doc["openapi"] == "3.1.0"
+    app = create_app(Gateway(parse_api_keys(json.dumps(KEYS)), service=None))  # type: ignore[arg-type]
+    served = {(route.path, method) for route in app.routes for method in getattr(route, "methods", ())
+              if method != "HEAD" and route.path != "/openapi.json"}
+    assert served == {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+    for op, path, headers, body in operation_requests(http):  # every documented route answers as documented
+        if op.stream:
+            headers = {**headers, "Accept": "text/event-stream"}
+            with http.stream(op.method, path, headers=headers, timeout=httpx.Timeout(30, read=10)) as answer:
+                assert answer.status_code == op.status, (op.id, answer.read())
+                assert answer.headers["content-type"].startswith("text/event-stream")
+                assert "text/event-stream" in doc["paths"][op.path]["get"]["responses"]["200"]["content"]
+            continue
+        answer = http.request(op.method, path, json=body, headers=headers)
+        documented = doc["paths"][op.path][op.method.lower()]["responses"]
+        assert str(answer.status_code) in documented, (op.id, answer.status_code, answer.text)
+        media = answer.headers["content-type"].split(";")[0]
+        schema = documented[str(answer.status_code)]["content"][media]["schema"]
+        Draft202012Validator({**schema, "components": doc["components"]}).validate(answer.json())
+        assert answer.status_code < 300, (op.id, answer.text)
+
+
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+           | st.text(max_size=30))
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                                          max_size=4), max_leaves=12)
+PLAUSIBLE: dict[str, list[Any]] = {
+    "runId": ["r-1", "", "a b", "x" * 300], "goal": ["ticket:T-1", "has space"], "summary": ["s", ""],
+    "userId": ["u-1", "customer-42"], "tenant": ["acme", "globex", None], "budget": [{"tokens": 5}, {"tokens": -1}],
+    "conclusion": ["why", ""], "evidence": [["order:o-1"], ["a b"]], "reasoningId": ["reasoning-1", "??"],
+    "capability": [REFUND, "nope.nothing"], "arguments": [{"orderId": "o", "amountMinor": 1, "currency": "EUR"}],
+    "target": ["o-1"], "risk": ["low", "extreme"], "decision": ["approve", "reject", "maybe"],
+    "reason": ["done", ""], "approver": ["bob"], "toolCallId": ["call-1"], "businessKey": ["ticket:T-1"],
+}
+
+
+def bodies(model: type[BaseModel], valid: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Any JSON; the model's fields (and `approver`) with any or plausible values; and a valid
+    body with one field changed, so that valid and nearly valid bodies reach the decider too."""
+    names = [*model.model_fields, "approver"]
+    value = {n: st.one_of(JSON, st.sampled_from(PLAUSIBLE.get(n, [None]))) for n in names}
+    one_changed = st.sampled_from(names).flatmap(lambda n: value[n].map(lambda v: {**valid, n: v}))
+    return st.one_of(JSON, st.fixed_dictionaries({}, optional=value), one_changed, st.just(valid))
+
+
+@pytest.mark.parametrize("op_id", [op.id for op in OPERATIONS if op.method == "POST"])
+def test_fuzzed_bodies_never_get_a_5xx(http: httpx.Client, op_id: str) -> None:
+    op, path, headers, valid = next(r for r in operation_requests(http) if r[0].id == op_id)
+    assert op.body is not None and valid is not None
+    statuses: set[int] = set()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(body=bodies(op.body, valid), raw=st.one_of(st.none(), st.binary(max_size=40)))
+    def fuzz(body: Any, raw: bytes | None) -> None:
+        sent = {**headers, "Idempotency-Key": uuid.uuid4().hex}
+        answer = (http.post(path, json=body, headers=sent) if raw is None
+                  else http.post(path, content=raw, headers={**sent, "Content-Type": "application/json"}))
+        statuses.add(answer.status_code)
+        assert answer.status_code < 500, (body, raw, answer.text)
+        if answer.status_code >= 400:
+            assert answer.headers["content-type"] == "application/problem+json" and answer.json()["detail"]
+
+    fuzz()
+    assert any(s < 300 for s in statuses), statuses  # some bodies were valid
+    assert any(400 <= s < 500 for s in statuses), statuses
