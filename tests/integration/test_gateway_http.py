@@ -9,9 +9,13 @@ bad input is a 4xx problem document naming the field."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +31,7 @@ from runfacts.gateway.openapi import Operation
 
 pytestmark = pytest.mark.integration
 REFUND = "payments.refund"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +278,21 @@ def test_fuzzed_bodies_never_get_a_5xx(http: httpx.Client, op_id: str) -> None:
     fuzz()
     assert any(s < 300 for s in statuses), statuses  # some bodies were valid
     assert any(400 <= s < 500 for s in statuses), statuses
+
+
+def test_docs_http_md_curl_blocks_run_in_order_against_the_gateway(http: httpx.Client, tmp_path: Path) -> None:
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "docs" / "http.md").read_text(), flags=re.S)
+    assert len(blocks) >= 6
+    script = "set -eu\n" + "\n".join(blocks)
+    env = {**os.environ, "GW": str(http.base_url).rstrip("/"), "AGENT_KEY": KEYS["agent"]["secret"],
+           "ALICE_KEY": KEYS["alice"]["secret"]}
+    done = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+    assert '"created":true' in out and "waiting for approval-" in out
+    assert '"refund on order-001 (high risk)"' in out
+    assert '"status": "running"' in out
+    assert '"field": "approver"' in out and '"status": 422' in out
+    ids = [line[4:] for line in (tmp_path / "events.txt").read_text().splitlines() if line.startswith("id: ")]
+    assert f"id: {ids[2]}" in out  # resumed right after the second id: the third comes first
+    assert "event: tool.call.completed" in (tmp_path / "events.txt").read_text()
