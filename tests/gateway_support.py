@@ -5,12 +5,14 @@ dashboard's source keys and the API keys below."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -196,3 +198,54 @@ def read_through_disconnects(url: str, run_id: str, done: Callable[[], list[str]
                 got.timeouts += 1  # nothing new yet: the same as a drop, reconnect after the last id
             got.disconnects += 1
     raise AssertionError(f"read {len(got.ids)} of {len(expected or [])} events in {deadline_s}s")
+
+
+class DroppingProxy:
+    """A TCP proxy in front of the gateway whose `drop()` cuts every open connection (what a
+    flaky network or a restarted load balancer does to a browser's stream)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.open: list[socket.socket] = []
+        self.drops = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            with self._lock:
+                self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def drop(self) -> None:
+        with self._lock:
+            gone, self.open = self.open, []
+            self.drops += 1
+        for s in gone:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.drop()

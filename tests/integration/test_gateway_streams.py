@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from gateway_support import (
+    KEYS,
+    DroppingProxy,
     GatewayStack,
     bearer,
     gateway_process,
@@ -25,10 +27,15 @@ from gateway_support import (
 )
 
 from runfacts.gateway.streams import RunStream, StreamSettings, decode_event
+from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec
+from runfacts.schemas.common import EventBase
 
 pytestmark = pytest.mark.integration
 DISCONNECTS = 40
+EVENT_TYPES = sorted(c.model_fields["eventType"].default for c in vars(ev).values()
+                     if isinstance(c, type) and issubclass(c, EventBase) and c is not EventBase
+                     and isinstance(c.model_fields.get("eventType") and c.model_fields["eventType"].default, str))
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +118,41 @@ def test_a_key_over_its_rate_gets_429_with_retry_after(stack: GatewayStack) -> N
         assert answers[2].status_code == 429 and int(answers[2].headers["Retry-After"]) >= 1
         assert answers[2].json()["type"].endswith("rate-limited")
         assert http.get("/approvals", headers=bearer("agent")).status_code == 200  # per key
+
+
+def test_a_browser_eventsource_resumes_through_dropped_connections_without_gap_or_duplicate(
+        stack: GatewayStack, url: str) -> None:
+    from dashboard_support import browser_page
+
+    run_id = new_run(url)
+    proxy = DroppingProxy(int(url.rsplit(":", 1)[1]))
+    base = f"http://127.0.0.1:{proxy.port}"
+    writer = threading.Thread(target=write_reasonings, args=(url, run_id, 30, 0.05))
+    try:
+        with browser_page() as page:
+            page.goto(f"{base}/openapi.json")  # the gateway's origin: the stream is same-origin
+            page.evaluate("""([run, key, types]) => {
+                window.got = []; window.errors = 0;
+                const source = new EventSource(`/runs/${run}/events?access_token=${key}`);
+                for (const type of types)  // each SSE event is named by its eventType
+                    source.addEventListener(type, (e) => window.got.push(e.lastEventId));
+                source.onerror = () => { window.errors += 1; window.state = source.readyState; };
+                window.source = source;
+            }""", [run_id, KEYS["agent"]["secret"], EVENT_TYPES])
+            writer.start()
+            for drop in range(3):  # cut the browser's connection while facts keep coming
+                page.wait_for_function(f"window.got.length > {5 + 8 * drop}", timeout=60_000)
+                proxy.drop()
+            writer.join()
+            expected = run_positions(stack, run_id)
+            try:
+                page.wait_for_function(f"window.got.length >= {len(expected)}", timeout=60_000)
+            except Exception as exc:
+                seen = page.evaluate("[window.got, window.errors, window.source.readyState]")
+                raise AssertionError(f"browser: {seen}, expected {expected}") from exc
+            page.wait_for_timeout(1500)  # nothing more (a duplicate) arrives
+            got, errors = page.evaluate("[window.got, window.errors]")
+    finally:
+        proxy.close()
+    assert errors >= 3 and proxy.drops >= 3  # the browser saw each drop and reconnected by itself
+    assert got == expected  # with Last-Event-ID: no gap, no duplicate, in log order
