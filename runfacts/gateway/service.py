@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from runfacts.client import Answer as ClientAnswer
 from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound
 from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument
@@ -35,6 +36,7 @@ from runfacts.processors.policy.access import Policy, tenant_bound
 from runfacts.processors.policy.retry import args_hash
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase
 from runfacts.schemas.models import new_command, payload_class
 from runfacts.security.approvals import sign_approval
@@ -89,10 +91,13 @@ class Service:
             raise BadArgument(run_id, cls.__name__, "(payload)", f"does not validate: {exc}") from exc
 
     def _send(self, run: Run, command: CommandBase, send: Callable[[], Any] | None = None) -> int:
+        return self._answer(run, command, send).version  # type: ignore[return-value]
+
+    def _answer(self, run: Run, command: CommandBase, send: Callable[[], Any] | None = None) -> ClientAnswer:
         answer = self.rf.deliver(run, command, send or (lambda: self.rf.sender.send(command)),
                                  self.settings.answer_timeout_s)
         assert answer.version is not None  # never inside an outbox transaction here
-        return answer.version
+        return answer
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -143,14 +148,17 @@ class Service:
 
         with self._run(run_id) as run:
             try:
-                version = self._send(run, command, lambda: self.rf.sender.propose(build, body.arguments))
+                answer = self._answer(run, command, lambda: self.rf.sender.propose(build, body.arguments))
+                version = answer.version or 0  # never None here (_answer asserts it)
+                found = [e.payload.approvalId for e in answer.events if isinstance(e, ev.ApprovalRequired)]
             except CommandRejected as exc:
                 if exc.reason != "already_proposed":
                     raise
-                version = self.readable(actor, run_id).version  # proposed before: the same call
-            found = [a for a in self.readable(actor, run_id).open_approvals() if a.toolCallId == call_id]
+                state = self.readable(actor, run_id)  # proposed before: the same call
+                version = state.version
+                found = [a.approvalId for a in state.open_approvals() if a.toolCallId == call_id]
         return m.ProposeAnswer(runId=run_id, version=version, commandId=command_id, toolCallId=call_id,
-                               argsHash=digest, approvalId=found[0].approvalId if found else None)
+                               argsHash=digest, approvalId=found[0] if found else None)
 
     def end(self, actor: Actor, run_id: str, kind: str, body: m.EndRun, command_id: str) -> m.Answer:
         cls: type[CommandBase] = cmd.StopRun if kind == "stop" else cmd.CancelRun

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,8 @@ def frame(event_id: str | None, kind: str, data: Any) -> bytes:
 
 
 _END = object()
+ABANDONED_S = 30.0
+"""A stream whose response never started reading within this long stops its consumer."""
 
 
 class RunStream:
@@ -96,6 +99,7 @@ class RunStream:
         self._waiting = 0
         self._lock = threading.Lock()
         self.overflowed = False
+        self.reading = False
         self.partition = -1
         self._thread: threading.Thread | None = None
 
@@ -123,8 +127,11 @@ class RunStream:
 
     def _read(self) -> None:
         key = self.run_id.encode()
+        started = time.monotonic()
         try:
             while not self._stop.is_set():
+                if not self.reading and time.monotonic() - started > ABANDONED_S:
+                    break  # the response never started sending (the client left first)
                 for msg in self._consumer.consume(500, self.settings.poll_s):
                     error = msg.error()
                     if error is not None:
@@ -152,6 +159,7 @@ class RunStream:
     async def frames(self) -> AsyncIterator[bytes]:
         """The SSE byte frames: a retry hint first, then records; ends with a retry hint when the
         reader fell `queue_max` behind (or the broker read failed)."""
+        self.reading = True
         yield f"retry: {self.settings.retry_ms}\n\n".encode()
         try:
             while True:
