@@ -16,6 +16,14 @@ Run: KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/gateway_
    reports the reconnect count, the time from reconnect to first event (p50/p99) is not
    separated: the total per reconnect is reported as elapsed / disconnects.
 Exits 1 if anything was lost, duplicated or out of order. Topics are deleted at the end.
+
+First (--proposals N, default 100; 0 skips it), the gateway's overhead in the same run of the
+stack: N proposals through the Python client (`run.propose`, one process-wide client) and N
+through the gateway (POST /runs/{id}/calls from a kept-alive httpx client), alternating, each
+timed from the call until the decider's answer (here approval.required) is back; reports p50
+and p99 of both and the p50 difference (the issue's goal: <= 5 ms). Only propose -> answer is
+measured: after the answer, the approval, the dispatch and the result take the same path
+whoever proposed.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from gateway_support import (  # noqa: E402 - the integration tests' harness
+    GatewayStack,
     gateway_process,
     gateway_stack,
     post,
@@ -41,7 +50,41 @@ from gateway_support import (  # noqa: E402 - the integration tests' harness
     write_reasonings,
 )
 
+from runfacts.client import ClientSettings, Runfacts, UiSettings  # noqa: E402
 from runfacts.settings import KafkaSettings  # noqa: E402
+
+
+def overhead(stack: GatewayStack, url: str, count: int) -> None:
+    settings = ClientSettings(ui=UiSettings(signing_env=stack.options.signing_env))
+    rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix, args_store=stack.args_store,
+                          sources=stack.options.client_sources(), settings=settings)
+    py_times: list[float] = []
+    http_times: list[float] = []
+    try:
+        run = rf.start_run(goal="ticket:P-1", summary="s", user_id="u", tenant="acme")
+        with httpx.Client(base_url=url, timeout=60) as http:
+            http_run = f"bench-http-{uuid.uuid4().hex[:8]}"
+            assert post(http, "/runs", {"runId": http_run, "goal": "ticket:P-2", "summary": "s", "userId": "u",
+                                        "tenant": "acme"}).status_code == 201
+            for i in range(count):
+                args = {"orderId": f"o-{i}", "amountMinor": 100 + i, "currency": "EUR"}
+                started = time.perf_counter()
+                run.propose("payments.refund", args, target=f"o-{i}")
+                py_times.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                answer = post(http, f"/runs/{http_run}/calls", {"capability": "payments.refund",
+                                                                 "target": f"o-{i}", "arguments": args})
+                http_times.append(time.perf_counter() - started)
+                assert answer.status_code == 200 and answer.json()["approvalId"], answer.text
+    finally:
+        rf.close()
+
+    def ms(times: list[float], q: float) -> float:
+        return 1000 * sorted(times)[min(len(times) - 1, int(q * len(times)))]
+
+    print(f"propose -> answer over {count}: python client p50 {ms(py_times, 0.5):.1f} ms p99 "
+          f"{ms(py_times, 0.99):.1f} ms; gateway p50 {ms(http_times, 0.5):.1f} ms p99 {ms(http_times, 0.99):.1f} ms; "
+          f"gateway overhead at p50 {ms(http_times, 0.5) - ms(py_times, 0.5):+.1f} ms")
 
 
 def main() -> None:
@@ -49,10 +92,15 @@ def main() -> None:
     parser.add_argument("--disconnects", type=int, default=1000)
     parser.add_argument("--events", type=int, default=2500)
     parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--proposals", type=int, default=100)
     args = parser.parse_args()
     bootstrap = KafkaSettings().bootstrap_servers
     with tempfile.TemporaryDirectory() as tmp, gateway_stack(bootstrap, Path(tmp)) as stack, \
             gateway_process(stack, RUNFACTS_GATEWAY_RATE_PER_S="10000", RUNFACTS_GATEWAY_BURST="10000") as url:
+        if args.proposals:
+            overhead(stack, url, args.proposals)
+        if not args.disconnects:
+            return
         run_id = f"bench-{uuid.uuid4().hex[:8]}"
         with httpx.Client(base_url=url, timeout=60) as http:
             answer = post(http, "/runs", {"runId": run_id, "goal": "ticket:B-1", "summary": "s", "userId": "u"})

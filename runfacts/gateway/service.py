@@ -19,7 +19,7 @@ import hashlib
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +48,8 @@ class ServiceSettings:
     """How long a write waits for the decider's answer."""
     max_wait_s: float = 30.0
     """The longest `wait` a read with `min_version` may ask for."""
+    watched_runs: int = 1_000
+    """Runs whose facts the client's follower keeps between requests (least recently used go)."""
 
 
 def sha256(text: str) -> str:
@@ -61,26 +63,46 @@ class Service:
         self.rf, self.policy, self.settings = rf, policy, settings
         self._lock = threading.Lock()
         self._using: Counter[str] = Counter()
+        self._recent: OrderedDict[str, None] = OrderedDict()
 
     # --- handles ---------------------------------------------------------------------------
 
     @contextmanager
-    def _run(self, run_id: str) -> Iterator[Run]:
-        """A handle on the run for one request; the follower lets the run go when no request
-        of this gateway uses it any more (memory stays bounded by the requests in flight)."""
+    def _run(self, run_id: str, new: bool = False) -> Iterator[Run]:
+        """A handle on the run for one request. The follower keeps the journals of the
+        `watched_runs` runs used last (so a run's next command needs no read back of its
+        facts) and lets older ones go once no request uses them: memory stays bounded.
+        `new`: the run is being created, so a journal started now holds it from its start."""
         with self._lock:
             self._using[run_id] += 1
+            self._recent.pop(run_id, None)
+            fresh = not self.rf.follower.watching(run_id)
         journal = self.rf.follower.watch(run_id, backfill=False)
+        if new and fresh:
+            journal.complete = True
         try:
             yield Run(self.rf, run_id, journal)
+        except CommandRejected:
+            if new and fresh:
+                journal.complete = False  # it existed before: its earlier facts are not in this journal
+            raise
         finally:
-            with self._lock:
-                self._using[run_id] -= 1
-                last = self._using[run_id] <= 0
-                if last:
-                    del self._using[run_id]
-            if last:
-                self.rf.follower.forget(run_id)
+            self._release(run_id)
+
+    def _release(self, run_id: str) -> None:
+        with self._lock:
+            self._using[run_id] -= 1
+            if self._using[run_id] <= 0:
+                del self._using[run_id]
+            self._recent[run_id] = None
+            gone = []
+            while len(self._recent) > self.settings.watched_runs:
+                oldest = next(iter(self._recent))
+                del self._recent[oldest]
+                if oldest not in self._using:
+                    gone.append(oldest)
+        for old in gone:
+            self.rf.follower.forget(old)
 
     def _command(self, actor: Actor, run_id: str, cls: type[CommandBase], payload: dict[str, Any],
                  command_id: str) -> CommandBase:
@@ -108,13 +130,13 @@ class Service:
                    "tenant": body.tenant if body.tenant is not None else actor.tenant,
                    "budget": BudgetAmounts(**(body.budget or {})), "versions": self.rf.versions}
         command = self._command(actor, run_id, cmd.CreateRun, payload, command_id)
-        with self._run(run_id) as run:
-            try:
+        try:
+            with self._run(run_id, new=True) as run:
                 return m.StartAnswer(runId=run_id, version=self._send(run, command), commandId=command_id,
                                      created=True)
-            except CommandRejected as exc:
-                if exc.reason != "run_exists":
-                    raise
+        except CommandRejected as exc:
+            if exc.reason != "run_exists":
+                raise
         state = self.readable(actor, run_id)
         return m.StartAnswer(runId=run_id, version=state.version, commandId=command_id, created=False)
 

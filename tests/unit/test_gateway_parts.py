@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
 
 from runfacts.client.errors import BadArgument, CommandRejected, RunNotFound, WaitTimeout
-from runfacts.gateway import OPERATIONS, document, parse_api_keys
+from runfacts.gateway import OPERATIONS, document, load_api_keys, parse_api_keys
 from runfacts.gateway.limits import Idempotency, Stored, TokenBucket
 from runfacts.gateway.problems import from_error
 from runfacts.schemas.errors import ConfigError
@@ -86,3 +87,16 @@ def test_the_openapi_document_is_3_1_and_its_schemas_are_json_schema_2020_12() -
         if op.method == "POST":
             assert any(p["name"] == "Idempotency-Key" and p["required"] for p in documented["parameters"])
             assert "requestBody" in documented
+
+
+def test_keys_load_from_an_owner_only_file_or_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps(KEYS))
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        load_api_keys({"RUNFACTS_GATEWAY_KEYS_FILE": str(path)})
+    path.chmod(0o600)
+    assert len(load_api_keys({"RUNFACTS_GATEWAY_KEYS_FILE": str(path)}).keys) == 2
+    assert len(load_api_keys({"RUNFACTS_GATEWAY_KEYS": json.dumps(KEYS)}).keys) == 2
+    with pytest.raises(ConfigError, match="RUNFACTS_GATEWAY_KEYS_FILE"):
+        load_api_keys({})
