@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runfacts.client import Answer as ClientAnswer
-from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound
+from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound, outcomes
 from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument
 from runfacts.gateway import models as m
@@ -116,10 +116,29 @@ class Service:
         return self._answer(run, command, send).version  # type: ignore[return-value]
 
     def _answer(self, run: Run, command: CommandBase, send: Callable[[], Any] | None = None) -> ClientAnswer:
+        earlier = self._answered(run, command.commandId)
+        if earlier is not None:
+            return earlier
         answer = self.rf.deliver(run, command, send or (lambda: self.rf.sender.send(command)),
                                  self.settings.answer_timeout_s)
         assert answer.version is not None  # never inside an outbox transaction here
         return answer
+
+    def _answered(self, run: Run, command_id: str) -> ClientAnswer | None:
+        """The decider's answer to `command_id` if the run's facts already hold it: a retry whose
+        first try was applied (on another gateway instance, or after its record expired) is a
+        duplicate the decider drops without answering again, so the answer is read, not awaited."""
+        if not run.journal.complete:
+            self.rf.follower.backfill([run.journal])
+            run.journal.complete = True
+        found = outcomes.command_events(run.journal.entries, command_id)
+        if not found:
+            return None
+        events = tuple(e.event for e in found)
+        error = outcomes.command_error(run.id, events)
+        if error is not None:
+            raise error
+        return ClientAnswer(events, outcomes.version_after(run.journal.entries, found[-1].offset))
 
     # --- writes ----------------------------------------------------------------------------
 

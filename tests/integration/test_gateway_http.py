@@ -296,3 +296,18 @@ def test_docs_http_md_curl_blocks_run_in_order_against_the_gateway(http: httpx.C
     ids = [line[4:] for line in (tmp_path / "events.txt").read_text().splitlines() if line.startswith("id: ")]
     assert f"id: {ids[2]}" in out  # resumed right after the second id: the third comes first
     assert "event: tool.call.completed" in (tmp_path / "events.txt").read_text()
+
+
+def test_a_retry_at_another_gateway_instance_gets_the_first_answer_and_applies_once(
+        stack: GatewayStack, http: httpx.Client) -> None:
+    run_id = f"gw-{uuid.uuid4().hex[:8]}"
+    start(http, run_id)
+    first = post(http, f"/runs/{run_id}/reasoning", {"conclusion": "once"}, idem=f"retry-{run_id}")
+    assert first.status_code == 200, first.text
+    with gateway_process(stack, RUNFACTS_GATEWAY_ANSWER_TIMEOUT_S="10") as other, \
+            httpx.Client(base_url=other, timeout=60) as elsewhere:  # no record of the key there
+        again = post(elsewhere, f"/runs/{run_id}/reasoning", {"conclusion": "once"}, idem=f"retry-{run_id}")
+        assert again.status_code == 200, again.text
+        assert again.json() == first.json()  # read from the run's facts: the decider dropped the duplicate
+        state = elsewhere.get(f"/runs/{run_id}/state", headers=bearer("agent")).json()
+    assert state["version"] == first.json()["version"]  # applied once
