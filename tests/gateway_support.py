@@ -66,6 +66,16 @@ class GatewayStack(AgentStack):
                 ENV_SOURCE_KEYS: self.options.source_env("agent-harness", "dashboard")[ENV_SOURCE_KEYS], **extra}
 
 
+PIDS: dict[str, int] = {}
+"""The gateway process serving each URL."""
+
+
+def threads_of(url: str) -> int:
+    """How many threads the gateway process at `url` runs now (librdkafka's included)."""
+    status = Path(f"/proc/{PIDS[url]}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -80,6 +90,7 @@ def gateway_process(stack: GatewayStack, **env: str) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "runfacts.cli", "gateway", "serve", "--port", str(port)],
                             env=stack.gateway_env(port, **env), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    PIDS[url] = proc.pid
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -23,6 +24,7 @@ from gateway_support import (
     post,
     read_through_disconnects,
     run_positions,
+    threads_of,
     write_reasonings,
 )
 
@@ -61,6 +63,7 @@ def new_run(url: str) -> str:
 def test_a_reader_dropped_every_few_events_resumes_with_no_gap_and_no_duplicate(
         stack: GatewayStack, url: str) -> None:
     run_id = new_run(url)
+    threads = threads_of(url)
     writer = threading.Thread(target=write_reasonings, args=(url, run_id, 60, 0.02))
     writer.start()
     got = read_through_disconnects(
@@ -70,6 +73,10 @@ def test_a_reader_dropped_every_few_events_resumes_with_no_gap_and_no_duplicate(
     assert len(expected) >= 61  # run.created and a reasoning.recorded per request
     assert got.ids == expected  # every fact once, in log order: 0 lost, 0 duplicated
     assert got.disconnects >= DISCONNECTS and got.kinds.count("reasoning.recorded") == 60
+    deadline = time.monotonic() + 10
+    while threads_of(url) > threads + 8 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert threads_of(url) <= threads + 8  # every dropped stream let its consumer and thread go
 
 
 def test_a_slow_reader_is_dropped_with_a_retry_hint_and_resumes_after_its_last_id(
