@@ -132,7 +132,9 @@ class RunStream:
             while not self._stop.is_set():
                 if not self.reading and time.monotonic() - started > ABANDONED_S:
                     break  # the response never started sending (the client left first)
-                for msg in self._consumer.consume(500, self.settings.poll_s):
+                first = self._consumer.poll(self.settings.poll_s)  # returns as soon as one record is there
+                batch = [] if first is None else [first, *self._consumer.consume(499, 0)]
+                for msg in batch:
                     error = msg.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
