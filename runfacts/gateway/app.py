@@ -144,7 +144,7 @@ WRITES: dict[str, Write] = {
 def path_params(request: Request) -> dict[str, str]:
     params = {k: str(v) for k, v in request.path_params.items()}
     for name, value in params.items():
-        if not re.match(m.ID, value):
+        if not re.fullmatch(m.ID.strip("^$"), value):
             raise ProblemError(400, "bad-path", f"Not a valid {name}", f"{name}={value[:60]!r}", field=name,
                                fix="letters, digits and . _ : @ - (at most 200), starting with a letter or digit")
     return params

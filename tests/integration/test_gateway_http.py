@@ -171,6 +171,7 @@ def test_bad_input_is_a_4xx_problem_naming_what_to_fix(http: httpx.Client, stack
     problem(http.get("/nowhere", headers=bearer("agent")), 404, "(path)")
     problem(http.delete("/runs", headers=bearer("agent")), 405, "(path)")
     problem(http.get("/runs/x/state", params={"min_version": "-1"}, headers=bearer("agent")), 400, "min_version")
+    problem(http.get("/runs/abc%0A/state", headers=bearer("agent")), 400, "run_id")  # a newline is not an id
     run_id = f"gw-{uuid.uuid4().hex[:8]}"
     version = start(http, run_id)["version"]
     late = http.get(f"/runs/{run_id}/state", params={"min_version": version + 1000, "wait": "0.5"},
