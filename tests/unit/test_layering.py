@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"runfacts": "runfacts", "schemas": "runfacts.schemas", "processors": "runfacts.processors",
          "projections": "runfacts.projections", "connectors": "runfacts.connectors"}
-SERVICES = ("client", "integrations", "ops", "security", "dashboard")
+SERVICES = ("client", "integrations", "ops", "security", "dashboard", "gateway")
 
 # room -> the rooms its modules may import (its own included)
 LOWER = {"schemas", "foundation"}

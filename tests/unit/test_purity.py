@@ -56,6 +56,8 @@ PURE = [
     "runfacts.privacy.envelope", "runfacts.privacy.fields",
     # the framework bridges' verdict on a gated call, and their errors
     "runfacts.integrations.facts", "runfacts.integrations.errors",
+    # the HTTP gateway's contract, problem documents, limits and OpenAPI document
+    "runfacts.gateway.models", "runfacts.gateway.problems", "runfacts.gateway.limits", "runfacts.gateway.openapi",
 ]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
 CLOCK_CALLS = {"now", "utcnow", "today"}
