@@ -35,13 +35,8 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, 
 from runfacts.client import outcomes
 from runfacts.client.errors import ClientError
 from runfacts.client.outcomes import Entry, Resolved
-<<<<<<< HEAD
-from runfacts.logread import partition_count
-from runfacts.partitioning import owner, partition_for
-=======
 from runfacts.logread import consume_ready, partition_count
-from runfacts.partitioning import partition_for
->>>>>>> latency
+from runfacts.partitioning import owner, partition_for
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import InfrastructureError, InvalidInput, RecordPosition
 from runfacts.schemas.models import decode_event
@@ -280,13 +275,9 @@ class Follower:
                     continue
                 self._caught_up[msg.partition()] = msg.offset()
                 ends.add(msg.partition())
-<<<<<<< HEAD
+                last[msg.partition()] = msg.offset()
                 key = msg.key() or b""
                 journal = self._journals.get(key.decode(errors="replace"))
-=======
-                last[msg.partition()] = msg.offset()
-                journal = self._journals.get((msg.key() or b"").decode())
->>>>>>> latency
                 if journal is None or msg.value() is None:
                     continue
                 if owner(key, self.partitions) != msg.partition():  # not the run's log (docs/semantics.md)
