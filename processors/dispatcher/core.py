@@ -38,7 +38,6 @@ from runfacts.processors.dispatcher.adapters import (
     Verification,
 )
 from runfacts.processors.engine.versions import Migrations
-from runfacts.processors.policy.capabilities import CapabilityManifest
 from runfacts.processors.policy.display import display_digest, rerender
 from runfacts.processors.policy.retry import ErrorClass, GiveUp, RetryPolicy, backoff_ms, is_retryable, next_retry
 from runfacts.schemas import commands as cmd
@@ -273,12 +272,12 @@ def failed_draft(call: ToolCallState, error_class: str, retryable: bool, message
                    message=message[:MESSAGE_CHARS])
 
 
-def display_mismatch(call: ToolCallState, arguments: dict[str, Any], manifest: CapabilityManifest) -> str | None:
+def display_mismatch(call: ToolCallState, arguments: dict[str, Any]) -> str | None:
     """Why the stored arguments are not what the decider evaluated and the approver saw (they
     render to another display digest), else None. A call proposed without a display has none."""
     if call.display is None or call.displayDigest is None:
         return None
-    again = rerender(arguments, manifest.schema_or_none(), call.display)
+    again = rerender(arguments, call.display)
     if display_digest(again) == call.displayDigest:
         return None
     shown = {f.name: f.value for f in call.display.fields if f.value is not None}

@@ -72,21 +72,19 @@ def personal_fields(display: ArgDisplay) -> frozenset[str]:
     return frozenset(f.name for f in display.fields if f.pii)
 
 
-def rerender(arguments: Mapping[str, Any], schema: Mapping[str, Any] | None, shown: ArgDisplay) -> ArgDisplay:
-    """`arguments` rendered as `shown` was (its fields, order, cuts and personal fields): equal
-    digests mean every clear value shown is the argument's (a field it names that the arguments
-    lack, or another value, makes them differ)."""
-    props = _properties(schema)
+def rerender(arguments: Mapping[str, Any], shown: ArgDisplay) -> ArgDisplay:
+    """`arguments` rendered as `shown` was (its fields, order, cuts, labels): equal digests mean
+    every clear value shown is the argument's; a field it names that the arguments lack, another
+    value, or another count of arguments not shown makes them differ."""
     fields = []
     for f in shown.fields:
         if f.name in arguments:
-            real = _field(f.name, arguments[f.name], props.get(f.name), schema is None, f.omittedChars == 0)
-            fields.append(_as_personal(real) if f.pii and not real.pii else real)
+            text = canonical_json(arguments[f.name]).decode()
+            cut = 0 if f.omittedChars == 0 else max(len(text) - VALUE_CHARS, 0)
+            text = text[:len(text) - cut]
+            fields.append(f.model_copy(update={"value": None if f.pii else text,
+                                               "personalValue": text if f.pii else None, "omittedChars": cut}))
     return ArgDisplay(fields=tuple(fields), omittedFields=len(arguments) - len(fields))
-
-
-def _as_personal(f: ArgField) -> ArgField:
-    return f.model_copy(update={"value": None, "personalValue": f.value, "pii": True})
 
 
 def normalize(display: ArgDisplay, schema: Mapping[str, Any] | None) -> ArgDisplay:
@@ -146,6 +144,9 @@ def problems(display: ArgDisplay, schema: Mapping[str, Any] | None) -> list[str]
     if display.omittedFields == 0:
         out += [f"{n}: required, missing" for n in schema.get("required", ()) if n not in names]
     readable = values(display)
+    out += [f"{f.name}: not personal in the tool's schema, yet its value is sealed or not JSON: render the "
+            "display with the tool's schema (Runfacts.connect(capabilities=...))"
+            for f in display.fields if f.name in props and f.pii and not props[f.name].get("pii")]
     for name in names:
         if name in props and name in readable:
             problem = check(readable[name], props[name], defs, name)

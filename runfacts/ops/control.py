@@ -53,7 +53,7 @@ def resume_command(state: RunState, approval_id: str, decision: ApprovalDecision
         known = ", ".join(state.approvals) or "none"
         raise ControlError(f"run {state.runId} has no approval {approval_id} (approvals: {known})")
     payload = cmd.ResumeRunPayload(approvalId=approval_id, decision=decision, argsHash=approval.argsHash,
-                                   approvalToken=token)
+                                   approvalToken=token, displayDigest=approval.displayDigest)
     return cmd.ResumeRun(**_envelope(state, issue), payload=payload)
 
 

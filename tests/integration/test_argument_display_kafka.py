@@ -5,6 +5,7 @@ is refused by the dispatcher as a fact (tool.call.failed args_mismatch), nothing
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import uuid
@@ -122,3 +123,34 @@ def test_an_agent_that_lies_about_the_amount_is_refused_as_a_fact(stack: ToolSta
     failed = stack.event(run_id, "tool.call.failed").payload
     assert failed.retryable is False and "amount_cents shown 10, stored 9000" in failed.detail
     assert credits(stack, account) == []
+
+
+def test_the_cli_lists_shows_and_prints_the_arguments_before_approving(stack: ToolStack, rf: Runfacts, unique: str,
+                                                                      tmp_path: Any) -> None:
+    from ops_support import TOKENS, write_users
+    from typer.testing import CliRunner
+
+    from runfacts.cli import app
+
+    account = f"acct-{int(unique, 16) % 10**8 + 4}"
+    run = rf.start_run(goal="ticket:T-33", summary="Credit the outage", user_id="customer-7")
+    call = run.propose("billing.issue_credit", credit_args(account, 7_500), target=account)
+    approval = pending(rf, run.id)
+    users = write_users(tmp_path / "u.toml")
+    env = {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": stack.options.kafka.bootstrap_servers,
+           "RUNFACTS_KAFKA_TOPIC_PREFIX": stack.names.prefix, "RUNFACTS_USERS_FILE": str(users),
+           "RUNFACTS_USER": "alice", "RUNFACTS_TOKEN": TOKENS["alice"], "COLUMNS": "200", **stack.options.signing_env}
+    cli = CliRunner()
+    listed = cli.invoke(app, ["approvals", "list", "--json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    [mine] = [a for a in json.loads(listed.output) if a["runId"] == run.id]
+    assert mine["arguments"] == [f'account = "{account}"', "amount_cents = 7500 cents",
+                                 "customer = [personal] (personal)"]
+    assert mine["displayDigest"] == approval.display_digest and "Ada" not in listed.output
+    shown = cli.invoke(app, ["approvals", "show", approval.approval_id], env=env)
+    assert shown.exit_code == 0 and "amount_cents = 7500 cents" in shown.output
+    assert approval.display_digest is not None and approval.display_digest in shown.output
+    approved = cli.invoke(app, ["approve", approval.approval_id, "--run", run.id], env=env)
+    assert approved.exit_code == 0, approved.output
+    assert approved.output.index("amount_cents = 7500 cents") < approved.output.index("approval.granted")
+    assert call.result(timeout=120) == {"account": account, "amount_cents": 7_500}

@@ -105,6 +105,17 @@ def test_a_personal_field_sent_in_the_clear_is_recorded_as_personal() -> None:
     assert fields["customer"].pii and fields["customer"].value is None
 
 
+def test_a_non_personal_field_whose_value_the_decider_cannot_read_is_rejected() -> None:
+    """A sealed (or non-JSON) amount would hide the value the rule reads from the digest."""
+    c = propose(args(10))
+    hidden = tuple(f.model_copy(update={"value": None, "personalValue": "rfe1.sealed", "pii": True})
+                   if f.name == "amount_cents" else f for f in c.payload.display.fields)
+    shown = c.payload.display.model_copy(update={"fields": hidden})
+    c = c.model_copy(update={"payload": c.payload.model_copy(update={"display": shown})})
+    payload = scenario().when(c).rejected("invalid_arguments")
+    assert "amount_cents: not personal in the tool's schema" in payload.detail
+
+
 def test_a_proposal_without_display_asks_when_the_capability_has_a_rule() -> None:
     c = propose(args(10))
     c = c.model_copy(update={"payload": c.payload.model_copy(update={"display": None})})
@@ -124,10 +135,10 @@ def test_the_lying_display_is_evaluated_but_its_digest_is_refused_by_the_dispatc
     real = args(250_000)
     s = scenario().when(propose(real, display=args(10)))  # the display says 10, the stored args 250000
     s.then("tool.call.proposed", "tool.call.authorized")
-    why = display_mismatch(s.s.toolCalls["call-1"], real, CREDIT)
+    why = display_mismatch(s.s.toolCalls["call-1"], real)
     assert why is not None and "amount_cents shown 10, stored 250000" in why
     honest = scenario().when(propose(args(10)))
-    assert display_mismatch(honest.s.toolCalls["call-1"], args(10), CREDIT) is None
+    assert display_mismatch(honest.s.toolCalls["call-1"], args(10)) is None
 
 
 def test_the_approval_token_binds_the_display_digest() -> None:
@@ -179,6 +190,17 @@ def test_never_authorized_without_a_rule_satisfying_approval(amount: int, thresh
     if "tool.call.authorized" not in types:
         return  # rejected or waiting for a person
     call = s.s.toolCalls["c"]
-    runs = display_mismatch(call, real, manifest) is None
+    runs = display_mismatch(call, real) is None
     if runs:
         assert 0 < amount <= 100_000 and not amount > threshold
+
+
+def test_the_packaged_refund_schema_is_the_refund_adapters_argument_model() -> None:
+    from runfacts.connectors.refund_adapter import RefundArguments
+    from runfacts.processors.policy.capabilities import load_capabilities
+
+    packaged = load_capabilities().get("payments.refund").arguments()
+    model = RefundArguments.model_json_schema(by_alias=True)
+    model.pop("description")
+    model["properties"]["amountMinor"]["unit"] = "minor units"
+    assert packaged == model
