@@ -112,7 +112,7 @@ class CapabilityManifest(BaseModel):
     @classmethod
     def _schema_text(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            return json.dumps(value, sort_keys=True, separators=(",", ":"))
+            return json.dumps(value, separators=(",", ":"))  # property order is the display's order
         if isinstance(value, str):
             try:
                 parsed_schema(value)

@@ -204,3 +204,12 @@ def test_the_packaged_refund_schema_is_the_refund_adapters_argument_model() -> N
     model.pop("description")
     model["properties"]["amountMinor"]["unit"] = "minor units"
     assert packaged == model
+
+
+def test_the_display_follows_the_declared_argument_order() -> None:
+    from runfacts.processors.policy.capabilities import load_capabilities
+
+    refund = load_capabilities().get("payments.refund")
+    shown = render({"currency": "EUR", "amountMinor": 4200, "orderId": "o-1"}, refund.schema_or_none())
+    assert [f.name for f in shown.fields] == ["orderId", "amountMinor", "currency"]
+    assert [f.name for f in render(args(1), CREDIT.schema_or_none()).fields] == ["account", "amount_cents", "customer"]
