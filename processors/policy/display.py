@@ -14,6 +14,8 @@
 - `normalize(display, schema)`: the display with the schema's labels (decider side).
 - `problems(display, schema)`: what in the display breaks the schema ("amount_cents: 250000 is
   over the maximum 100000"), over the values the decider can read (clear, uncut).
+- `masked(display)`, `display_lines(display)`: what a UI shows (personal values masked for a
+  viewer that must not see them; cuts and omissions said in words).
 - `asks_approval(manifest rule, display, schema)`: does the approval rule hold (cautious: a value
   the rule reads that the decider cannot read asks).
 """
@@ -269,3 +271,35 @@ def holds(op: str, value: Any, bound: Any) -> bool:
 
 def _properties(schema: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(schema.get("properties", {})) if schema is not None else {}
+
+
+PERSONAL_MASK = "[personal]"
+
+
+def masked(display: ArgDisplay | None) -> ArgDisplay | None:
+    """The display with personal values masked (for a viewer that must not see personal data)."""
+    if display is None:
+        return None
+    return display.model_copy(update={"fields": tuple(
+        f.model_copy(update={"personalValue": PERSONAL_MASK}) if f.pii and f.personalValue is not None else f
+        for f in display.fields)})
+
+
+def display_lines(display: ArgDisplay | None) -> list[str]:
+    """`amount_cents = 250000 cents`, one line per argument; cuts and omissions said visibly."""
+    if display is None:
+        return ["(no argument display: proposed by an older client; the approval binds the argsHash only)"]
+    lines = [_line(f) for f in display.fields]
+    if display.omittedFields:
+        lines.append(f"... {display.omittedFields} more argument(s) not shown (display cap)")
+    return lines
+
+
+def _line(f: ArgField) -> str:
+    value = f.value if f.value is not None else (f.personalValue or "")
+    text = f"{f.name} = {value}"
+    if f.omittedChars:
+        text += f"... [+{f.omittedChars} characters cut]"
+    if f.unit:
+        text += f" {f.unit}"
+    return text + (" (personal)" if f.pii else "")

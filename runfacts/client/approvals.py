@@ -18,8 +18,11 @@ from typing import Any
 
 from runfacts.client.errors import BadArgument
 from runfacts.processors.decider.state import RunState
-from runfacts.schemas.common import Actor, ArgDisplay, ArgField
+from runfacts.processors.policy.display import display_lines, masked
+from runfacts.schemas.common import Actor, ArgDisplay
 from runfacts.security.approvals import ApprovalRequest
+
+__all__ = ["Approval", "UiSettings", "approvals_of", "asks", "display_lines", "masked", "resume_for", "resume_payload"]
 
 
 @dataclass(frozen=True)
@@ -49,38 +52,6 @@ class Approval:
     """The arguments as the approver sees them (None: proposed without a display)."""
     display_digest: str | None = None
     """What the signed decision binds besides argsHash (`runfacts.processors.policy.display`)."""
-
-
-MASK = "[personal]"
-
-
-def masked(display: ArgDisplay | None) -> ArgDisplay | None:
-    """The display with personal values masked (for a viewer that must not see personal data)."""
-    if display is None:
-        return None
-    return display.model_copy(update={"fields": tuple(
-        f.model_copy(update={"personalValue": MASK}) if f.pii and f.personalValue is not None else f
-        for f in display.fields)})
-
-
-def display_lines(display: ArgDisplay | None) -> list[str]:
-    """`amount_cents = 250000 cents`, one line per argument; cuts and omissions said visibly."""
-    if display is None:
-        return ["(no argument display: proposed by an older client; the approval binds the argsHash only)"]
-    lines = [_line(f) for f in display.fields]
-    if display.omittedFields:
-        lines.append(f"... {display.omittedFields} more argument(s) not shown (display cap)")
-    return lines
-
-
-def _line(f: ArgField) -> str:
-    value = f.value if f.value is not None else (f.personalValue or "")
-    text = f"{f.name} = {value}"
-    if f.omittedChars:
-        text += f"... [+{f.omittedChars} characters cut]"
-    if f.unit:
-        text += f" {f.unit}"
-    return text + (" (personal)" if f.pii else "")
 
 
 def asks(state: RunState, approval_id: str) -> str:
