@@ -17,12 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from runfacts.client.errors import BadArgument
+from runfacts.privacy.envelope import KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.display import display_lines, masked
 from runfacts.schemas.common import Actor, ArgDisplay
 from runfacts.security.approvals import ApprovalRequest
 
-__all__ = ["Approval", "UiSettings", "approvals_of", "asks", "display_lines", "masked", "resume_for", "resume_payload"]
+__all__ = ["Approval", "UiSettings", "approvals_of", "asks", "display_lines", "masked", "resume_for", "resume_payload",
+           "revealed"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,15 @@ class Approval:
     """The arguments as the approver sees them (None: proposed without a display)."""
     display_digest: str | None = None
     """What the signed decision binds besides argsHash (`runfacts.processors.policy.display`)."""
+
+
+def revealed(display: ArgDisplay | None, view: KeyView) -> ArgDisplay | None:
+    """The display with sealed personal values revealed (`[erased]` after an erasure)."""
+    if display is None:
+        return None
+    return display.model_copy(update={"fields": tuple(
+        f.model_copy(update={"personalValue": reveal(f.personalValue, "personalValue", view)})
+        if f.personalValue is not None else f for f in display.fields)})
 
 
 def asks(state: RunState, approval_id: str) -> str:

@@ -24,13 +24,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from runfacts.client import outcomes
-from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
+from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload, revealed
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
@@ -418,7 +418,11 @@ class Runfacts:
         """Pending approvals (open, not expired), oldest first, for `role` in `tenant`, each with its
         argument display (`display_lines(a.display)`); personal values masked unless `personal`
         (a UI whose approver may see the tool's personal fields)."""
-        return approvals_of(self.states.scan().values(), role, tenant, datetime.now(UTC), personal)
+        found = approvals_of(self.states.scan().values(), role, tenant, datetime.now(UTC), personal)
+        if not personal:
+            return found
+        view = self.keys()  # sealed personal values (privacy envelope) revealed with this process's keys
+        return [replace(a, display=revealed(a.display, view)) for a in found]
 
     def decide(self, approval: Approval, decision: str, *, approver: str | Actor,
                timeout: float | None = None, wait: bool = True) -> int | None:

@@ -110,7 +110,8 @@ def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.
     payload = cmd.ProposeToolCallPayload(
         toolCallId=f"{call.toolCallId}-r{n}", capabilityId=call.capabilityId, argsHash=call.argsHash,
         argsRef=call.argsRef, target=call.target, action=call.action, risk=call.risk, summary=call.summary,
-        turnId=call.turnId, reasoningObjectId=call.reasoningObjectId)
+        turnId=call.turnId, reasoningObjectId=call.reasoningObjectId,
+        display=call.display)  # the same display: the new approval shows what the old one did
     return cmd.ProposeToolCall(**_envelope(state, issue), payload=payload)
 
 
