@@ -213,3 +213,18 @@ def test_the_display_follows_the_declared_argument_order() -> None:
     shown = render({"currency": "EUR", "amountMinor": 4200, "orderId": "o-1"}, refund.schema_or_none())
     assert [f.name for f in shown.fields] == ["orderId", "amountMinor", "currency"]
     assert [f.name for f in render(args(1), CREDIT.schema_or_none()).fields] == ["account", "amount_cents", "customer"]
+
+
+def test_a_sealed_personal_value_passes_and_is_bound_by_the_args_hash_not_the_digest() -> None:
+    """Under the privacy envelope the client seals personalValue: the decider neither reads nor
+    validates it, the rule reads the clear amount, the dispatcher compares the clear values."""
+    c = propose(args(9_000))
+    sealed = tuple(f.model_copy(update={"personalValue": "rfe1.sealed-by-the-client"}) if f.pii else f
+                   for f in c.payload.display.fields)
+    c = c.model_copy(update={"payload": c.payload.model_copy(
+        update={"display": c.payload.display.model_copy(update={"fields": sealed})})})
+    s = scenario().when(c).then("tool.call.proposed", "approval.required", "run.paused")
+    customer = {f.name: f for f in s.event("approval.required").payload.display.fields}["customer"]
+    assert customer.personalValue == "rfe1.sealed-by-the-client" and customer.value is None
+    assert display_mismatch(s.s.toolCalls["call-1"], args(9_000)) is None
+    assert display_mismatch(s.s.toolCalls["call-1"], args(9_001)) is not None
