@@ -4,6 +4,7 @@ display's digest on the facts the approver and the dispatcher read."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -168,16 +169,20 @@ def _token_check(keyring: Keyring) -> Any:
     return approval_token_check(keyring)
 
 
-@settings(max_examples=60, deadline=None)
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+       "!=": operator.ne}
+
+
+@settings(max_examples=80, deadline=None)
 @given(amount=st.integers(min_value=-10, max_value=200_000), threshold=st.integers(min_value=0, max_value=100_000),
-       lie=st.booleans(), shown=st.integers(min_value=1, max_value=100_000))
-def test_never_authorized_without_a_rule_satisfying_approval(amount: int, threshold: int, lie: bool,
+       op=st.sampled_from(sorted(OPS)), lie=st.booleans(), shown=st.integers(min_value=1, max_value=100_000))
+def test_never_authorized_without_a_rule_satisfying_approval(amount: int, threshold: int, op: str, lie: bool,
                                                              shown: int) -> None:
-    """Whatever the amount, the threshold and the display: the call runs (authorized, and its
-    stored arguments pass the dispatcher's digest check) only if the rule does not hold on the
-    real arguments, or a person approved."""
+    """Whatever the rule, the amount and the display: a call runs without a person (authorized at
+    once, and its stored arguments pass the dispatcher's digest check) only if its real arguments
+    are valid and the rule does not hold on them."""
     rules = ToolRegistry("p")
-    rules.tool("t.credit", approval_when=[("amount_cents", ">", threshold)])(credit)
+    rules.tool("t.credit", approval_when=[("amount_cents", op, threshold)])(credit)
     catalog = rules.catalog()
     ctx = DecideContext(capabilities=catalog, current_versions=CTX.current_versions)
     real = args(amount)
@@ -188,11 +193,10 @@ def test_never_authorized_without_a_rule_satisfying_approval(amount: int, thresh
     s = Scenario(ctx).given(create()).when(c)
     types = [e.eventType for e in s.last]
     if "tool.call.authorized" not in types:
-        return  # rejected or waiting for a person
-    call = s.s.toolCalls["c"]
-    runs = display_mismatch(call, real) is None
-    if runs:
-        assert 0 < amount <= 100_000 and not amount > threshold
+        assert "approval.required" in types or types == ["command.rejected"]
+        return  # waiting for a person, or refused before anyone was asked
+    if display_mismatch(s.s.toolCalls["c"], real) is None:  # the dispatcher would run it
+        assert 0 < amount <= 100_000 and not OPS[op](amount, threshold)
 
 
 def test_the_packaged_refund_schema_is_the_refund_adapters_argument_model() -> None:
