@@ -8,6 +8,7 @@ from pydantic import Field, StringConstraints
 from runfacts.schemas.base import Millis, Record
 from runfacts.schemas.common import (
     ApprovalDecision,
+    ArgDisplay,
     BudgetAmounts,
     CommandBase,
     ReconcileOutcome,
@@ -223,13 +224,14 @@ class ProposeToolCallPayload(Record):
     risk: Risk
     summary: str
     businessKey: str | None = None
+    display: ArgDisplay | None = None
 
 
 class ProposeToolCall(CommandBase):
     """Propose a side effect (agent harness)."""
 
     commandType: Literal["tool.call.propose"] = "tool.call.propose"
-    schemaVersion: Literal[2] = 2
+    schemaVersion: Literal[3] = 3
     payload: ProposeToolCallPayload
 
 
@@ -399,13 +401,14 @@ class ResumeRunPayload(Record):
     decision: ApprovalDecision
     argsHash: str
     approvalToken: str | None = None
+    displayDigest: str | None = None
 
 
 class ResumeRun(CommandBase):
     """Decide a pending approval (Control)."""
 
     commandType: Literal["run.resume"] = "run.resume"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ResumeRunPayload
 
 

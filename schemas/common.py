@@ -57,6 +57,24 @@ Risk = Literal[
 """Risk of a tool call."""
 
 
+class ArgField(Record):
+    """One argument as an approver sees it, named as the tool's schema names it."""
+
+    name: str
+    value: str | None = None
+    personalValue: str | None = None
+    unit: str | None = None
+    pii: bool = False
+    omittedChars: int = 0
+
+
+class ArgDisplay(Record):
+    """A tool call's arguments as an approver sees them (docs/tools.md)."""
+
+    fields: tuple[ArgField, ...] = ()
+    omittedFields: int = 0
+
+
 class BudgetAmounts(Record):
     """Amounts of each budget dimension (limits or debits)."""
 

@@ -8,6 +8,7 @@ from pydantic import Field, StringConstraints
 from runfacts.schemas.base import Millis, Record
 from runfacts.schemas.common import (
     Actor,
+    ArgDisplay,
     BudgetAmounts,
     BudgetDimension,
     EventBase,
@@ -59,13 +60,14 @@ class ApprovalGrantedPayload(Record):
     toolCallId: str
     argsHash: str
     actor: Actor
+    displayDigest: str | None = None
 
 
 class ApprovalGranted(EventBase):
     """An approver allowed the call."""
 
     eventType: Literal["approval.granted"] = "approval.granted"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ApprovalGrantedPayload
 
 
@@ -113,13 +115,15 @@ class ApprovalRequiredPayload(Record):
     requiredRole: str
     expiresAt: Millis
     summary: str
+    display: ArgDisplay | None = None
+    displayDigest: str | None = None
 
 
 class ApprovalRequired(EventBase):
     """A tool call waits for a person's approval."""
 
     eventType: Literal["approval.required"] = "approval.required"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ApprovalRequiredPayload
 
 
@@ -649,13 +653,15 @@ class ToolCallProposedPayload(Record):
     risk: Risk
     summary: str
     businessKey: str | None = None
+    display: ArgDisplay | None = None
+    displayDigest: str | None = None
 
 
 class ToolCallProposed(EventBase):
     """The agent proposed a side effect."""
 
     eventType: Literal["tool.call.proposed"] = "tool.call.proposed"
-    schemaVersion: Literal[2] = 2
+    schemaVersion: Literal[3] = 3
     payload: ToolCallProposedPayload
 
 

@@ -75,6 +75,7 @@ def resume(c: cmd.ResumeRun, state: RunState, ctx: DecideContext) -> list[Draft]
         raise Rejected(c, "approval_expired", f"expired at {approval.expiresAt.isoformat()}")
     if p.argsHash != approval.argsHash:
         raise Rejected(c, "args_changed", "the approval binds to other arguments")
+    _check_display(c, approval.displayDigest)
     call = state.toolCalls[approval.toolCallId]
     manifest = tools.manifest_for(c, ctx, call.capabilityId)
     denied = ctx.check_approver(manifest, c.actor, approval.requestedBy)
@@ -90,13 +91,22 @@ def resume(c: cmd.ResumeRun, state: RunState, ctx: DecideContext) -> list[Draft]
                        _diff(run_versions, ctx.current_versions) + "; send run.migrate first")
     ids = {"approvalId": approval.approvalId, "toolCallId": approval.toolCallId, "argsHash": p.argsHash}
     if p.decision == "approve":
-        drafts = [draft(ev.ApprovalGranted, **ids, actor=c.actor),
+        drafts = [draft(ev.ApprovalGranted, **ids, actor=c.actor, displayDigest=approval.displayDigest),
                   draft(ev.ToolCallAuthorized, capabilityId=call.capabilityId, **ids)]
     else:
         drafts = [draft(ev.ApprovalRejected, **ids, actor=c.actor)]
     if len(state.open_approvals()) == 1 and state.status == "waiting_for_approval":
         drafts.append(draft(ev.RunResumed, approvalId=approval.approvalId, actor=c.actor))
     return drafts
+
+
+def _check_display(c: cmd.ResumeRun, bound: str | None) -> None:
+    """A decision that names the display its approver saw must name the approval's (a resume
+    without one, v1, is bound by its signed token, which covers the approval's digest)."""
+    shown = c.payload.displayDigest
+    if shown is not None and shown != bound:
+        raise Rejected(c, "display_changed", f"the approver saw display {shown[:12]}, the approval shows "
+                       f"{(bound or 'none')[:12]}: list the approval again and decide on what it shows")
 
 
 def _decidable_approval(c: cmd.ResumeRun, state: RunState):  # noqa: ANN202

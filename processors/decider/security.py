@@ -26,6 +26,7 @@ class OpenApproval(Protocol):
 
     approvalId: str
     argsHash: str
+    displayDigest: str | None
 
 
 def to_millis(instant: datetime) -> int:
@@ -39,7 +40,7 @@ def approval_token_check(keyring: Keyring) -> Callable[[ResumeRun, OpenApproval]
     def check(command: ResumeRun, approval: OpenApproval) -> str | None:
         binding = ApprovalBinding(run_id=command.runId, approval_id=approval.approvalId,
                                   args_hash=approval.argsHash, decision=command.payload.decision,
-                                  subject_id=command.actor.subjectId)
+                                  subject_id=command.actor.subjectId, display_digest=approval.displayDigest)
         return verify_token(keyring, command.payload.approvalToken, binding, to_millis(command.issuedAt))
 
     return check

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runfacts.schemas.common import Actor, BudgetAmounts, Risk, RunVersions, VerificationStatus
+from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, Risk, RunVersions, VerificationStatus
 
 RunStatus = Literal[
     "created", "running", "waiting_for_approval", "waiting_for_review", "needs_review",
@@ -77,6 +77,7 @@ class ApprovalState(Frozen):
     requestedBy: str
     decidedBy: str | None = None
     decidedAt: datetime | None = None
+    displayDigest: str | None = None  # what the approver is shown (the call's display); None: no display
 
 
 class ToolCallState(Frozen):
@@ -112,6 +113,8 @@ class ToolCallState(Frozen):
     dispatchedAt: datetime | None = None
     acceptedAt: datetime | None = None
     finishedAt: datetime | None = None
+    display: ArgDisplay | None = None  # the arguments as the decider validated them (issue 33)
+    displayDigest: str | None = None  # the dispatcher refuses stored arguments that render otherwise
 
     @property
     def in_flight(self) -> bool:

@@ -13,10 +13,11 @@ from runfacts.processors.decider.context import DecideContext, Draft, Rejected, 
 from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
 from runfacts.processors.policy.capabilities import CapabilityManifest
+from runfacts.processors.policy.display import asks_approval, display_digest, normalize, problems
 from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
-from runfacts.schemas.common import BudgetAmounts, CommandBase
+from runfacts.schemas.common import ArgDisplay, BudgetAmounts, CommandBase
 from runfacts.schemas.errors import ConfigError
 
 CLAIMABLE_STATUS = frozenset({"running", "waiting_for_approval"})  # not review, cancel, end
@@ -68,6 +69,8 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
         raise Rejected(c, "already_proposed" if p.argsHash.startswith(args) else "tool_call_exists",
                        f"{p.toolCallId} ended ({how}); a new call needs a new toolCallId")
     manifest = manifest_for(c, ctx, p.capabilityId)
+    display = _validated_display(c, manifest)
+    digest = None if display is None else display_digest(display)
     try:
         key = call_idempotency_key(c.runId, state.tenant, p.action, p.target, p.argsHash, p.businessKey)
     except ValueError as exc:
@@ -81,18 +84,44 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
     drafts = _supersede(state, p) + [draft(
         ev.ToolCallProposed, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash, argsRef=p.argsRef,
         target=p.target, action=p.action, risk=manifest.risk.value, summary=p.summary,
-        businessKey=p.businessKey)]
-    if not manifest.needs_approval:
+        businessKey=p.businessKey, display=display, displayDigest=digest)]
+    why = approval_reason(manifest, display)
+    if why is None:
         return drafts + [draft(ev.ToolCallAuthorized, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash)]
     approval_id = f"approval-{p.toolCallId}"
     expires = c.issuedAt + timedelta(milliseconds=manifest.approval_ttl_ms)
     return drafts + [
         draft(ev.ApprovalRequired, **ids, approvalId=approval_id, toolCallId=p.toolCallId,
               argsHash=p.argsHash, risk=manifest.risk.value, requiredRole=manifest.required_role,
-              expiresAt=expires, summary=p.summary),
+              expiresAt=expires, summary=p.summary, display=display, displayDigest=digest),
         draft(ev.RunPaused, reason="waiting_for_approval", approvalId=approval_id,
-              detail=f"{p.action} {p.target} needs {manifest.required_role} approval"),
+              detail=f"{p.action} {p.target} needs {manifest.required_role} approval{why}"),
     ]
+
+
+def _validated_display(c: cmd.ProposeToolCall, manifest: CapabilityManifest) -> ArgDisplay | None:
+    """The proposal's display with the schema's labels; `invalid_arguments` (naming each field
+    and the bound it breaks) before anyone is asked. None: proposed without a display (a v2
+    client), which an approval rule treats cautiously (it asks)."""
+    if c.payload.display is None:
+        return None
+    schema = manifest.schema_or_none()
+    display = normalize(c.payload.display, schema)
+    bad = problems(display, schema)
+    if bad:
+        raise Rejected(c, "invalid_arguments", f"{manifest.capability_id}: {'; '.join(bad)}")
+    return display
+
+
+def approval_reason(manifest: CapabilityManifest, display: ArgDisplay | None) -> str | None:
+    """Why the call needs a person ('' for needsApproval, ' (rule: ...)' for the rule), or None
+    when policy authorizes it at once."""
+    if manifest.needs_approval:
+        return ""
+    if not manifest.approval_when:
+        return None
+    why = asks_approval(manifest.approval_when, display or ArgDisplay(), manifest.schema_or_none())
+    return None if why is None else f" ({why})"
 
 
 def _check_can_propose(c: cmd.ProposeToolCall, state: RunState) -> None:

@@ -349,6 +349,9 @@ class DispatcherShell:
             return core.failed_draft(call, "args_tampered", False, str(exc))
         except ArgsMissing as exc:
             return core.failed_draft(call, "args_missing", False, str(exc))
+        mismatch = core.display_mismatch(call, arguments)
+        if mismatch is not None:
+            return core.failed_draft(call, "args_mismatch", False, mismatch)
         return ToolRequest(tool_call_id=call.toolCallId, capability_id=call.capabilityId,
                            idempotency_key=call.idempotencyKey,
                            external_request_id=call.externalRequestId or "",

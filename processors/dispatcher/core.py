@@ -42,6 +42,7 @@ from runfacts.processors.dispatcher.adapters import (
     Verification,
 )
 from runfacts.processors.engine.versions import Migrations
+from runfacts.processors.policy.display import display_digest, rerender
 from runfacts.processors.policy.retry import ErrorClass, GiveUp, RetryPolicy, backoff_ms, is_retryable, next_retry
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -276,6 +277,23 @@ def unknown_draft(call: ToolCallState, why: str) -> Draft:
 def failed_draft(call: ToolCallState, error_class: str, retryable: bool, message: str) -> Draft:
     return _report(cmd.ReportToolFailed, call, errorClass=error_class, retryable=retryable,
                    message=message[:MESSAGE_CHARS])
+
+
+def display_mismatch(call: ToolCallState, arguments: dict[str, Any]) -> str | None:
+    """Why the stored arguments are not what the decider evaluated and the approver saw (they
+    render to another display digest), else None. A call proposed without a display has none."""
+    if call.display is None or call.displayDigest is None:
+        return None
+    again = rerender(arguments, call.display)
+    if display_digest(again) == call.displayDigest:
+        return None
+    shown = {f.name: f.value for f in call.display.fields if f.value is not None}
+    real = {f.name: f.value for f in again.fields if f.value is not None}
+    differ = sorted(n for n in {*shown, *real} if shown.get(n) != real.get(n))
+    first = differ[0] if differ else "(fields, units or omissions)"
+    return (f"{call.toolCallId}: the stored arguments do not render to the display the decider evaluated "
+            f"(digest {call.displayDigest[:12]}): {first} shown {shown.get(first)!s}, stored {real.get(first)!s}; "
+            "not executed: propose the call again with its real arguments")
 
 
 def oversize(call: ToolCallState, result: str | None, cap: int) -> str | None:

@@ -3,10 +3,16 @@
 A writer to the commands topic can put any `actor` on a `run.resume`; it cannot forge the
 token, because only the service that authenticated the human holds the signing key.
 
-Token: `v1.<kid>.<payload>.<sig>`; payload is base64url (no padding) of canonical JSON
-claims `{approvalId, argsHash, decision, expiresAtMs, runId, subjectId}`; sig is
-base64url of HMAC-SHA256(key[kid], "runfacts.approval." + "v1.<kid>.<payload>"). The key id
-and version are inside the MAC, so a token cannot be moved to another key.
+Token: `v2.<kid>.<payload>.<sig>`; payload is base64url (no padding) of canonical JSON
+claims `{approvalId, argsHash, decision, displayDigest, expiresAtMs, runId, subjectId}`; sig
+is base64url of HMAC-SHA256(key[kid], "runfacts.approval." + "v2.<kid>.<payload>"). The key id
+and version are inside the MAC, so a token cannot be moved to another key. `displayDigest` is
+the digest of the argument display the approver was shown (null: the approval has none), so
+the signed token proves what the approver saw (docs/security.md).
+
+v1 tokens (claims without `displayDigest`) still verify, as binding no display: they pass only
+for an approval that has none (proposed without a display); for any other the decider answers
+`token_claims_mismatch`. Issuers write v2 only.
 
 Rotation: a keyring holds verification keys by id, the id new tokens are issued with
 (`current`), and retired ids. Rotate by adding a new key as current, keeping the old one
@@ -31,7 +37,8 @@ from typing import Any, Literal
 
 from runfacts.schemas.errors import ConfigError
 
-TOKEN_VERSION = "v1"
+TOKEN_VERSION = "v2"
+TOKEN_VERSIONS = ("v1", "v2")
 MAX_TOKEN_CHARS = 4096
 MIN_KEY_BYTES = 32
 MAC_CONTEXT = b"runfacts.approval."
@@ -58,6 +65,7 @@ class ApprovalBinding:
     args_hash: str
     decision: str
     subject_id: str
+    display_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,12 @@ class ApprovalClaims:
     decision: str
     subject_id: str
     expires_at_ms: int
+    display_digest: str | None = None
 
     def binding(self) -> ApprovalBinding:
         """The claims without the expiry."""
-        return ApprovalBinding(self.run_id, self.approval_id, self.args_hash, self.decision, self.subject_id)
+        return ApprovalBinding(self.run_id, self.approval_id, self.args_hash, self.decision, self.subject_id,
+                               self.display_digest)
 
 
 @dataclass(frozen=True)
@@ -124,15 +134,15 @@ def verify_token(
     parts = _split(token)
     if parts is None:
         return "token_malformed"
-    kid, payload, signature = parts
+    version, kid, payload, signature = parts
     key = keyring.keys.get(kid)
     if kid in keyring.retired or (key and key.verify_until_ms is not None and now_ms >= key.verify_until_ms):
         return "token_retired_key"
     if key is None:
         return "token_unknown_key"
-    if not hmac.compare_digest(_mac(key.secret, f"{TOKEN_VERSION}.{kid}.{payload}"), signature):
+    if not hmac.compare_digest(_mac(key.secret, f"{version}.{kid}.{payload}"), signature):
         return "token_bad_signature"
-    claims = _decode_claims(payload)
+    claims = _decode_claims(payload, version)
     if claims is None:
         return "token_malformed"
     if claims.binding() != expected:
@@ -142,19 +152,19 @@ def verify_token(
     return None
 
 
-def _split(token: str) -> tuple[str, str, bytes] | None:
-    """(kid, payload text, signature bytes) of a well-formed token, else None."""
+def _split(token: str) -> tuple[str, str, str, bytes] | None:
+    """(version, kid, payload text, signature bytes) of a well-formed token, else None."""
     if len(token) > MAX_TOKEN_CHARS:
         return None
     parts = token.split(".")
-    if len(parts) != 4 or parts[0] != TOKEN_VERSION or not KID_PATTERN.match(parts[1]):
+    if len(parts) != 4 or parts[0] not in TOKEN_VERSIONS or not KID_PATTERN.match(parts[1]):
         return None
     if not (B64URL.match(parts[2]) and B64URL.match(parts[3])):
         return None
     signature = _b64decode(parts[3])
     if signature is None or len(signature) != hashlib.sha256().digest_size:
         return None
-    return parts[1], parts[2], signature
+    return parts[0], parts[1], parts[2], signature
 
 
 def _mac(secret: bytes, signed: str) -> bytes:
@@ -169,24 +179,29 @@ def _canonical(claims: ApprovalClaims) -> bytes:
         "decision": claims.decision,
         "subjectId": claims.subject_id,
         "expiresAtMs": claims.expires_at_ms,
+        "displayDigest": claims.display_digest,
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def _decode_claims(payload: str) -> ApprovalClaims | None:
+def _decode_claims(payload: str, version: str) -> ApprovalClaims | None:
     raw = _b64decode(payload)
     try:
         body: Any = json.loads(raw) if raw is not None else None
     except ValueError:
         return None
     names = ("runId", "approvalId", "argsHash", "decision", "subjectId")
-    if not isinstance(body, dict) or set(body) != {*names, "expiresAtMs"}:
+    display = ("displayDigest",) if version != "v1" else ()
+    if not isinstance(body, dict) or set(body) != {*names, "expiresAtMs", *display}:
         return None
     if not all(isinstance(body[n], str) for n in names) or type(body["expiresAtMs"]) is not int:
         return None
+    digest = body.get("displayDigest")
+    if digest is not None and not isinstance(digest, str):
+        return None
     return ApprovalClaims(run_id=body["runId"], approval_id=body["approvalId"], args_hash=body["argsHash"],
                           decision=body["decision"], subject_id=body["subjectId"],
-                          expires_at_ms=body["expiresAtMs"])
+                          expires_at_ms=body["expiresAtMs"], display_digest=digest)
 
 
 def _b64encode(data: bytes) -> str:

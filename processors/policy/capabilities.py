@@ -15,11 +15,18 @@ camelCase keys as on the wire:
     readOnly = false              # optional: the call changes nothing, so it is simply re-run
     idempotent = false            # optional: a repeat with the same key changes nothing more
     hasLookup = true              # optional: the tool can say what became of a request
+    argumentSchema = '{"type": "object", ...}'   # optional: the tool's argument JSON schema
+    approvalWhen = [{ field = "amountMinor", op = ">", value = 5000 }]   # optional (needsApproval = false)
     [capability.retry]
     maxAttempts = 4
     baseBackoffMs = 200
     maxBackoffMs = 5000
     deadlineMs = 30000
+
+`argumentSchema` (JSON text; a registry exports it from the tool's pydantic argument model,
+with each field's `unit` and `pii`) lets the decider validate a proposal's argument display
+before anyone is asked; `approvalWhen` asks for approval when ANY of its conditions holds
+(`field` `op` `value`, op one of > >= < <= == != in not_in; docs/tools.md).
 
 `parse_capabilities` is pure; `load_capabilities` only reads the file (or the packaged
 default, `capabilities.toml` next to this module).
@@ -27,12 +34,15 @@ default, `capabilities.toml` next to this module).
 
 from __future__ import annotations
 
+import json
 import tomllib
 from enum import StrEnum
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from runfacts.processors.policy.retry import RetryPolicy
@@ -47,6 +57,38 @@ class Risk(StrEnum):
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+
+
+RuleValue = int | float | str | bool | tuple[int | float | str | bool, ...]
+
+
+class ApprovalCondition(BaseModel):
+    """One condition of an approval rule: `field op value` on a proposal's displayed arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: str = Field(min_length=1)
+    op: Literal[">", ">=", "<", "<=", "==", "!=", "in", "not_in"]
+    value: RuleValue
+
+    @model_validator(mode="after")
+    def _fits(self) -> ApprovalCondition:
+        if (self.op in ("in", "not_in")) != isinstance(self.value, tuple):
+            raise ValueError(f"{self.describe()}: 'in'/'not_in' take a list, the other operators one value")
+        return self
+
+    def describe(self) -> str:
+        """`amountMinor > 5000`."""
+        return f"{self.field} {self.op} {json.dumps(self.value)}"
+
+
+@lru_cache(maxsize=256)
+def parsed_schema(text: str) -> dict[str, Any]:
+    """The argument schema's JSON (cached by its text)."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("argumentSchema must be a JSON object (a JSON schema)")
+    return value
 
 
 class CapabilityManifest(BaseModel):
@@ -70,10 +112,51 @@ class CapabilityManifest(BaseModel):
     idempotent: bool = False  # a repeat with the call's idempotency key changes nothing more: re-run too
     has_lookup: bool = True  # False: nothing can reconcile an unknown outcome, a person decides at once
 
+    argument_schema: str | None = None  # the tool's argument JSON schema (canonical JSON text)
+    approval_when: tuple[ApprovalCondition, ...] = ()  # ask when any holds (needs_approval false)
+
     @property
     def reruns_safely(self) -> bool:
         """A call whose outcome is lost is run again instead of reconciled (docs/tools.md)."""
         return self.read_only or self.idempotent
+
+    @field_validator("argument_schema", mode="before")
+    @classmethod
+    def _schema_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return json.dumps(value, separators=(",", ":"))  # property order is the display's order
+        if isinstance(value, str):
+            try:
+                parsed_schema(value)
+            except ValueError as exc:
+                raise ValueError(f"not a JSON schema: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _rule(self) -> CapabilityManifest:
+        if self.approval_when and self.needs_approval:
+            raise ValueError("approvalWhen asks only when needsApproval = false (true asks for every call)")
+        props = self.arguments().get("properties", {}) if self.argument_schema else None
+        for condition in self.approval_when:
+            if props is not None and condition.field not in props:
+                raise ValueError(f"approvalWhen reads {condition.field!r}, not an argument "
+                                 f"(arguments: {', '.join(props) or 'none'})")
+            if props is not None and props[condition.field].get("pii"):
+                raise ValueError(f"approvalWhen reads {condition.field!r}, a personal field: the decider "
+                                 "cannot read it under the privacy envelope; rule on a non-personal field")
+        return self
+
+    def arguments(self) -> dict[str, Any]:
+        """The argument JSON schema ({} when the manifest declares none)."""
+        return parsed_schema(self.argument_schema) if self.argument_schema else {}
+
+    def schema_or_none(self) -> dict[str, Any] | None:
+        """The argument JSON schema, or None when the manifest declares none."""
+        return parsed_schema(self.argument_schema) if self.argument_schema else None
+
+    def rule_fields(self) -> tuple[str, ...]:
+        """The arguments the approval rule reads (a display never cuts them)."""
+        return tuple(dict.fromkeys(c.field for c in self.approval_when))
 
 
 class CapabilityCatalog(BaseModel):

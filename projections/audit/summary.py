@@ -8,7 +8,8 @@ generated per writer schema, straight from bytes, and tests prove them equal):
 - a null leaf or an empty array is not a change; everything else is, as text: strings as
   they are, numbers in decimal, booleans true/false, enums by symbol, timestamps as epoch
   ms, arrays (and records under a personal field) as compact JSON;
-- a personal field (`"pii": true`) or a text over 256 UTF-8 bytes becomes a digest
+- a personal field (`"pii": true`), an array of records holding one (an argument display's
+  `fields`), or a text over 256 UTF-8 bytes becomes a digest
   (`sha256:<hex>`, or `hmac-sha256:<hex>` under a configured key), never the value;
 - `payload.actor` is kept apart as the record's actor, its subject id as a digest.
 """
@@ -109,9 +110,23 @@ def _walk(gen: _Gen, record: dict[str, Any], ns: str, values: dict[str, Any], pr
             if value is not None:
                 _walk(gen, nested[0], nested[1], value, path, config, out)
             continue
-        change = change_of(path, value, bool(field.get("pii")), config)
+        change = change_of(path, value, bool(field.get("pii")) or personal_items(gen, node, field_ns), config)
         if change is not None:
             out.append(change)
+
+
+def personal_items(gen: _Gen, node: Any, ns: str) -> bool:
+    """An array (or optional array) whose items are records with a personal field."""
+    if isinstance(node, list):
+        branches = [b for b in node if b != "null"]
+        if len(branches) != 1:
+            return False
+        node, ns = gen.resolve(branches[0], ns)
+    if not (isinstance(node, dict) and node.get("type") == "array"):
+        return False
+    items, _ = gen.resolve(node["items"], ns)
+    return isinstance(items, dict) and items.get("type") == "record" and any(
+        f.get("pii") for f in items["fields"])
 
 
 def _record_branch(gen: _Gen, node: Any, ns: str) -> tuple[dict[str, Any], str] | None:
@@ -254,7 +269,7 @@ class _SummaryGen(_Gen):
                 self.read(node, field_ns, value, ind)
                 self.line(ind, f"actor = encode_actor({value}, config)")
             else:
-                self.leaf(node, field_ns, path, bool(field.get("pii")), ind)
+                self.leaf(node, field_ns, path, bool(field.get("pii")) or personal_items(self, node, field_ns), ind)
 
     def leaf(self, node: Any, ns: str, path: str, personal: bool, ind: int) -> None:
         if isinstance(node, list) and len(node) == 2 and "null" in node:

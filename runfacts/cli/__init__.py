@@ -19,6 +19,7 @@ from rich.console import Console
 from runfacts.cli import demo
 from runfacts.cli import events as events_cli
 from runfacts.cli import projections as projections_cli
+from runfacts.cli.approvals import app as approvals_app
 from runfacts.cli.dev import dev_app, provider_app
 from runfacts.cli.dlq import app as dlq_app
 from runfacts.cli.erase import app as erase_app
@@ -55,6 +56,7 @@ app.add_typer(dispatcher_app, name="dispatcher")
 app.add_typer(worker_app, name="worker")
 app.add_typer(capabilities_app, name="capabilities")
 app.add_typer(ops_app)  # inspect, approve, reject, stop, cancel, retry, runs, users, dashboard
+app.add_typer(approvals_app, name="approvals")
 app.add_typer(projections_cli.audit_app, name="audit")
 app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")

@@ -10,6 +10,7 @@ for the run decider's answer and print it; a rejection exits with code 3.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,7 @@ from rich.console import Console
 from runfacts import telemetry
 from runfacts.cli.dashboard import app as dashboard_app
 from runfacts.cli.render import inspect_panel, print_outcome, progress_bar, runs_table, view_panel
+from runfacts.client.approvals import asks, display_lines, masked
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
 from runfacts.ops.control import ControlError, Issue, Outcome
@@ -46,6 +48,7 @@ app.add_typer(dashboard_app, name="dashboard")
 
 TIMEOUT = typer.Option(30.0, "--timeout", help="Seconds to wait for the run decider's answer.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON instead of tables.")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask before deciding (the arguments are printed anyway).")
 
 
 class RunNotFound(RunfactsError):
@@ -146,14 +149,22 @@ def inspect(run_id: str = typer.Argument(..., help="The run's id."), as_json: bo
         Console().print(inspect_panel(summary))
 
 
-def _decide(approval_id: str, run_id: str | None, decision: ApprovalDecision, timeout: float) -> None:
+def _decide(approval_id: str, run_id: str | None, decision: ApprovalDecision, timeout: float,
+            yes: bool = True) -> None:
     identity = _identity()
     state = _state(run_id) if run_id else control.find_approval(_all_states(), approval_id)
     approval = state.approvals.get(approval_id)
     if approval is None:
         raise ControlError(f"run {state.runId} has no approval {approval_id}")
+    call = state.toolCalls.get(approval.toolCallId)
+    typer.echo(f"{decision} {approval_id} of run {state.runId}: {asks(state, approval_id)}")
+    for line in display_lines(masked(call.display) if call is not None else None):
+        typer.echo(f"  {line}")
+    if not yes and sys.stdin.isatty():
+        typer.confirm(f"{decision} exactly these arguments?", abort=True)
     issue = _issue(identity)
-    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision, identity.subject),
+    token = sign_approval(ApprovalRequest(state.runId, approval_id, approval.argsHash, decision, identity.subject,
+                                          approval.displayDigest),
                           int(issue.issued_at.timestamp() * 1000))
     _send(control.resume_command(state, approval_id, decision, issue, token), timeout)
 
@@ -161,9 +172,12 @@ def _decide(approval_id: str, run_id: str | None, decision: ApprovalDecision, ti
 @app.command("approve")
 def approve(approval_id: str = typer.Argument(..., help="The approval's id (approval-<toolCallId>)."),
             run: str = typer.Option(None, "--run", help="The run (found by scanning when omitted)."),
-            timeout: float = TIMEOUT) -> None:
-    """Approve a pending approval (ResumeRun decision=approve) and print the outcome."""
-    _decide(approval_id, run, "approve", timeout)
+            timeout: float = TIMEOUT, yes: bool = YES) -> None:
+    """Approve a pending approval (ResumeRun decision=approve) and print the outcome.
+
+    Prints the arguments first (as the tool's schema names them; personal values masked) and,
+    on a terminal, asks before deciding; the signed decision binds exactly what was printed."""
+    _decide(approval_id, run, "approve", timeout, yes)
 
 
 @app.command("reject")

@@ -1,8 +1,10 @@
 """Approvals for UIs, pure: list the pending ones in plain words, build the signed decision.
 
 An approval is listed with what it asks in plain words (the same `asks` the user view's
-banner shows), its risk, required role, expiry and the argsHash it binds. A decision is a
-`ResumeRun` bound to that argsHash; the client (the shell) signs it with the approving
+banner shows), its risk, required role, expiry, the argsHash it binds and the argument
+display (`display`: each argument as the tool's schema names it, its value and unit; personal
+fields masked unless the caller may see them; `display_lines` renders it). A decision is a
+`ResumeRun` bound to that argsHash and to the display's digest; the client (the shell) signs it with the approving
 service's key (`runfacts.security.approvals`); the decider checks role, expiry, arguments and
 signature.
 """
@@ -15,9 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from runfacts.client.errors import BadArgument
+from runfacts.privacy.envelope import KeyView, reveal
 from runfacts.processors.decider.state import RunState
-from runfacts.schemas.common import Actor
+from runfacts.processors.policy.display import display_lines, masked
+from runfacts.schemas.common import Actor, ArgDisplay
 from runfacts.security.approvals import ApprovalRequest
+
+__all__ = ["Approval", "UiSettings", "approvals_of", "asks", "display_lines", "masked", "resume_for", "resume_payload",
+           "revealed"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,19 @@ class Approval:
     args_hash: str
     tenant: str | None
     requested_by: str
+    display: ArgDisplay | None = None
+    """The arguments as the approver sees them (None: proposed without a display)."""
+    display_digest: str | None = None
+    """What the signed decision binds besides argsHash (`runfacts.processors.policy.display`)."""
+
+
+def revealed(display: ArgDisplay | None, view: KeyView) -> ArgDisplay | None:
+    """The display with sealed personal values revealed (`[erased]` after an erasure)."""
+    if display is None:
+        return None
+    return display.model_copy(update={"fields": tuple(
+        f.model_copy(update={"personalValue": reveal(f.personalValue, "personalValue", view)})
+        if f.personalValue is not None else f for f in display.fields)})
 
 
 def asks(state: RunState, approval_id: str) -> str:
@@ -53,16 +73,21 @@ def asks(state: RunState, approval_id: str) -> str:
             else f"tool call {approval.toolCallId} ({approval.risk} risk)")
 
 
-def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | None, now: datetime) -> list[Approval]:
-    """The open, unexpired approvals of running runs for `role` and `tenant`, oldest first."""
+def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | None, now: datetime,
+                 personal: bool = False) -> list[Approval]:
+    """The open, unexpired approvals of running runs for `role` and `tenant`, oldest first;
+    personal argument values masked unless `personal`."""
     found = []
     for state in states:
         if state.terminal or state.archived or (tenant is not None and state.tenant != tenant):
             continue
         for a in state.open_approvals():
             if a.expiresAt > now and (role is None or a.requiredRole == role):
+                call = state.toolCalls.get(a.toolCallId)
+                display = None if call is None else call.display
                 found.append(Approval(state.runId, a.approvalId, a.toolCallId, asks(state, a.approvalId), a.risk,
-                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requestedBy))
+                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requestedBy,
+                                      display if personal else masked(display), a.displayDigest))
     return sorted(found, key=lambda a: a.expires_at)
 
 
@@ -78,10 +103,10 @@ def resume_for(approval: Approval, decision: str, approver: str | Actor,
         approver = Actor(subjectId=approver, roles=(approval.required_role,), tenant=approval.tenant,
                          authSource=auth_source)
     return approver, ApprovalRequest(approval.run_id, approval.approval_id, approval.args_hash, decision,
-                                     approver.subjectId)
+                                     approver.subjectId, approval.display_digest)
 
 
 def resume_payload(request: ApprovalRequest, token: str | None) -> dict[str, Any]:
     """The ResumeRun payload: the decision bound to the argsHash, with its signed token."""
     return {"approvalId": request.approval_id, "decision": request.decision, "argsHash": request.args_hash,
-            "approvalToken": token}
+            "approvalToken": token, "displayDigest": request.display_digest}

@@ -24,13 +24,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from runfacts.client import outcomes
-from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
+from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload, revealed
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
@@ -42,6 +42,8 @@ from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest, load_capabilities
+from runfacts.processors.policy.display import render
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.processors.policy.retry import args_hash
 from runfacts.processors.policy.sources import SourceKeys
@@ -49,7 +51,7 @@ from runfacts.projections import memory as memory_view
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
-from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase, RunVersions
+from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import ConfigError
 from runfacts.schemas.models import new_command, payload_class
 from runfacts.security.approvals import ApprovalRequest, sign_approval
@@ -121,13 +123,35 @@ class Runfacts:
         self.states = StateReader(kafka, names, ReaderSettings(component=settings.component))
         self._tx = threading.local()
         self._key: tuple[str, ...] = ()
+        self.capabilities: dict[str, CapabilityManifest] = dict(load_capabilities().capabilities)
+        """The manifests proposals are displayed with (`learn` adds a registry's)."""
+
+    def learn(self, capabilities: Any) -> None:
+        """Display proposals with these manifests: a `ToolRegistry`, a `CapabilityCatalog`, a path."""
+        if capabilities is None:
+            return
+        if hasattr(capabilities, "catalog"):
+            capabilities = capabilities.catalog()
+        if isinstance(capabilities, str | Path):
+            capabilities = load_capabilities(Path(capabilities))
+        if not isinstance(capabilities, CapabilityCatalog):
+            raise ConfigError("capabilities", type(capabilities).__name__,
+                              "expected a ToolRegistry, a CapabilityCatalog or a manifest path")
+        self.capabilities.update(capabilities.capabilities)
+
+    def display(self, capability: str, arguments: Mapping[str, Any]) -> ArgDisplay:
+        """The argument display of a proposal (every field personal for a tool without a known schema)."""
+        manifest = self.capabilities.get(capability)
+        if manifest is None:
+            return render(arguments, None)
+        return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
 
     @classmethod
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,
                 args_store: str | Path | None = None, outbox: str | Path | None = None, relay: bool = True,
                 outbox_table: str = "runfacts_outbox", settings: ClientSettings | None = None,
                 versions: RunVersions | None = None, sources: SourceKeys | None = None,
-                privacy_env: Mapping[str, str] | None = None) -> Runfacts:
+                privacy_env: Mapping[str, str] | None = None, capabilities: Any = None) -> Runfacts:
         """The process's client for these settings (the same object on every call until closed).
 
         `args_store`: the SQLite file or postgresql:// URL the dispatcher's `--args-store`
@@ -140,6 +164,9 @@ class Runfacts:
         process's RUNFACTS_SOURCE_KEYS[_FILE]; neither: commands go unsigned).
         `privacy_env`: where RUNFACTS_PII_KEYS[_FILE] is looked up (default the environment); when
         set, personal fields are sealed before a command leaves the process (runfacts.privacy).
+        `capabilities`: the tools' manifests (a `ToolRegistry`, a `CapabilityCatalog` or a manifest
+        path; default the packaged one): a proposal's argument display is rendered with its tool's
+        argument schema (names, units, personal fields) and never cuts what its approval rule reads.
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
@@ -149,6 +176,7 @@ class Runfacts:
         with _clients_lock:
             existing = _clients.get(key)
             if existing is not None:
+                existing.learn(capabilities)
                 return existing
             sources = sources if sources is not None else load_source_keys_if_configured()
             protect = protector_if_configured(kafka, names.keys, privacy_env)  # seal personal fields
@@ -164,6 +192,7 @@ class Runfacts:
                 sender.close()
                 raise
             client._key = key
+            client.learn(capabilities)
             _clients[key] = client
             return client
 
@@ -306,7 +335,8 @@ class Runfacts:
         """Store the arguments (content-addressed `args-<sha256>`), send the proposal, await it."""
         digest = args_hash(arguments)
         command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id,
-                                                          "argsRef": f"args-{digest}", "argsHash": digest})
+                                                          "argsRef": f"args-{digest}", "argsHash": digest,
+                                                          "display": self.display(capability, arguments)})
 
         def build(ref: str, stored: str) -> CommandBase:
             if (ref, stored) != (command.payload.argsRef, digest):
@@ -383,9 +413,16 @@ class Runfacts:
 
     # --- for UIs ---------------------------------------------------------------------------
 
-    def approvals(self, *, role: str | None = None, tenant: str | None = None) -> list[Approval]:
-        """Pending approvals (open, not expired), oldest first, for `role` in `tenant`."""
-        return approvals_of(self.states.scan().values(), role, tenant, datetime.now(UTC))
+    def approvals(self, *, role: str | None = None, tenant: str | None = None,
+                  personal: bool = False) -> list[Approval]:
+        """Pending approvals (open, not expired), oldest first, for `role` in `tenant`, each with its
+        argument display (`display_lines(a.display)`); personal values masked unless `personal`
+        (a UI whose approver may see the tool's personal fields)."""
+        found = approvals_of(self.states.scan().values(), role, tenant, datetime.now(UTC), personal)
+        if not personal:
+            return found
+        view = self.keys()  # sealed personal values (privacy envelope) revealed with this process's keys
+        return [replace(a, display=revealed(a.display, view)) for a in found]
 
     def decide(self, approval: Approval, decision: str, *, approver: str | Actor,
                timeout: float | None = None, wait: bool = True) -> int | None:

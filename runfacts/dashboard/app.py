@@ -600,7 +600,8 @@ def _decision(id_param: str, noun: str, items: Callable[[RunState], Mapping[str,
             raise ControlError(f"run {state.runId} has no {noun} {item_id}")
         issue = _issue(session)
         token = sign_approval(ApprovalRequest(state.runId, item_id, getattr(item, digest), decision,
-                                              session.identity.subject), int(issue.issued_at.timestamp() * 1000))
+                                              session.identity.subject, getattr(item, "displayDigest", None)),
+                              int(issue.issued_at.timestamp() * 1000))  # an approval: what its approver saw
         return build(state, item_id, decision, issue, token)
     return command
 

@@ -125,10 +125,18 @@ def _approvals(page: RunPage, csrf: str) -> str:
             f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
             f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'
             f'<td class="approval-status">{_e(a.status)}</td><td>{_e(a.decided_by)}</td><td>{_e(a.decided_at)}</td>'
+            f'<td>{arguments_list(a.arguments)}</td>'
             f'<td><code>{_e(a.args_hash[:16])}</code></td><td>{_e(a.expires_at)}</td><td>{action}</td></tr>')
     return ('<h2>Approvals</h2><table id="approvals"><tr><th>approval</th><th>call</th><th>asked</th>'
-            '<th>requested by</th><th>status</th><th>decided by</th><th>when</th><th>argsHash</th><th>expires</th>'
-            f'<th></th></tr>{"".join(rows)}</table>')
+            '<th>requested by</th><th>status</th><th>decided by</th><th>when</th><th>arguments</th><th>argsHash</th>'
+            f'<th>expires</th><th></th></tr>{"".join(rows)}</table>')
+
+
+def arguments_list(lines: Sequence[str]) -> str:
+    """An approval's arguments, one per line (the display's lines, already trimmed by role)."""
+    if not lines:
+        return '<span class="muted">not shown</span>'
+    return '<ul class="arguments">' + "".join(f"<li><code>{escape(line)}</code></li>" for line in lines) + "</ul>"
 
 
 def _track(name: str, steps: Sequence[Any], current: str, happy: Sequence[str]) -> str:
@@ -249,11 +257,12 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
         out.append(
             f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
-            f'</td><td>{_e(r.required_role)}</td><td><code>{_e(r.args_hash[:16])}</code></td>'
+            f'</td><td>{arguments_list(r.arguments)}</td><td>{_e(r.required_role)}</td>'
+            f'<td><code>{_e(r.args_hash[:16])}</code></td>'
             f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
             f'action="{action}">{_csrf(csrf)}<button class="approve" name="decision" value="approve">Approve</button> '
             f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "role", "argsHash", "expires in",
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "role", "argsHash", "expires in",
                                             *(("tenant",) if staff else ()), ""))
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
 

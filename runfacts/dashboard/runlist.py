@@ -20,6 +20,8 @@ from urllib.parse import urlencode
 
 from runfacts.ops.views import REVIEW, Viewer, parse_duration
 from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.policy.display import display_lines, masked
+from runfacts.schemas.common import ArgDisplay
 from runfacts.schemas.pii import MASK
 
 PER_PAGE = 50
@@ -38,6 +40,7 @@ class OpenApproval:
     requiredRole: str
     argsHash: str
     expiresAt: datetime
+    display: ArgDisplay | None = None  # the arguments as the approver sees them (issue 33)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,8 @@ def row_of(state: RunState) -> RunRow:
     for a in state.open_approvals():
         call = state.toolCalls.get(a.toolCallId)
         approvals.append(OpenApproval(a.approvalId, a.toolCallId, call.action if call else "",
-                                      call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt))
+                                      call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
+                                      call.display if call else None))
     memories = tuple(PendingMemory(m.memoryId, m.statementRef, f"{m.scopeKind}:{m.scopeId}", len(m.evidence),
                                    m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
                      for m in state.memories.values() if m.status == "proposed")
@@ -188,6 +192,7 @@ class InboxRow:
     args_hash: str
     expires_at: datetime
     tenant: str | None  # None: not shown to this viewer
+    arguments: tuple[str, ...] = ()  # the display's lines; personal values for auditors only
 
 
 def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
@@ -201,8 +206,10 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
         for a in s.approvals:
             if a.requiredRole not in viewer.roles:
                 continue
+            shown = a.display if viewer.role == "auditor" else masked(a.display)
             rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, a.action, a.target, a.risk, a.requiredRole,
-                                 a.argsHash, a.expiresAt, (s.tenant or "") if staff else None))
+                                 a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
+                                 tuple(display_lines(shown))))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 

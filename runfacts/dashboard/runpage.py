@@ -23,6 +23,7 @@ from runfacts.client.outcomes import Entry
 from runfacts.dashboard.auditcheck import AuditStatus
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
+from runfacts.processors.policy.display import display_lines, masked
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.pii import MASK, redact
 
@@ -116,6 +117,7 @@ class ApprovalRow:
     summary: str
     can_reauthorize: bool
     awaits_reauthorization: bool = False  # expired, the run waits: someone must propose the call again
+    arguments: tuple[str, ...] = ()  # what the approver is (was) shown; personal values for auditors only
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,14 @@ def awaits_reauthorization(state: RunState, approval_id: str) -> bool:
     return approval.toolCallId in state.toolCalls
 
 
+def _arguments(state: RunState, tool_call_id: str, auditor: bool) -> tuple[str, ...]:
+    """The lines of the call's argument display (personal values masked unless auditor)."""
+    call = state.toolCalls.get(tool_call_id)
+    if call is None or call.display is None:
+        return ()
+    return tuple(display_lines(call.display if auditor else masked(call.display)))
+
+
 def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None,
              facts_from: int | None = None, calls_from: str | None = None) -> RunPage:
     """The run page's content for this viewer (who may see the run: checked by the caller): the
@@ -428,7 +438,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
                     (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
                     a.argsHash, a.expiresAt, a.summary if auditor else MASK,
-                    may_reauthorize(state, a.approvalId, viewer), awaits_reauthorization(state, a.approvalId))
+                    may_reauthorize(state, a.approvalId, viewer), awaits_reauthorization(state, a.approvalId),
+                    _arguments(state, a.toolCallId, auditor))
         for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
     meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)

@@ -37,6 +37,7 @@ from runfacts.privacy.keys import ENV_PII_KEYS
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
 from runfacts.processors.dispatcher.app import app_name as dispatcher_app_name
+from runfacts.processors.policy.capabilities import load_capabilities
 from runfacts.processors.policy.keyring import ENV_KEYS, ENV_SOURCE_KEYS, new_secret
 from runfacts.processors.policy.sources import SourceKeys, parse_source_keys
 from runfacts.projections.projector.app import app_name as projector_app_name
@@ -67,9 +68,12 @@ deadlineMs = 10000
 
 def demo_manifest(expiring_ttl_ms: int) -> str:
     """The demo's capabilities: the refund, and the same refund with a short approval window
-    (the expiry story)."""
+    (the expiry story); both with the refund's argument schema (the approver's display)."""
+    schema = load_capabilities().get("payments.refund").argument_schema or "{}"
+    line = f"argumentSchema = {json.dumps(schema)}\n[capability.retry]"
     return (REFUND_CAPABILITY.format(capability="payments.refund", ttl_ms=REFUND_TTL_MS)
-            + REFUND_CAPABILITY.format(capability="payments.refund.expiring", ttl_ms=expiring_ttl_ms))
+            + REFUND_CAPABILITY.format(capability="payments.refund.expiring", ttl_ms=expiring_ttl_ms)
+            ).replace("[capability.retry]", line)
 
 
 class StackError(RunfactsError):

@@ -77,7 +77,8 @@ class Story:
                                   timeout_s=stack.options.client_timeout_s)
         self.rf = Runfacts.connect(kafka=stack.options.kafka, prefix=stack.names.prefix,
                                    outbox=stack.dir / "harness.db", relay=False, settings=settings,
-                                   sources=stack.options.client_sources(), privacy_env=stack.options.privacy_env)
+                                   sources=stack.options.client_sources(), privacy_env=stack.options.privacy_env,
+                                   capabilities=stack.dir / "capabilities.toml")  # displays as the decider checks
 
     def close(self) -> None:
         self.rf.close()

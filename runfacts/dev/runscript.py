@@ -128,7 +128,8 @@ class RunScript:
         yield self._event(run, "tool.call.proposed", {
             "toolCallId": call, "argsHash": args_hash, "argsRef": f"args/{call}",
             "target": f"order-{run.rng.randint(1, 999):03d}", "action": "refund", "risk": risk,
-            "summary": f"Refund {run.rng.randint(5, 500)} EUR to the customer", "businessKey": None}, **env)
+            "summary": f"Refund {run.rng.randint(5, 500)} EUR to the customer", "businessKey": None,
+            "display": None, "displayDigest": None}, **env)
         approved = True
         if risk == "high":
             approved = yield from self._approval(run, call, args_hash)
@@ -144,12 +145,14 @@ class RunScript:
         ids = {"approvalId": approval, "toolCallId": call}
         yield self._event(run, "approval.required", {
             **ids, "argsHash": args_hash, "risk": "high", "requiredRole": "approver",
-            "expiresAt": run.clock + 3_600_000, "summary": "Allow a refund above the limit"})
+            "expiresAt": run.clock + 3_600_000, "summary": "Allow a refund above the limit", "display": None,
+            "displayDigest": None})
         yield self._event(run, "run.paused", {"reason": "waiting_for_approval", "detail": "",
                                               "approvalId": approval, "actor": None})
         granted = run.rng.random() < 0.85
         kind = "approval.granted" if granted else "approval.rejected"
-        yield self._event(run, kind, {**ids, "argsHash": args_hash, "actor": _actor(run)})
+        yield self._event(run, kind, {**ids, "argsHash": args_hash, "actor": _actor(run),
+                                      **({"displayDigest": None} if granted else {})})
         if granted:
             yield self._event(run, "tool.call.authorized", {
                 "toolCallId": call, "argsHash": args_hash, "approvalId": approval})

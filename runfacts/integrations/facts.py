@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runfacts.client import errors, outcomes
-from runfacts.client.approvals import Approval
+from runfacts.client.approvals import Approval, display_lines, masked
 from runfacts.client.outcomes import Entry, Keys
 from runfacts.integrations.errors import OutcomeNotKnown
 from runfacts.processors.policy.retry import args_hash
@@ -76,7 +76,8 @@ def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target
     created = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
     return Approval(found.runId, p.approvalId, tool_call_id, f"{action} on {target} ({p.risk} risk)", p.risk,
                     p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None),
-                    created.actor.subjectId if created is not None else "")  # type: ignore[attr-defined]
+                    created.actor.subjectId if created is not None else "",  # type: ignore[attr-defined]
+                    masked(p.display), p.displayDigest)
 
 
 def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> dict[str, Any] | None:
@@ -86,7 +87,9 @@ def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, t
         return None
     return {"runId": found.run_id, "toolCallId": tool_call_id, "approvalId": found.approval_id,
             "asks": found.asks, "risk": found.risk, "requiredRole": found.required_role,
-            "expiresAt": found.expires_at.isoformat(), "argsHash": found.args_hash}
+            "expiresAt": found.expires_at.isoformat(), "argsHash": found.args_hash,
+            "arguments": display_lines(found.display) if found.display is not None else None,
+            "displayDigest": found.display_digest}
 
 
 def verdict(run_id: str, entries: Sequence[Entry], tool_call_id: str, request: dict[str, Any] | None = None) -> Verdict:

@@ -53,7 +53,7 @@ def resume_command(state: RunState, approval_id: str, decision: ApprovalDecision
         known = ", ".join(state.approvals) or "none"
         raise ControlError(f"run {state.runId} has no approval {approval_id} (approvals: {known})")
     payload = cmd.ResumeRunPayload(approvalId=approval_id, decision=decision, argsHash=approval.argsHash,
-                                   approvalToken=token)
+                                   approvalToken=token, displayDigest=approval.displayDigest)
     return cmd.ResumeRun(**_envelope(state, issue), payload=payload)
 
 
@@ -110,7 +110,8 @@ def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.
     payload = cmd.ProposeToolCallPayload(
         toolCallId=f"{call.toolCallId}-r{n}", capabilityId=call.capabilityId, argsHash=call.argsHash,
         argsRef=call.argsRef, target=call.target, action=call.action, risk=call.risk, summary=call.summary,
-        turnId=call.turnId, reasoningObjectId=call.reasoningObjectId)
+        turnId=call.turnId, reasoningObjectId=call.reasoningObjectId,
+        display=call.display)  # the same display: the new approval shows what the old one did
     return cmd.ProposeToolCall(**_envelope(state, issue), payload=payload)
 
 

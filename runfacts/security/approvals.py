@@ -21,13 +21,15 @@ DEFAULT_TOKEN_TTL_MS = 5 * 60 * 1000
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """What a token binds: run, approval, argument hash, decision, approver."""
+    """What a token binds: run, approval, argument hash, decision, approver, and the digest of
+    the argument display the approver was shown (None: the approval has no display)."""
 
     run_id: str
     approval_id: str
     args_hash: str
     decision: str
     subject_id: str
+    display_digest: str | None = None
 
 
 def sign_approval(request: ApprovalRequest, now_ms: int, ttl_ms: int = DEFAULT_TOKEN_TTL_MS,
@@ -46,7 +48,8 @@ def sign_approval(request: ApprovalRequest, now_ms: int, ttl_ms: int = DEFAULT_T
         raise ConfigError(approval_keys.ENV_KEYS, "<keyring>", "no current key to sign approvals with")
     claims = approval_tokens.ApprovalClaims(
         run_id=request.run_id, approval_id=request.approval_id, args_hash=request.args_hash,
-        decision=request.decision, subject_id=_pseudonymous(request.subject_id, env), expires_at_ms=now_ms + ttl_ms)
+        decision=request.decision, subject_id=_pseudonymous(request.subject_id, env), expires_at_ms=now_ms + ttl_ms,
+        display_digest=request.display_digest)
     return approval_tokens.issue_token(keyring, keyring.current, claims)
 
 

@@ -18,7 +18,7 @@ def manifest_toml(catalog: CapabilityCatalog, source: str = "") -> str:
         data = manifest.model_dump(by_alias=True, mode="json")
         retry = data.pop("retry")
         lines.append("[[capability]]")
-        lines += [f"{key} = {_value(value)}" for key, value in data.items()]
+        lines += [f"{key} = {_value(value)}" for key, value in data.items() if value not in (None, [])]
         lines.append("[capability.retry]")
         lines += [f"{key} = {_value(value)}" for key, value in retry.items()]
         lines.append("")
@@ -31,8 +31,12 @@ def manifest_toml(catalog: CapabilityCatalog, source: str = "") -> str:
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_value(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)  # a TOML basic string is a JSON string
 
 

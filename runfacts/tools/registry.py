@@ -2,11 +2,19 @@
 
     registry = ToolRegistry()
 
-    @registry.tool("billing.credit", risk="high", needs_approval=True, required_role="support_agent")
-    def credit(account: str, amount_minor: int, ctx: ToolContext) -> Credit: ...
+    @registry.tool("billing.credit", risk="high", required_role="support_agent",
+                   approval_when=[("amount_minor", ">", 5_000)])
+    def credit(account: str, amount_minor: Annotated[int, Field(le=100_000, json_schema_extra={"unit": "cents"})],
+               customer: Annotated[str, Field(json_schema_extra={"pii": True})], ctx: ToolContext) -> Credit: ...
 
     @registry.lookup("billing.credit")
     def find_credit(ctx: LookupContext) -> Credit | None: ...
+
+Each tool's manifest carries its argument JSON schema (from the argument model: names, types,
+bounds, and `unit` / `pii` declared in `json_schema_extra`) and its approval rule
+(`approval_when`: conditions `(field, op, value)`, any of which asks; `needs_approval=True`
+asks for every call): the decider validates a proposal's displayed arguments and evaluates
+the rule on them (docs/tools.md, "What the approver sees").
 
 `registry.catalog()` is the manifest the decider reads (`runfacts capabilities export
 module:registry`), `registry.adapters()` what `runfacts worker dispatcher --tools
@@ -19,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from runfacts.processors.dispatcher.adapters import ToolAdapter
-from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest
+from runfacts.processors.policy.capabilities import ApprovalCondition, CapabilityCatalog, CapabilityManifest
 from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.tools.errors import RegistryError
 from runfacts.tools.spec import ToolSpec, build_spec
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 AdapterFactory = Callable[[Mapping[str, str]], ToolAdapter]
 RetryClass = Literal["none", "standard", "patient"]
+Rule = Iterable[tuple[str, str, Any] | Mapping[str, Any] | ApprovalCondition]
 
 RETRY_CLASSES: dict[str, RetryPolicy] = {
     "none": RetryPolicy(max_attempts=1, base_backoff_ms=1, max_backoff_ms=1, deadline_ms=1),
@@ -54,13 +63,15 @@ class ToolRegistry:
              reconcile_within_ms: int = 600_000, approval_ttl_ms: int = 900_000,
              self_approval: bool = False, timeout_s: float = 30.0,
              lookup: Callable[..., Any] | None = None, read_only: bool = False,
-             idempotent: bool = False) -> Callable[[F], F]:
+             idempotent: bool = False, approval_when: Rule = ()) -> Callable[[F], F]:
         """Register a sync or async function as the tool `capability_id` (see the module doc).
 
         `read_only=True` (changes nothing) or `idempotent=True` (a repeat with the call's
         idempotency key changes nothing more): a call whose outcome is lost is simply run again,
         and its exceptions are retryable failures. Otherwise every ending that does not prove
-        the effect did not happen is result_unknown (docs/tools.md, "How a tool ends")."""
+        the effect did not happen is result_unknown (docs/tools.md, "How a tool ends").
+        `approval_when=[(field, op, value), ...]`: ask a person when any condition holds
+        (docs/tools.md, "What the approver sees, and when to ask")."""
         manifest = self._manifest(capability_id, risk=risk, needs_approval=needs_approval,
                                   required_role=required_role, retry=retry,
                                   reconcile_within_ms=reconcile_within_ms,
@@ -72,7 +83,7 @@ class ToolRegistry:
 
         def register(function: F) -> F:
             self._free(capability_id)
-            spec = build_spec(manifest, function, timeout_s)
+            spec = _with_arguments(build_spec(manifest, function, timeout_s), approval_when)
             self._specs[capability_id] = spec if lookup is None else _with_lookup(spec, lookup)
             return function
         return register
@@ -147,6 +158,22 @@ class ToolRegistry:
             else:
                 out[cid] = RegisteredTool(self.spec(cid), runtime)
         return out
+
+
+def _with_arguments(spec: ToolSpec, rule: Rule) -> ToolSpec:
+    """The spec whose manifest carries the argument schema and the approval rule."""
+    from dataclasses import replace
+
+    conditions = [c if isinstance(c, ApprovalCondition | Mapping) else
+                  {"field": c[0], "op": c[1], "value": tuple(c[2]) if isinstance(c[2], list | tuple | set) else c[2]}
+                  for c in rule]
+    data = {**spec.manifest.model_dump(), "argument_schema": spec.args_model.model_json_schema(),
+            "approval_when": conditions}
+    try:
+        manifest = CapabilityManifest.model_validate(data)
+    except ValueError as exc:
+        raise RegistryError(spec.id, f"bad approval_when: {exc}") from None
+    return replace(spec, manifest=manifest)
 
 
 def _with_lookup(spec: ToolSpec, function: Callable[..., Any]) -> ToolSpec:

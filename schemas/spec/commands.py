@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runfacts.schemas.spec.fields import (
+    ARG_DISPLAY,
     BOOLEAN,
     BUDGET,
     DECISION,
@@ -53,7 +54,9 @@ _CONTROL = [
         f("decision", DECISION),
         f("argsHash", STRING, "Hash of the arguments the approver saw."),
         opt("approvalToken", STRING, "Signed token the decider's shell verifies; never stored."),
-    ]),
+        opt("displayDigest", STRING, "Digest of the argument display the approver saw (null: the "
+                                     "approval had none). v1: absent."),
+    ], version=2),  # v2: displayDigest
     command("StopRun", "run.stop", "Stop taking new steps (Control).", [
         f("reason", STRING, default="", pii=True),
     ]),
@@ -97,7 +100,10 @@ _HARNESS = [
         f("summary", STRING, "Plain words: what the call would do.", pii=True),
         opt("businessKey", STRING, "Business idempotency key, e.g. ticket:T-9001: sent to the tool as its "
                                    "idempotency key (tenant-scoped) instead of the per-run key."),
-    ], version=2),  # v2: businessKey
+        opt("display", ARG_DISPLAY, "The arguments as the tool's schema names them, rendered by the client "
+                                    "from the stored arguments; the decider validates them and evaluates the "
+                                    "capability's approval rule on them. v1-v2: absent."),
+    ], version=3),  # v2: businessKey; v3: display
     command("SaveCheckpoint", "checkpoint.save", "Save a recovery checkpoint.", [
         f("node", STRING), f("stateHash", STRING), f("versions", VERSIONS),
     ]),

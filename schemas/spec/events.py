@@ -6,6 +6,7 @@ from typing import Any
 
 from runfacts.schemas.spec.fields import (
     ACTOR,
+    ARG_DISPLAY,
     BOOLEAN,
     BUDGET,
     DIMENSION,
@@ -41,6 +42,12 @@ def _call(*extra: dict[str, Any]) -> list[dict[str, Any]]:
 
 _RESULT = opt("result", STRING, "Canonical JSON of the tool's typed result (size-capped; "
               "null when the tool gives none). v1: absent.", pii=True)
+
+_DISPLAY = opt("display", ARG_DISPLAY, "The arguments as the decider validated them and as the approver "
+                                      "sees them (null: proposed without a display). v1: absent.")
+_DISPLAY_DIGEST = opt("displayDigest", STRING, "sha256 of the display (runfacts.processors.policy.display."
+                                               "display_digest): the dispatcher refuses to run arguments that "
+                                               "render otherwise. v1: absent.")
 
 _RUN = [
     event("RunCreated", "run.created", "A run was created by a validated CreateRun.", [
@@ -117,11 +124,14 @@ _APPROVAL = [
         f("requiredRole", STRING),
         f("expiresAt", TIMESTAMP),
         f("summary", STRING, "Plain words: what the approver is asked to allow.", pii=True),
-    ]),
+        _DISPLAY,
+        _DISPLAY_DIGEST,
+    ], version=2),  # v2: display, displayDigest
     event("ApprovalGranted", "approval.granted", "An approver allowed the call.", [
         f("approvalId", STRING), f("toolCallId", STRING), f("argsHash", STRING),
         f("actor", ACTOR),
-    ]),
+        _DISPLAY_DIGEST,
+    ], version=2),  # v2: displayDigest (what the approver saw; the signed token covers it)
     event("ApprovalRejected", "approval.rejected", "An approver refused the call.", [
         f("approvalId", STRING), f("toolCallId", STRING), f("argsHash", STRING),
         f("actor", ACTOR),
@@ -148,7 +158,9 @@ _TOOL = [
         f("risk", RISK),
         f("summary", STRING, "Plain words: what the call would do.", pii=True),
         opt("businessKey", STRING, "The proposal's business idempotency key (null: the per-run key)."),
-    ], version=2),  # v2: businessKey
+        _DISPLAY,
+        _DISPLAY_DIGEST,
+    ], version=3),  # v2: businessKey; v3: display, displayDigest
     event("ToolCallAuthorized", "tool.call.authorized", "Policy or an approval allowed the call.", [
         f("toolCallId", STRING),
         f("argsHash", STRING),

@@ -115,6 +115,22 @@ VERSIONS = record("RunVersions", "Versions a run's trajectory depends on (checke
     f("policy", STRING),
 ])
 
+ARG_FIELD = record("ArgField", "One argument as an approver sees it, named as the tool's schema names it.", [
+    f("name", STRING, "The argument's name in the tool's argument schema."),
+    opt("value", STRING, "Canonical JSON of the value, cut at the display cap (omittedChars says how much); "
+                         "null for a personal field."),
+    opt("personalValue", STRING, "The value of a personal field (pii in the tool's schema), as `value`: sealed "
+                                 "by the privacy envelope, masked for roles that must not see it.", pii=True),
+    opt("unit", STRING, "The unit the tool's schema declares, e.g. cents."),
+    f("pii", BOOLEAN, "The field holds personal data: its value is in personalValue.", default=False),
+    f("omittedChars", INT, "Characters of the value's JSON cut at the display cap (0: shown in full).",
+      default=0),
+])
+ARG_DISPLAY = record("ArgDisplay", "A tool call's arguments as an approver sees them (docs/tools.md).", [
+    many("fields", ARG_FIELD, "The arguments shown, in the order of the tool's schema."),
+    f("omittedFields", INT, "Arguments not shown (over the display's field cap), counted.", default=0),
+])
+
 RISK = enum("Risk", "Risk of a tool call.", ["low", "medium", "high", "critical"], "critical")
 DECISION = enum("ApprovalDecision", "An approver's decision.", ["approve", "reject"], "reject")
 PAUSE_REASON = enum(

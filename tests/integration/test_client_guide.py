@@ -52,6 +52,8 @@ def test_every_python_block_of_the_guide_runs_against_the_real_stack(
         printed = out.getvalue()
         [refund] = [r for r in stack.ledger() if r["orderId"] == "order-001"]
         assert "approval-call-" in printed and "refund on order-001 (high risk)" in printed
+        assert 'orderId = "order-001"\namountMinor = 4200 minor units\ncurrency = "EUR"' in printed  # the display
+        assert "'amount_cents = 9000 cents'" in printed
         assert f"{refund['refundId']} 4200" in printed and "completed" in printed
         assert "approval rejected by alice" in printed
         assert "call the customer" in printed

@@ -72,7 +72,7 @@ def test_encode_starts_with_single_object_marker_and_fingerprint_when_default_fr
 
 def test_headers_carry_type_version_and_id_when_encoding_an_event() -> None:
     assert codec.headers(approval_required()) == [
-        ("eventType", b"approval.required"), ("schemaVersion", b"1"), ("eventId", b"ev-1")]
+        ("eventType", b"approval.required"), ("schemaVersion", b"2"), ("eventId", b"ev-1")]
 
 
 def test_model_truncates_to_utc_millis_when_given_finer_or_local_time() -> None:
@@ -102,7 +102,7 @@ def test_decode_names_schema_and_version_when_body_is_truncated() -> None:
     with pytest.raises(InvalidInput) as err:
         codec.decode(data[:-4], AT)
     assert err.value.schema == "runfacts.events.ApprovalRequired"
-    assert err.value.version == 1
+    assert err.value.version == 2
     assert "cannot read body" in err.value.what
 
 
@@ -172,7 +172,7 @@ def test_invalid_input_headers_name_position_schema_and_error_when_sent_to_dead_
     assert headers["dlq.topic"] == b"runfacts.run.events"
     assert headers["dlq.offset"] == b"42"
     assert headers["dlq.schema"] == b"runfacts.events.ApprovalRequired"
-    assert headers["dlq.schemaVersion"] == b"1"
+    assert headers["dlq.schemaVersion"] == b"2"
 
 
 def _body(values: dict[str, object], type_name: str) -> bytes:

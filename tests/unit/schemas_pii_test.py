@@ -42,20 +42,28 @@ def test_redact_masks_exactly_the_pii_paths_when_applied_to_any_type(entry) -> N
     before, after = model.model_dump(), redacted.model_dump()
     paths = pii_paths(model)
     for path in paths:
-        assert _get(after, path) == MASK, path
+        assert all(v == MASK for v in _get(after, path.split("."))), path
     for path in paths:
-        _set(before, path, MASK)
+        _set(before, path.split("."), MASK)
     assert before == after
 
 
-def _get(values: dict, path: str) -> object:
-    for step in path.split("."):
-        values = values[step]
-    return values
+def _get(values: object, steps: list[str]) -> list[object]:
+    """The values at a pii path (a `name[]` step walks every item of an array)."""
+    if not steps:
+        return [values]
+    step, rest = steps[0], steps[1:]
+    if step.endswith("[]"):
+        return [v for item in values[step[:-2]] for v in _get(item, rest)]  # type: ignore[index]
+    return _get(values[step], rest)  # type: ignore[index]
 
 
-def _set(values: dict, path: str, value: object) -> None:
-    *head, last = path.split(".")
-    for step in head:
-        values = values[step]
-    values[last] = value
+def _set(values: object, steps: list[str], value: object) -> None:
+    step, rest = steps[0], steps[1:]
+    if step.endswith("[]"):
+        for item in values[step[:-2]]:  # type: ignore[index]
+            _set(item, rest, value)
+    elif rest:
+        _set(values[step], rest, value)  # type: ignore[index]
+    else:
+        values[step] = value  # type: ignore[index]

@@ -37,14 +37,14 @@ def b64(data: bytes) -> str:
 
 def forge(secret: bytes, kid: str, payload: bytes) -> str:
     """A correctly signed token over arbitrary payload bytes (as a buggy issuer would make)."""
-    signed = f"v1.{kid}.{b64(payload)}"
+    signed = f"v{2 if b'displayDigest' in payload else 1}.{kid}.{b64(payload)}"
     mac = hmac.new(secret, b"runfacts.approval." + signed.encode(), hashlib.sha256).digest()
     return f"{signed}.{b64(mac)}"
 
 
 def test_verify_token_accepts_when_token_matches_binding_and_is_unexpired():
     token = issue_token(RING, "k1", CLAIMS)
-    assert token.startswith("v1.k1.")
+    assert token.startswith("v2.k1.")
     assert verify_token(RING, token, BINDING, NOW) is None
 
 
@@ -54,7 +54,7 @@ def test_verify_token_rejects_token_missing_when_absent(token):
 
 
 @pytest.mark.parametrize("mangle", [
-    lambda t: t.replace("v1.", "v2.", 1),
+    lambda t: t.replace("v2.", "v3.", 1),
     lambda t: t + ".extra",
     lambda t: t.rsplit(".", 1)[0],
     lambda t: t[:-3] + "!!!",
@@ -87,7 +87,7 @@ def test_verify_token_rejects_token_bad_signature_when_payload_is_tampered():
     _, kid, _, sig = issue_token(RING, "k1", CLAIMS).split(".")
     evil = replace(CLAIMS, args_hash="sha256:ffff")
     _, _, evil_payload, _ = issue_token(RING, "k1", evil).split(".")
-    assert verify_token(RING, f"v1.{kid}.{evil_payload}.{sig}", evil.binding(), NOW) == "token_bad_signature"
+    assert verify_token(RING, f"v2.{kid}.{evil_payload}.{sig}", evil.binding(), NOW) == "token_bad_signature"
 
 
 def test_verify_token_rejects_token_bad_signature_when_signed_with_other_secret_under_same_kid():
@@ -106,10 +106,31 @@ def test_verify_token_rejects_token_expired_when_now_reaches_expiry(now):
     assert verify_token(RING, issue_token(RING, "k1", CLAIMS), BINDING, now) == "token_expired"
 
 
-@pytest.mark.parametrize("field", ["run_id", "approval_id", "args_hash", "decision", "subject_id"])
+@pytest.mark.parametrize("field", ["run_id", "approval_id", "args_hash", "decision", "subject_id", "display_digest"])
 def test_verify_token_rejects_token_claims_mismatch_when_any_bound_field_differs(field):
     other = replace(BINDING, **{field: "reject" if field == "decision" else "other"})
     assert verify_token(RING, issue_token(RING, "k1", CLAIMS), other, NOW) == "token_claims_mismatch"
+
+
+def v1_token(claims: ApprovalClaims) -> str:
+    """A token as runfacts before issue 33 issued it (claims without displayDigest)."""
+    body = {"runId": claims.run_id, "approvalId": claims.approval_id, "argsHash": claims.args_hash,
+            "decision": claims.decision, "subjectId": claims.subject_id, "expiresAtMs": claims.expires_at_ms}
+    return forge(K1.secret, "k1", json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+def test_a_v1_token_verifies_only_for_an_approval_without_a_display():
+    assert verify_token(RING, v1_token(CLAIMS), BINDING, NOW) is None
+    shown = replace(BINDING, display_digest="d" * 64)
+    assert verify_token(RING, v1_token(CLAIMS), shown, NOW) == "token_claims_mismatch"
+
+
+def test_a_v2_token_binds_the_display_digest_the_approver_saw():
+    claims = replace(CLAIMS, display_digest="d" * 64)
+    token = issue_token(RING, "k1", claims)
+    assert verify_token(RING, token, claims.binding(), NOW) is None
+    assert verify_token(RING, token, replace(claims.binding(), display_digest="e" * 64), NOW) == "token_claims_mismatch"
+    assert verify_token(RING, token, BINDING, NOW) == "token_claims_mismatch"  # a digest where none was shown
 
 
 def test_verify_token_compares_signature_in_constant_time_when_checking(monkeypatch):
@@ -129,7 +150,7 @@ def test_keyring_rotation_accepts_old_key_in_grace_and_rejects_it_when_retired()
     old_token = issue_token(RING, "k1", CLAIMS)
     rotated = Keyring(keys={"k1": K1, "k2": K2}, current="k2")
     new_token = issue_token(rotated, rotated.current, CLAIMS)
-    assert new_token.startswith("v1.k2.")
+    assert new_token.startswith("v2.k2.")
     assert verify_token(rotated, old_token, BINDING, NOW) is None
     assert verify_token(rotated, new_token, BINDING, NOW) is None
     retired = Keyring(keys={"k2": K2}, current="k2", retired=frozenset({"k1"}))

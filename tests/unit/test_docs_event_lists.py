@@ -75,6 +75,7 @@ def _commands() -> dict[str, Step]:
         "`run.create`": lambda c: c.create(RUN),
         "`reasoning.record`": lambda c: c.reasoning(RUN),
         "`tool.call.propose` (a high-risk refund)": lambda c: c.propose(RUN, CALL),
+        "`tool.call.propose` (a refund of -5, displayed)": lambda c: _displayed(c.propose(RUN, CALL), -5),
         "`run.resume` approve": lambda c: c.resume(RUN, CALL),
         "`run.resume` reject": lambda c: c.resume(RUN, CALL, "reject"),
         "`tool.call.claim`": lambda c: c.claim(RUN, CALL),
@@ -85,6 +86,16 @@ def _commands() -> dict[str, Step]:
         "`run.cancel`": lambda c: c.cancel(RUN),
         "(the approval's TTL passes: its timer fires)": lambda c: None,
     }
+
+
+def _displayed(proposal: Any, amount: int) -> Any:
+    """The proposal with the argument display a client renders for a refund of `amount`."""
+    from runfacts.processors.policy.capabilities import load_capabilities
+    from runfacts.processors.policy.display import render
+
+    schema = load_capabilities().get(proposal.payload.capabilityId).schema_or_none()
+    display = render({"orderId": "order-001", "amountMinor": amount, "currency": "EUR"}, schema)
+    return proposal.model_copy(update={"payload": proposal.payload.model_copy(update={"display": display})})
 
 
 def _detail(event: EventBase) -> str | None:

@@ -143,3 +143,23 @@ def test_record_bytes_are_framed_as_single_object_when_encoded_for_a_topic() -> 
     framed = audit.schema().frame(body)
     assert framed[:2] == b"\xc3\x01" and audit.schema().decode(framed)["sequence"] == 1
     assert encode_event(run_values(seed=6, runs=1)[0])[10:] == fact.body
+
+
+def test_an_argument_display_is_a_digest_and_the_display_digest_is_kept_when_a_call_is_proposed() -> None:
+    """The display's fields hold personal values (personalValue): never in the audit record,
+    however short; the displayDigest an auditor checks the approval token against is kept."""
+    from runfacts.schemas.common import ArgDisplay, ArgField
+
+    display = ArgDisplay(fields=(ArgField(name="amount_cents", value="10", unit="cents"),
+                                 ArgField(name="customer", personalValue='"Ada"', pii=True)))
+    event = ToolCallProposed(
+        eventId="e1", runId="r1", producer="p", correlationId="c", occurredAt=1_700_000_000_000,
+        payload=ToolCallProposedPayload(toolCallId="t1", argsHash="h", argsRef="a", target="o", action="credit",
+                                        risk="low", summary="s", display=display, displayDigest="d" * 64))
+    record = audit.reference(None, fact_of(event))
+    changes = {c.path: c for c in record.changes}
+    assert changes["payload.display.fields"].value is None
+    assert changes["payload.display.fields"].digest.startswith("sha256:")
+    assert changes["payload.displayDigest"].value == "d" * 64
+    assert b"Ada" not in audit.encode(record)
+    assert audit.decode(audit.step(None, fact_of(event))[1]) == record

@@ -53,13 +53,15 @@ def _approval_run():
         _event(4, "budget.debited", {"amounts": BUDGET, "actionHash": "a"}, turn="t1"),
         _event(5, "tool.call.proposed", {**call, "argsHash": "args1", "argsRef": "ref",
                                          "target": "order-1", "action": "refund", "risk": "high",
-                                         "summary": "Refund 40 EUR to Bob", "businessKey": None},
+                                         "summary": "Refund 40 EUR to Bob", "businessKey": None,
+                                         "display": None, "displayDigest": None},
                turn="t1", reasoning="ro1", capability="payments.refund"),
         _event(6, "approval.required", {"approvalId": "a1", **call, "argsHash": "args1",
                                         "risk": "high", "requiredRole": "approver",
-                                        "expiresAt": T0 + 99, "summary": "Allow the refund"}),
+                                        "expiresAt": T0 + 99, "summary": "Allow the refund",
+                                        "display": None, "displayDigest": None}),
         _event(7, "approval.granted", {"approvalId": "a1", **call, "argsHash": "args1",
-                                       "actor": ACTOR}),
+                                       "actor": ACTOR, "displayDigest": None}),
         _event(8, "tool.call.authorized", {**call, "argsHash": "args1", "approvalId": "a1"}),
         _event(9, "tool.call.dispatching", {**call, "attempt": 1, "idempotencyKey": "k",
                                             "externalRequestId": "x1", "leaseEpoch": 1}),
@@ -168,14 +170,15 @@ def _state_bytes(events) -> list[bytes]:
 def _proposal(n: int, call: str) -> dict:
     return _event(n, "tool.call.proposed", {"toolCallId": call, "argsHash": f"h-{call}", "argsRef": f"args-{call}",
                                             "target": "order-1", "action": "refund", "risk": "high",
-                                            "summary": "Refund", "businessKey": None},
+                                            "summary": "Refund", "businessKey": None, "display": None,
+                                            "displayDigest": None},
                   capability="payments.refund")
 
 
 def _required(n: int, call: str) -> dict:
     return _event(n, "approval.required", {"approvalId": f"a-{call}", "toolCallId": call, "argsHash": f"h-{call}",
                                            "risk": "high", "requiredRole": "approver", "expiresAt": T0 + 99,
-                                           "summary": "Allow"})
+                                           "summary": "Allow", "display": None, "displayDigest": None})
 
 
 def _saved(n: int, node: str) -> dict:
@@ -191,7 +194,8 @@ def _graph_run() -> list[dict]:
         _proposal(2, "c1"), _required(3, "c1"), _proposal(4, "c2"),
         _saved(5, "langgraph:th-1:1f0-aaa"),
         _required(6, "c2"),  # an approval asked after the checkpoint joins the call's graph step
-        _event(7, "approval.granted", {"approvalId": "a-c1", "toolCallId": "c1", "argsHash": "h-c1", "actor": ACTOR}),
+        _event(7, "approval.granted", {"approvalId": "a-c1", "toolCallId": "c1", "argsHash": "h-c1", "actor": ACTOR,
+                                       "displayDigest": None}),
         _saved(8, "langgraph:th-1:1f0-aaa"),  # re-saved on resume: the same graph step
         _proposal(9, "c3"),
         _saved(10, "langgraph:th-1:1f0-bbb"),

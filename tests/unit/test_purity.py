@@ -34,7 +34,7 @@ PURE = [
     # policy and the dispatcher's core
     "runfacts.processors.policy.access", "runfacts.processors.policy.capabilities",
     "runfacts.processors.policy.retry", "runfacts.processors.policy.approvals",
-    "runfacts.processors.policy.sources",
+    "runfacts.processors.policy.sources", "runfacts.processors.policy.display",
     "runfacts.processors.dispatcher.core",
     # projection reducers
     "runfacts.projections.facts", "runfacts.projections.records", "runfacts.projections.user_view",

@@ -14,7 +14,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
 
 def _example() -> dict:
-    (block,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    block = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[0]
     namespace: dict = {"__name__": "doc_tools"}
     exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - the documented example
     return namespace
@@ -44,6 +44,16 @@ def test_documented_errors_are_what_the_table_says() -> None:
     assert isinstance(bad, ToolFailed) and bad.error_class.value == "validation"
     assert "tool billing.credit: arguments do not fit" in bad.detail
     assert "amount_minor: Input should be greater than 0 (got -5)" in bad.detail
+
+
+def test_documented_conditional_approval_and_display_run() -> None:
+    """The "What the approver sees" block: its asserts are the behaviour (rule, display, validation)."""
+    block = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[1]
+    namespace: dict = {"__name__": "doc_display"}
+    exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - the documented example
+    manifest = namespace["manifest"]
+    assert manifest.approval_when[0].describe() == "amount_cents > 5000"
+    assert parse_capabilities(manifest_toml(namespace["credits"].catalog())) == namespace["credits"].catalog()
 
 
 def test_documented_declaration_is_the_exported_manifest() -> None:

@@ -49,7 +49,7 @@ def _approval_required(s: RunState, e: ev.ApprovalRequired) -> dict[str, Any]:
     approval = ApprovalState(
         approvalId=p.approvalId, toolCallId=p.toolCallId, argsHash=p.argsHash, risk=p.risk,
         requiredRole=p.requiredRole, expiresAt=p.expiresAt, summary=p.summary,
-        requestedBy=s.createdBy.subjectId,
+        requestedBy=s.createdBy.subjectId, displayDigest=p.displayDigest,
     )
     changes = _with_call(s, e, p.toolCallId, approvalId=p.approvalId)
     return {**changes, "approvals": {**s.approvals, p.approvalId: approval}}
@@ -97,6 +97,7 @@ def _proposed(s: RunState, e: ev.ToolCallProposed) -> dict[str, Any]:
         argsHash=p.argsHash, argsRef=p.argsRef, risk=p.risk, summary=p.summary,
         idempotencyKey=call_idempotency_key(s.runId, s.tenant, p.action, p.target, p.argsHash, p.businessKey),
         turnId=e.turnId, reasoningObjectId=e.reasoningObjectId, proposedAt=e.occurredAt,
+        display=p.display, displayDigest=p.displayDigest,
     )
     action = action_hash(e.capabilityId, p.argsHash)
     room = _compacted(s)
