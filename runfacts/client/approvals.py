@@ -42,7 +42,9 @@ class Approval:
     expires_at: datetime
     args_hash: str
     tenant: str | None
-    requested_by: str
+    requesters: tuple[str, ...]
+    """Who the request stands for (the run's user, its creator when a person): without
+    self-approval none of them may decide it (the decider refuses `self_approval_forbidden`)."""
 
 
 def asks(state: RunState, approval_id: str) -> str:
@@ -62,7 +64,7 @@ def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | Non
         for a in state.open_approvals():
             if a.expiresAt > now and (role is None or a.requiredRole == role):
                 found.append(Approval(state.runId, a.approvalId, a.toolCallId, asks(state, a.approvalId), a.risk,
-                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requestedBy))
+                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requesters))
     return sorted(found, key=lambda a: a.expires_at)
 
 

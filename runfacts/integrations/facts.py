@@ -17,6 +17,7 @@ from typing import Any, Literal
 from runfacts.client import errors, outcomes
 from runfacts.client.approvals import Approval
 from runfacts.client.outcomes import Entry
+from runfacts.processors.policy.access import requesters
 from runfacts.processors.policy.retry import args_hash
 
 Status = Literal["unknown", "pending", "granted", "rejected", "expired", "refused"]
@@ -72,10 +73,10 @@ def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target
     if found is None:
         return None
     p = found.payload
-    created = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
+    created: Any = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
+    who = () if created is None else requesters(created.userId, created.actor)
     return Approval(found.runId, p.approvalId, tool_call_id, f"{action} on {target} ({p.risk} risk)", p.risk,
-                    p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None),
-                    created.actor.subjectId if created is not None else "")  # type: ignore[attr-defined]
+                    p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None), who)
 
 
 def approval_request(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> dict[str, Any] | None:
