@@ -66,6 +66,13 @@ def call_id(run_id: str, capability: str, target: str, arguments: dict[str, Any]
     return f"call-{hashlib.sha256(f'{run_id}|{capability}|{target}|{digest}'.encode()).hexdigest()[:20]}"
 
 
+def current_call_id(entries: Sequence[Entry], run_id: str, capability: str, target: str,
+                    arguments: dict[str, Any]) -> str:
+    """The runfacts call a model call stands for now: `call_id`'s latest re-authorization (`<id>-r<n>`,
+    proposed again after its approval expired), or `call_id` itself."""
+    return outcomes.latest_link(entries, call_id(run_id, capability, target, arguments))
+
+
 def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> Approval | None:
     """The call's open approval as `rf.decide` takes it (and `rf.approvals()` lists it), from the
     run's facts (None: it asked for none)."""

@@ -7,7 +7,8 @@
 
 For the tool calls of the last AI message, in order (LangGraph re-runs all of it on resume):
 1. a gated call (its tool name in `interrupt_on`) is proposed with `run.propose`; the call id is
-   derived from capability, target and arguments, so a re-run returns the same call;
+   derived from capability, target and arguments; a re-run of the same graph step takes the call
+   it proposed, and a new step asking again after an expiry opens a new approval;
 2. the graph step is recorded as the run's checkpoint (`checkpoint.save`, node
    `langgraph:<thread>:<checkpoint id>`), so audit and trajectories link to it;
 3. while runfacts' verdict on a call is pending (`facts.verdict`, the one the Pydantic AI bridge
@@ -15,7 +16,8 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    `facts.approval_request` words it;
 4. on `Command(resume=...)` the value is not trusted: only the decision runfacts recorded counts.
    A resume naming `approvalId` and `decision` is submitted through `rf.decide` when the node's
-   `approver` hook authenticates someone (the decider checks role, expiry, arguments); a value
+   `approver` hook returns the authenticated person as an `Actor` (a bare name carries no roles:
+   the decider checks the actor's own roles, its requesters, expiry, arguments); a value
    claiming a decision runfacts never recorded interrupts again with `refused` saying why;
 5. granted: the result comes from the dispatcher (`call.result()`: idempotency key,
    reconciliation after a lost response) as the ToolMessage, and a tool that failed is an error
@@ -67,6 +69,7 @@ from runfacts.client import (  # noqa: E402
 )
 from runfacts.integrations import facts  # noqa: E402
 from runfacts.integrations.facts import Gate  # noqa: E402
+from runfacts.processors.policy.retry import args_hash  # noqa: E402
 from runfacts.schemas import commands as cmd  # noqa: E402
 from runfacts.schemas.common import Actor, EventBase, RunVersions  # noqa: E402
 
@@ -99,7 +102,7 @@ class RunfactsToolNode:
 
     def __init__(self, rf: Runfacts, *, interrupt_on: Mapping[str, Gate], tools: Sequence[BaseTool] = (),
                  run_id: Callable[[RunnableConfig], str] | None = None,
-                 approver: Callable[[RunnableConfig], str | Actor | None] | None = None,
+                 approver: Callable[[RunnableConfig], Actor | str | None] | None = None,
                  settle_s: float = 5.0, result_timeout_s: float = 600.0) -> None:
         self.rf, self.gates, self.tools = rf, dict(interrupt_on), {t.name: t for t in tools}
         self.run_id = run_id or (lambda config: config["configurable"]["thread_id"])
@@ -110,7 +113,8 @@ class RunfactsToolNode:
         if not isinstance(message, AIMessage):
             raise TypeError(f"RunfactsToolNode needs an AIMessage last in state['messages'], got {type(message)}")
         run = self.rf.run(self.run_id(config))
-        gated = {str(tc["id"]): Gated(tc, self.gates[tc["name"]], self._propose(run, tc))
+        rerun = _checkpointed(run, step_ref(config))
+        gated = {str(tc["id"]): Gated(tc, self.gates[tc["name"]], self._propose(run, tc, rerun))
                  for tc in message.tool_calls if tc["name"] in self.gates}
         if gated:
             self._checkpoint(run, config, message)
@@ -121,9 +125,17 @@ class RunfactsToolNode:
             out.append(self._local(tc) if call is None else self._outcome(run, call))
         return {"messages": out}
 
-    def _propose(self, run: Run, tc: Mapping[str, Any]) -> ToolCall:
+    def _propose(self, run: Run, tc: Mapping[str, Any], rerun: bool) -> ToolCall:
+        """The runfacts call of a gated tool call. On a re-run of the same graph step (LangGraph
+        re-runs the node on resume) it is the call this step proposed, never a new proposal, so an
+        expiry reaches the model; a new step (the model asking again) proposes, which after an
+        expiry opens a new approval (re-authorization: the decider's `<id>-r<n>`)."""
         gate, args = self.gates[tc["name"]], tc["args"]
         target = gate.target_of(args)
+        if rerun:
+            known = facts.current_call_id(run.journal.entries, run.id, gate.capability, target, args)
+            if any(e.tool_call_id == known for e in run.journal.entries):
+                return ToolCall(run, known, gate.capability, args_hash(args), None)
         return run.propose(gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
                            summary=gate.summary_of(args),
                            tool_call_id=facts.call_id(run.id, gate.capability, target, args))
@@ -172,13 +184,21 @@ class RunfactsToolNode:
                 f"{request['approvalId']}{note}; decide it through runfacts (rf.decide) and resume again")
 
     def _submit(self, run: Run, call: Gated, decision: str, who: str | Actor) -> str:
+        """Submit the decision as the hook's authenticated actor. The hook is not an authorization: a
+        bare name carries no roles (never the approval's required role), so the decider judges the
+        actor's own roles, its requesters and the signature as for any UI."""
         approval = call.approval(run)
         if approval is None:
             return ""
+        actor = who if isinstance(who, Actor) else Actor(
+            subjectId=who, roles=(), tenant=approval.tenant, authSource=self.rf.settings.ui.auth_source)
         try:
-            self.rf.decide(approval, decision, approver=who)
+            self.rf.decide(approval, decision, approver=actor)
         except CommandRejected as exc:
-            return "" if exc.reason == "approval_already_decided" else f" (the decision was refused: {exc.reason})"
+            if exc.reason == "approval_already_decided":
+                return ""
+            hint = "; the approver hook must return the authenticated Actor with its roles" if not actor.roles else ""
+            return f" (the decision was refused: {exc.reason}{hint})"
         return ""
 
     def _outcome(self, run: Run, call: Gated) -> ToolMessage:
@@ -230,6 +250,12 @@ class Gated:
         """The call's open approval as `rf.decide` takes it."""
         return facts.approval_of(run.journal.entries, self.tool_call.id, self.gate.action_name(),
                                  self.gate.target_of(self.tc["args"]))
+
+
+def _checkpointed(run: Run, node: str) -> bool:
+    """The graph step `node` already ran this node (its `checkpoint.saved`, written after its proposals)."""
+    return any(e.event_type == "checkpoint.saved" and e.event.payload.node == node  # type: ignore[attr-defined]
+               for e in run.journal.entries)
 
 
 def run_versions(run: Run) -> RunVersions:

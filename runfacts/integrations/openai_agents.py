@@ -99,7 +99,7 @@ def gated(tool: FunctionTool, gate: Gate, run_of: Callable[[RunContextWrapper[An
 
     async def invoke(ctx: ToolContext[Any], raw: str) -> str:
         run, args = run_of(ctx), json.loads(raw or "{}")
-        call_id = facts.call_id(run.id, gate.capability, gate.target_of(args), args)
+        call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, gate.target_of(args), args)
         found = _verdict(run, gate, call_id, args)
         if found.status != "granted":
             raise ForgedResume(run.id, call_id, tool.name, found.status, found.reason)
@@ -129,7 +129,8 @@ def _gated_calls(run: Run, state: RunState[Any],
         raw = getattr(item.raw_item, "arguments", None)
         if gate is not None and isinstance(raw, str):
             args = json.loads(raw or "{}")
-            yield item, gate, args, facts.call_id(run.id, gate.capability, gate.target_of(args), args)
+            yield item, gate, args, facts.current_call_id(run.journal.entries, run.id, gate.capability,
+                                                          gate.target_of(args), args)
 
 
 def approval_requests(run: Run, state: RunState[Any], gates: Mapping[str, Gate]) -> dict[str, dict[str, Any]]:

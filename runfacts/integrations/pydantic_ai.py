@@ -130,7 +130,7 @@ class RunfactsToolset(WrapperToolset[Any]):
     async def _approved(self, run: Run, name: str, gate: Gate, args: dict[str, Any]) -> Any:
         """A resumed call Pydantic AI says is approved: runs only if runfacts granted it."""
         target = gate.target_of(args)
-        call_id = facts.call_id(run.id, gate.capability, target, args)
+        call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, target, args)
         found = self._verdict(run, gate, call_id, target)
         if found.status != "granted":
             raise ForgedResume(run.id, call_id, name, found.status, found.reason)
