@@ -7,7 +7,7 @@ point `runfacts.processors.decider.core.decide` stamps drafts into events.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -35,11 +35,11 @@ def default_check_command(command: CommandBase) -> str | None:
     return None
 
 
-def default_check_approver(manifest: CapabilityManifest, approver: Actor, requested_by: str) -> str | None:
-    """Approver holds the capability's required role, and is not the requester unless allowed."""
+def default_check_approver(manifest: CapabilityManifest, approver: Actor, requested_by: Collection[str]) -> str | None:
+    """Approver holds the capability's required role, and is none of the requesters unless allowed."""
     if manifest.required_role not in approver.roles:
         return "forbidden_role"
-    if approver.subjectId == requested_by and not manifest.self_approval:
+    if approver.subjectId in requested_by and not manifest.self_approval:
         return "self_approval_forbidden"
     return None
 
@@ -63,7 +63,8 @@ class DecideContext:
     loop_threshold: int = 3
     policy_version: str = "default"
     check_command: Callable[[CommandBase], str | None] = default_check_command
-    check_approver: Callable[[CapabilityManifest, Actor, str], str | None] = default_check_approver
+    check_approver: Callable[[CapabilityManifest, Actor, Collection[str]], str | None] = default_check_approver
+    """(manifest, approver, the approval's requesters) -> None or a reason code."""
     check_tenant: Callable[[CommandBase, str | None], str | None] = default_check_tenant
     """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token

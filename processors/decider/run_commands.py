@@ -78,7 +78,10 @@ def resume(c: cmd.ResumeRun, state: RunState, ctx: DecideContext) -> list[Draft]
     _check_display(c, approval.displayDigest)
     call = state.toolCalls[approval.toolCallId]
     manifest = tools.manifest_for(c, ctx, call.capabilityId)
-    denied = ctx.check_approver(manifest, c.actor, approval.requestedBy)
+    denied = ctx.check_approver(manifest, c.actor, approval.requesters)
+    if denied == "self_approval_forbidden":
+        raise Rejected(c, denied, f"{c.actor.subjectId} is a requester of {approval.approvalId} (the run's user, "
+                       f"its creator or the proposer): another {approval.requiredRole} must decide it")
     if denied is not None:
         raise Rejected(c, denied, f"{c.actor.subjectId} for {approval.requiredRole} approval")
     if ctx.verify_token is not None:

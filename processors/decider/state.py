@@ -44,7 +44,7 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 3
+STATE_FORMAT: Final = 4
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -74,7 +74,9 @@ class ApprovalState(Frozen):
     expiresAt: datetime
     summary: str
     status: ApprovalStatus = "open"
-    requestedBy: str
+    requesters: tuple[str, ...]
+    """Every subject the request stands for (`policy.access.requesters`: the run's user, its creator
+    when a person); without self-approval none of them may decide it."""
     decidedBy: str | None = None
     decidedAt: datetime | None = None
     displayDigest: str | None = None  # what the approver is shown (the call's display); None: no display
@@ -195,7 +197,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[3] = STATE_FORMAT
+    stateFormat: Literal[4] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""

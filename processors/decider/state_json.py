@@ -19,6 +19,8 @@ from pydantic import BaseModel
 
 from runfacts.processors.decider.state import DEDUPE_WINDOW, STATE_FORMAT, RunState, command_digest
 from runfacts.processors.engine.versions import Migrations
+from runfacts.processors.policy.access import requesters
+from runfacts.schemas.common import Actor
 
 Parts = dict[str, tuple[Any, msgspec.Raw]]
 """Per map ("approvals", "toolCalls"): key -> (the value object, its JSON)."""
@@ -49,9 +51,20 @@ def _window_digests(value: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests})
+def _approval_requesters(value: dict[str, Any]) -> dict[str, Any]:
+    """3 -> 4: an approval named one `requestedBy` (the run's creator, even a service identity); it
+    holds its `requesters` (`policy.access.requesters`: the run's user, the creator when a person)."""
+    who = requesters(value["userId"], Actor.model_validate(value["createdBy"]))
+    approvals = {}
+    for approval_id, approval in (value.get("approvals") or {}).items():
+        kept = {k: v for k, v in approval.items() if k != "requestedBy"}
+        approvals[approval_id] = {**kept, "requesters": list(who)}
+    return {**value, "approvals": approvals}
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
-3 the dedupe window as digests."""
+3 the dedupe window as digests, 4 an approval's requesters."""
 
 
 def load_state(raw: bytes) -> RunState:

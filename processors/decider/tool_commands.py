@@ -55,19 +55,12 @@ def _check_business_key(c: cmd.ProposeToolCall, state: RunState, key: str) -> No
 
 
 def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list[Draft]:
-    """A proposed side effect: authorized by policy, or waiting for an approval."""
+    """A proposed side effect: authorized by policy, or waiting for an approval. A call proposed
+    again after its approval expired is proposed anew for a new approval (`_reauthorized`)."""
     p = c.payload
     _check_can_propose(c, state)
-    existing = state.toolCalls.get(p.toolCallId)
-    if existing is not None:
-        same = existing.argsHash == p.argsHash
-        raise Rejected(c, "already_proposed" if same else "tool_call_exists",
-                       f"{p.toolCallId} is {existing.execution}; changed arguments need a new toolCallId")
-    settled = state.settledCalls.get(p.toolCallId)
-    if settled is not None:
-        how, args = settled
-        raise Rejected(c, "already_proposed" if p.argsHash.startswith(args) else "tool_call_exists",
-                       f"{p.toolCallId} ended ({how}); a new call needs a new toolCallId")
+    if _known(state, p.toolCallId):
+        p = p.model_copy(update={"toolCallId": _reauthorized(c, state)})
     manifest = manifest_for(c, ctx, p.capabilityId)
     display = _validated_display(c, manifest)
     digest = None if display is None else display_digest(display)
@@ -122,6 +115,42 @@ def approval_reason(manifest: CapabilityManifest, display: ArgDisplay | None) ->
         return None
     why = asks_approval(manifest.approval_when, display or ArgDisplay(), manifest.schema_or_none())
     return None if why is None else f" ({why})"
+
+
+def _known(state: RunState, call_id: str) -> bool:
+    return call_id in state.toolCalls or call_id in state.settledCalls
+
+
+def _ended_by(state: RunState, call_id: str) -> str | None:
+    call = state.toolCalls.get(call_id)
+    return call.closedReason if call is not None else state.settledCalls[call_id][0]
+
+
+def _reauthorized(c: cmd.ProposeToolCall, state: RunState) -> str:
+    """The id a proposal of a known call id is made under: re-authorization (SEMANTICS §13). Its
+    re-authorization chain is the id, then `<id>-r1`, `<id>-r2`, ... (`ops.control.reauthorize_command`
+    names them so too); when the latest link's approval expired (the call closed `approval_expired`,
+    also a grant that lapsed before dispatch), the same arguments are proposed again as the next link,
+    for a new approval and with the same idempotency key. Otherwise the call stands: `already_proposed`
+    (naming the latest link: re-proposing an open request never makes a second one), or
+    `tool_call_exists` for other arguments."""
+    p = c.payload
+    existing = state.toolCalls.get(p.toolCallId)
+    same = existing.argsHash == p.argsHash if existing is not None else (
+        p.argsHash.startswith(state.settledCalls[p.toolCallId][1]))
+    if not same:
+        raise Rejected(c, "tool_call_exists", f"{p.toolCallId} exists with other arguments; changed arguments "
+                       "need a new toolCallId")
+    latest, n = p.toolCallId, 1
+    while _known(state, f"{p.toolCallId}-r{n}"):
+        latest, n = f"{p.toolCallId}-r{n}", n + 1
+    how = _ended_by(state, latest)
+    if how != "approval_expired":
+        call = state.toolCalls.get(latest)
+        now = how or (call.execution if call is not None else "settled")
+        raise Rejected(c, "already_proposed", f"{p.toolCallId} is proposed as {latest} ({now}); "
+                       "changed arguments need a new toolCallId")
+    return f"{p.toolCallId}-r{n}"
 
 
 def _check_can_propose(c: cmd.ProposeToolCall, state: RunState) -> None:

@@ -51,6 +51,9 @@ VERSION_PATTERN = r"^\d{4}-\d{2}-\d{2}\.\d+$"
 CommandDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "no_policy_rule"]
 TenantDenial = Literal["tenant_mismatch"]
 ApproverDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "self_approval_forbidden"]
+SERVICE_SOURCES: frozenset[str] = frozenset({"agent-harness", "dispatcher", "decider-timer"})
+"""The runtime's own auth sources (the agent harness, the dispatcher, the decider's timer): their
+actors are service identities, never requesters. Every other source's actor counts as a person."""
 
 
 class SourceRule(BaseModel):
@@ -146,13 +149,27 @@ def tenant_bound(policy: Policy, actor: Actor) -> bool:
     return not effective_roles(policy, actor) & policy.cross_tenant_roles
 
 
+def is_service_identity(actor: Actor) -> bool:
+    """True for an actor of one of the runtime's own sources (`SERVICE_SOURCES`)."""
+    return actor.authSource in SERVICE_SOURCES
+
+
+def requesters(user_id: str, *actors: Actor | None) -> tuple[str, ...]:
+    """Every subject a request stands for (docs/security.md "Who counts as a requester"): the
+    run's user, then each of `actors` (the run's creator, the proposer) that is a person, once
+    each, in that order. A service identity never counts. Pure, policy-free: the fold uses it."""
+    found = [user_id, *(a.subjectId for a in actors if a is not None and not is_service_identity(a))]
+    return tuple(dict.fromkeys(s for s in found if s))
+
+
 def check_approver(
     policy: Policy, manifest: CapabilityManifest, approver: Actor, requested_by: str | Collection[str]
 ) -> ApproverDenial | None:
     """None when `approver` may decide an approval of `manifest`'s capability; otherwise why not.
 
-    `requested_by`: the subject id(s) the request is attributed to — the run's user and, when
-    someone else created the run, its creator (the harness's service identity never counts).
+    `requested_by`: the subject id(s) the request stands for (`requesters`: the run's user, its
+    creator and the proposer when they are persons); without self-approval none of them may
+    decide it.
     """
     denial = _actor_denial(policy, approver)
     if denial is not None:

@@ -49,7 +49,9 @@ class Approval:
     expires_at: datetime
     args_hash: str
     tenant: str | None
-    requested_by: str
+    requesters: tuple[str, ...]
+    """Who the request stands for (the run's user, its creator when a person): without
+    self-approval none of them may decide it (the decider refuses `self_approval_forbidden`)."""
     display: ArgDisplay | None = None
     """The arguments as the approver sees them (None: proposed without a display)."""
     display_digest: str | None = None
@@ -86,7 +88,7 @@ def approvals_of(states: Iterable[RunState], role: str | None, tenant: str | Non
                 call = state.toolCalls.get(a.toolCallId)
                 display = None if call is None else call.display
                 found.append(Approval(state.runId, a.approvalId, a.toolCallId, asks(state, a.approvalId), a.risk,
-                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requestedBy,
+                                      a.requiredRole, a.expiresAt, a.argsHash, state.tenant, a.requesters,
                                       display if personal else masked(display), a.displayDigest))
     return sorted(found, key=lambda a: a.expires_at)
 

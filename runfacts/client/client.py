@@ -348,8 +348,11 @@ class Runfacts:
         except CommandRejected as exc:
             if exc.reason != "already_proposed":
                 raise
-            answer = Answer((), None)  # proposed before (a restart): the same call
-        return ToolCall(run, call_id, capability, digest, answer.version)
+            # proposed before (a restart, the model asking again): the same call, as its latest
+            # re-authorization (the journal holds the facts up to the rejection)
+            return ToolCall(run, outcomes.latest_link(run.journal.entries, call_id), capability, digest, None)
+        proposed = next((e.payload.toolCallId for e in answer.events if isinstance(e, ev.ToolCallProposed)), call_id)
+        return ToolCall(run, proposed, capability, digest, answer.version)  # proposed anew after an expiry: <id>-r<n>
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

@@ -196,6 +196,16 @@ def call_decision(run_id: str, entries: Sequence[Entry], tool_call_id: str) -> R
     return None
 
 
+def latest_link(entries: Sequence[Entry], tool_call_id: str) -> str:
+    """The call `tool_call_id` as last proposed: itself, or its latest re-authorization
+    `<id>-r<n>` (proposed again after its approval expired: the decider's `_reauthorized`)."""
+    proposed = {e.tool_call_id for e in entries if e.event_type == "tool.call.proposed"}
+    latest, n = tool_call_id, 1
+    while f"{tool_call_id}-r{n}" in proposed:
+        latest, n = f"{tool_call_id}-r{n}", n + 1
+    return latest
+
+
 def pending_approval(entries: Sequence[Entry], tool_call_id: str) -> ev.ApprovalRequired | None:
     """The call's latest approval request, if it asked for one."""
     found = None

@@ -435,7 +435,7 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
     first_call = ids.index(calls_from) if calls_from in ids else max(0, len(ids) - CALLS_A_PAGE)
     calls = _call_tracks(state, entries, viewer, ids[first_call:])
     approvals = tuple(
-        ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, a.requestedBy if auditor else MASK, a.status,
+        ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, ", ".join(a.requesters) if auditor else MASK, a.status,
                     (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
                     a.argsHash, a.expiresAt, a.summary if auditor else MASK,
                     may_reauthorize(state, a.approvalId, viewer), awaits_reauthorization(state, a.approvalId),

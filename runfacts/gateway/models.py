@@ -109,7 +109,11 @@ class ApprovalItem(BaseModel):
     expiresAt: datetime
     argsHash: str
     tenant: str | None
-    requestedBy: str
+    requesters: list[str] = Field(description="who the request stands for (the run's user, its creator when a "
+                                  "person): without self-approval none of them may decide it")
+    arguments: list[str] = Field(default_factory=list, description="the call's arguments as the approver sees "
+                                 "them (one line a field; personal values masked)")
+    displayDigest: str | None = Field(default=None, description="what a decision binds besides argsHash")
 
 
 class ApprovalList(BaseModel):

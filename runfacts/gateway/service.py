@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runfacts.client import Answer as ClientAnswer
-from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound, outcomes
+from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound, display_lines, outcomes
 from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument
 from runfacts.gateway import models as m
@@ -299,7 +299,9 @@ class Service:
                  if role is not None or a.required_role in actor.roles]
         return [m.ApprovalItem(runId=a.run_id, approvalId=a.approval_id, toolCallId=a.tool_call_id, asks=a.asks,
                                risk=a.risk, requiredRole=a.required_role, expiresAt=a.expires_at,
-                               argsHash=a.args_hash, tenant=a.tenant, requestedBy=a.requested_by) for a in found]
+                               argsHash=a.args_hash, tenant=a.tenant, requesters=list(a.requesters),
+                               arguments=display_lines(a.display),
+                               displayDigest=a.display_digest) for a in found]
 
 
 def command_id_for(key_name: str, idempotency_key: str) -> str:

@@ -18,6 +18,7 @@ from runfacts.client import errors, outcomes
 from runfacts.client.approvals import Approval, display_lines, masked
 from runfacts.client.outcomes import Entry, Keys
 from runfacts.integrations.errors import OutcomeNotKnown
+from runfacts.processors.policy.access import requesters
 from runfacts.processors.policy.retry import args_hash
 
 Status = Literal["unknown", "pending", "granted", "rejected", "expired", "refused"]
@@ -66,6 +67,13 @@ def call_id(run_id: str, capability: str, target: str, arguments: dict[str, Any]
     return f"call-{hashlib.sha256(f'{run_id}|{capability}|{target}|{digest}'.encode()).hexdigest()[:20]}"
 
 
+def current_call_id(entries: Sequence[Entry], run_id: str, capability: str, target: str,
+                    arguments: dict[str, Any]) -> str:
+    """The runfacts call a model call stands for now: `call_id`'s latest re-authorization (`<id>-r<n>`,
+    proposed again after its approval expired), or `call_id` itself."""
+    return outcomes.latest_link(entries, call_id(run_id, capability, target, arguments))
+
+
 def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target: str) -> Approval | None:
     """The call's open approval as `rf.decide` takes it (and `rf.approvals()` lists it), from the
     run's facts (None: it asked for none)."""
@@ -73,10 +81,10 @@ def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target
     if found is None:
         return None
     p = found.payload
-    created = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
+    created: Any = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
+    who = () if created is None else requesters(created.userId, created.actor)
     return Approval(found.runId, p.approvalId, tool_call_id, f"{action} on {target} ({p.risk} risk)", p.risk,
-                    p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None),
-                    created.actor.subjectId if created is not None else "",  # type: ignore[attr-defined]
+                    p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None), who,
                     masked(p.display), p.displayDigest)
 
 

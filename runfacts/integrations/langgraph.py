@@ -10,7 +10,8 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    `args_schema`; it never runs here) gets LangGraph's invalid-arguments ToolMessage and is never
    proposed; a decider rejection `invalid_arguments` gives the same message;
 1. a gated call (its tool name in `interrupt_on`) is proposed with `run.propose`; the call id is
-   derived from capability, target and arguments, so a re-run returns the same call;
+   derived from capability, target and arguments; a re-run of the same graph step takes the call
+   it proposed, and a new step asking again after an expiry opens a new approval;
 2. the graph step is recorded as the run's checkpoint (`checkpoint.save`, node
    `langgraph:<thread>:<checkpoint id>`), so audit and trajectories link to it;
 3. while runfacts' verdict on a call is pending (`facts.verdict`, the one the Pydantic AI bridge
@@ -18,7 +19,8 @@ For the tool calls of the last AI message, in order (LangGraph re-runs all of it
    `facts.approval_request` words it;
 4. on `Command(resume=...)` the value is not trusted: only the decision runfacts recorded counts.
    A resume naming `approvalId` and `decision` is submitted through `rf.decide` when the node's
-   `approver` hook authenticates someone (the decider checks role, expiry, arguments); a value
+   `approver` hook returns the authenticated person as an `Actor` (a bare name carries no roles:
+   the decider checks the actor's own roles, its requesters, expiry, arguments); a value
    claiming a decision runfacts never recorded interrupts again with `refused` saying why;
 5. granted: the result comes from the dispatcher (`call.result()`: idempotency key,
    reconciliation after a lost response) as the ToolMessage, and a tool that failed is an error
@@ -109,7 +111,7 @@ class RunfactsToolNode:
 
     def __init__(self, rf: Runfacts, *, interrupt_on: Mapping[str, Gate], tools: Sequence[BaseTool] = (),
                  run_id: Callable[[RunnableConfig], str] | None = None,
-                 approver: Callable[[RunnableConfig], str | Actor | None] | None = None,
+                 approver: Callable[[RunnableConfig], Actor | str | None] | None = None,
                  settle_s: float = 5.0, result_timeout_s: float = 600.0) -> None:
         self.rf, self.gates, self.tools = rf, dict(interrupt_on), {t.name: t for t in tools}
         self.run_id = run_id or (lambda config: config["configurable"]["thread_id"])
@@ -120,6 +122,7 @@ class RunfactsToolNode:
         if not isinstance(message, AIMessage):
             raise TypeError(f"RunfactsToolNode needs an AIMessage last in state['messages'], got {type(message)}")
         run = self.rf.run(self.run_id(config))
+        rerun = _checkpointed(run, step_ref(config))
         gated: dict[str, Gated] = {}
         invalid: dict[str, ToolMessage] = {}
         for tc in message.tool_calls:
@@ -128,7 +131,7 @@ class RunfactsToolNode:
             error = self._invalid(tc)
             if error is None:
                 try:
-                    gated[str(tc["id"])] = Gated(tc, self.gates[tc["name"]], self._propose(run, tc))
+                    gated[str(tc["id"])] = Gated(tc, self.gates[tc["name"]], self._propose(run, tc, rerun))
                 except CommandRejected as exc:  # the decider refused the arguments (its invalid_arguments)
                     if (detail := facts.rejected_arguments(exc)) is None:
                         raise
@@ -193,7 +196,7 @@ class RunfactsToolNode:
             tc = calls[str(message.tool_call_id)]
             gate, args = self.gates[tc["name"]], tc["args"]
             target = gate.target_of(args)
-            call_id = facts.call_id(run.id, gate.capability, target, args)
+            call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, target, args)
             found = facts.verdict(run.id, run.journal.entries, call_id)
             if found.status == "unknown" and message.status == "error":
                 continue  # never proposed (e.g. invalid arguments): nothing ran and nothing can
@@ -204,9 +207,17 @@ class RunfactsToolNode:
                 fixed[str(message.id)] = real.model_copy(update={"id": message.id})
         return fixed
 
-    def _propose(self, run: Run, tc: Mapping[str, Any]) -> ToolCall:
+    def _propose(self, run: Run, tc: Mapping[str, Any], rerun: bool) -> ToolCall:
+        """The runfacts call of a gated tool call. On a re-run of the same graph step (LangGraph
+        re-runs the node on resume) it is the call this step proposed, never a new proposal, so an
+        expiry reaches the model; a new step (the model asking again) proposes, which after an
+        expiry opens a new approval (re-authorization: the decider's `<id>-r<n>`)."""
         gate, args = self.gates[tc["name"]], tc["args"]
         target = gate.target_of(args)
+        if rerun:
+            known = facts.current_call_id(run.journal.entries, run.id, gate.capability, target, args)
+            if any(e.tool_call_id == known for e in run.journal.entries):
+                return ToolCall(run, known, gate.capability, args_hash(args), None)
         return run.propose(gate.capability, args, target=target, action=gate.action_name(), risk=gate.risk,
                            summary=gate.summary_of(args),
                            tool_call_id=facts.call_id(run.id, gate.capability, target, args))
@@ -255,13 +266,21 @@ class RunfactsToolNode:
                 f"{request['approvalId']}{note}; decide it through runfacts (rf.decide) and resume again")
 
     def _submit(self, run: Run, call: Gated, decision: str, who: str | Actor) -> str:
+        """Submit the decision as the hook's authenticated actor. The hook is not an authorization: a
+        bare name carries no roles (never the approval's required role), so the decider judges the
+        actor's own roles, its requesters and the signature as for any UI."""
         approval = call.approval(run)
         if approval is None:
             return ""
+        actor = who if isinstance(who, Actor) else Actor(
+            subjectId=who, roles=(), tenant=approval.tenant, authSource=self.rf.settings.ui.auth_source)
         try:
-            self.rf.decide(approval, decision, approver=who)
+            self.rf.decide(approval, decision, approver=actor)
         except CommandRejected as exc:
-            return "" if exc.reason == "approval_already_decided" else f" (the decision was refused: {exc.reason})"
+            if exc.reason == "approval_already_decided":
+                return ""
+            hint = "; the approver hook must return the authenticated Actor with its roles" if not actor.roles else ""
+            return f" (the decision was refused: {exc.reason}{hint})"
         return ""
 
     def _outcome(self, run: Run, call: Gated) -> ToolMessage:
@@ -330,6 +349,12 @@ class Gated:
         """The call's open approval as `rf.decide` takes it."""
         return facts.approval_of(run.journal.entries, self.tool_call.id, self.gate.action_name(),
                                  self.gate.target_of(self.tc["args"]))
+
+
+def _checkpointed(run: Run, node: str) -> bool:
+    """The graph step `node` already ran this node (its `checkpoint.saved`, written after its proposals)."""
+    return any(e.event_type == "checkpoint.saved" and e.event.payload.node == node  # type: ignore[attr-defined]
+               for e in run.journal.entries)
 
 
 def run_versions(run: Run) -> RunVersions:

@@ -128,7 +128,7 @@ def gated(tool: FunctionTool, gate: Gate, run_of: Callable[[RunContextWrapper[An
         run, args = run_of(ctx), json.loads(raw or "{}")
         if (detail := invalid_arguments(tool.params_json_schema, args)) is not None:
             return validation_text(tool.name, detail)
-        call_id = facts.call_id(run.id, gate.capability, gate.target_of(args), args)
+        call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, gate.target_of(args), args)
         found = _verdict(run, gate, call_id, args)
         if found.status == "unknown" and (detail := await propose(run, args)) is not None:
             return validation_text(tool.name, detail)  # the decider refused the arguments
@@ -212,7 +212,7 @@ async def _real_output(run: Run, gate: Gate, tool: FunctionTool, args: dict[str,
                        told: str) -> str:
     if (detail := invalid_arguments(tool.params_json_schema, args)) is not None:
         return validation_text(tool.name, detail)
-    call_id = facts.call_id(run.id, gate.capability, gate.target_of(args), args)
+    call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, gate.target_of(args), args)
     found = await asyncio.to_thread(_verdict, run, gate, call_id, args)
     if found.status == "granted":
         return await outcome(run, gate, tool.name, call_id, args, timeout)
@@ -237,7 +237,8 @@ def _gated_calls(run: Run, state: RunState[Any],
         raw = getattr(item.raw_item, "arguments", None)
         if gate is not None and isinstance(raw, str):
             args = json.loads(raw or "{}")
-            yield item, gate, args, facts.call_id(run.id, gate.capability, gate.target_of(args), args)
+            yield item, gate, args, facts.current_call_id(run.journal.entries, run.id, gate.capability,
+                                                          gate.target_of(args), args)
 
 
 def approval_requests(run: Run, state: RunState[Any], gates: Mapping[str, Gate]) -> dict[str, dict[str, Any]]:

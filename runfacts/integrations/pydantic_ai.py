@@ -150,7 +150,7 @@ class RunfactsToolset(WrapperToolset[Any]):
         """A resumed call Pydantic AI says is approved: runs only if runfacts granted it. A denial
         or a result the resume claimed (`facts_only`) is answered from runfacts' facts too."""
         target = gate.target_of(args)
-        call_id = facts.call_id(run.id, gate.capability, target, args)
+        call_id = facts.current_call_id(run.journal.entries, run.id, gate.capability, target, args)
         found = self._verdict(run, gate, call_id, target)
         if found.status == "granted":  # the dispatcher runs it whatever the resume says: its outcome, never "denied"
             return await self._result(name, ToolCall(run, call_id, gate.capability, args_hash(args), None))

@@ -92,8 +92,9 @@ def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.Retry
 
 def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.ProposeToolCall:
     """Ask for re-authorization of an expired approval: its call proposed again with the same
-    arguments (same argsHash, so the same idempotency key) under a new tool call id
-    (`<call>-r<n>`), for a new approval. The policy's `tool.call.propose` rule decides who may."""
+    arguments (same argsHash, so the same idempotency key) under the id the agent proposed it with;
+    the decider proposes it as the next link of its chain (`<call>-r<n>`), for a new approval, as
+    for an agent proposing it again. The policy's `tool.call.propose` rule decides who may."""
     approval = state.approvals.get(approval_id)
     if approval is None:
         known = ", ".join(state.approvals) or "none"
@@ -104,15 +105,21 @@ def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.
     if call is None:
         raise ControlError(f"the call {approval.toolCallId} of approval {approval_id} is compacted: "
                            "the agent must propose it again")
-    n = 1
-    while f"{call.toolCallId}-r{n}" in state.toolCalls or f"{call.toolCallId}-r{n}" in state.settledCalls:
-        n += 1
     payload = cmd.ProposeToolCallPayload(
-        toolCallId=f"{call.toolCallId}-r{n}", capabilityId=call.capabilityId, argsHash=call.argsHash,
+        toolCallId=_chain_root(state, call.toolCallId), capabilityId=call.capabilityId, argsHash=call.argsHash,
         argsRef=call.argsRef, target=call.target, action=call.action, risk=call.risk, summary=call.summary,
         turnId=call.turnId, reasoningObjectId=call.reasoningObjectId,
         display=call.display)  # the same display: the new approval shows what the old one did
     return cmd.ProposeToolCall(**_envelope(state, issue), payload=payload)
+
+
+def _chain_root(state: RunState, call_id: str) -> str:
+    """The id a re-authorization chain started from: `<root>-r<n>` while `<root>` is a call of the run."""
+    while True:
+        root, sep, n = call_id.rpartition("-r")
+        if not (sep and n.isdigit() and (root in state.toolCalls or root in state.settledCalls)):
+            return call_id
+        call_id = root
 
 
 def find_approval(states: dict[str, RunState], approval_id: str) -> RunState:

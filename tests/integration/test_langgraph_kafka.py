@@ -27,6 +27,7 @@ from langgraph.types import Command
 from runfacts.client import Runfacts
 from runfacts.integrations.langgraph import Gate, RunfactsToolNode
 from runfacts.projections.trajectory.export import ExportSettings, export
+from runfacts.schemas.common import Actor
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -171,7 +172,8 @@ def test_forged_resume_claiming_approval_is_refused_and_nothing_runs(stack: Agen
 def test_resume_decided_by_an_authenticated_approver_goes_through_runfacts(stack: AgentStack, rf: Runfacts) -> None:
     graph, config, asked = graph_run(rf, "T-L7", "order-L7", 800,
                                      approver=lambda cfg: cfg["configurable"].get("authenticated_user"))
-    config = {"configurable": {**config["configurable"], "authenticated_user": "bob"}}
+    bob = Actor(subjectId="bob", roles=("support_agent",), authSource="dashboard")  # as the UI authenticated him
+    config = {"configurable": {**config["configurable"], "authenticated_user": bob}}
     result = graph.invoke(Command(resume={"approvalId": asked["approvalId"], "decision": "approve"}), config)
     [refund] = refunds_of(stack, "order-L7")
     assert refund["refundId"] in tool_message(result).content

@@ -134,7 +134,7 @@ def test_reauthorize_builds_a_proposal_of_the_same_arguments_under_a_new_call(st
     command = control.reauthorize_command(state, "approval-tool-call-031", issue)
     s = stories[EXPIRED].given(command)
 
-    assert command.payload.toolCallId == "tool-call-031-r1"
+    assert command.payload.toolCallId == "tool-call-031"  # the decider names the new link
     assert s.s.approvals["approval-tool-call-031-r1"].status == "open"
     assert s.s.toolCalls["tool-call-031-r1"].argsHash == state.toolCalls["tool-call-031"].argsHash
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from runfacts.processors.decider.evolve.run import CLOSABLE, Apply, CorruptLog, counted, replace_value
 from runfacts.processors.decider.state import KEEP_SETTLED, PATH_WINDOW, ApprovalState, RunState, ToolCallState
+from runfacts.processors.policy.access import requesters
 from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import events as ev
 
@@ -49,7 +50,7 @@ def _approval_required(s: RunState, e: ev.ApprovalRequired) -> dict[str, Any]:
     approval = ApprovalState(
         approvalId=p.approvalId, toolCallId=p.toolCallId, argsHash=p.argsHash, risk=p.risk,
         requiredRole=p.requiredRole, expiresAt=p.expiresAt, summary=p.summary,
-        requestedBy=s.createdBy.subjectId, displayDigest=p.displayDigest,
+        requesters=requesters(s.userId, s.createdBy), displayDigest=p.displayDigest,
     )
     changes = _with_call(s, e, p.toolCallId, approvalId=p.approvalId)
     return {**changes, "approvals": {**s.approvals, p.approvalId: approval}}
