@@ -117,6 +117,7 @@ class ApprovalRequiredPayload(Record):
     summary: str
     display: ArgDisplay | None = None
     displayDigest: str | None = None
+    proposedBy: Actor | None = None
 
 
 class ApprovalRequired(EventBase):

@@ -86,7 +86,7 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
     return drafts + [
         draft(ev.ApprovalRequired, **ids, approvalId=approval_id, toolCallId=p.toolCallId,
               argsHash=p.argsHash, risk=manifest.risk.value, requiredRole=manifest.required_role,
-              expiresAt=expires, summary=p.summary, display=display, displayDigest=digest),
+              expiresAt=expires, summary=p.summary, display=display, displayDigest=digest, proposedBy=c.actor),
         draft(ev.RunPaused, reason="waiting_for_approval", approvalId=approval_id,
               detail=f"{p.action} {p.target} needs {manifest.required_role} approval{why}"),
     ]

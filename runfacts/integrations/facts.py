@@ -82,7 +82,7 @@ def approval_of(entries: Sequence[Entry], tool_call_id: str, action: str, target
         return None
     p = found.payload
     created: Any = next((e.event.payload for e in entries if e.event_type == "run.created"), None)
-    who = () if created is None else requesters(created.userId, created.actor)
+    who = () if created is None else requesters(created.userId, created.actor, p.proposedBy)
     return Approval(found.runId, p.approvalId, tool_call_id, f"{action} on {target} ({p.risk} risk)", p.risk,
                     p.requiredRole, p.expiresAt, p.argsHash, getattr(created, "tenant", None), who,
                     masked(p.display), p.displayDigest)

@@ -126,7 +126,9 @@ _APPROVAL = [
         f("summary", STRING, "Plain words: what the approver is asked to allow.", pii=True),
         _DISPLAY,
         _DISPLAY_DIGEST,
-    ], version=2),  # v2: display, displayDigest
+        opt("proposedBy", ACTOR, "Who proposed the call (the proposing command's actor): a person counts as a "
+                                 "requester of the approval (docs/security.md). v1: absent."),
+    ], version=2),  # v2: display, displayDigest, proposedBy
     event("ApprovalGranted", "approval.granted", "An approver allowed the call.", [
         f("approvalId", STRING), f("toolCallId", STRING), f("argsHash", STRING),
         f("actor", ACTOR),

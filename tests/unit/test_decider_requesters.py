@@ -174,3 +174,21 @@ def test_decider_never_authorizes_a_call_whose_approver_is_a_requester_without_s
     if approver.subjectId in asked:
         assert not authorized, (approver, asked, [e.eventType for e in events])
         assert ctx.check_approver(catalog.get("payments.refund"), approver, asked) is not None
+
+
+def test_resume_rejected_self_approval_when_the_person_who_proposed_the_call_approves() -> None:
+    """The proposer counts when a person (SEMANTICS §13): a support agent who proposes a refund
+    (e.g. re-authorizing it from the console) cannot approve it; another support agent can."""
+    proposer = support("sam")
+    s = Scenario(CTX).given(create())
+    s.given(command(cmd.ProposeToolCall, proposer, toolCallId="tool-call-031", capabilityId="payments.refund",
+                    argsHash=propose_refund().payload.argsHash, argsRef="args/tool-call-031", target="order-001",
+                    action="refund", risk="high", summary="Refund 42.00 EUR for order-001"))
+
+    assert "sam" in s.s.approvals[APPROVAL].requesters
+    s.when(resume_as(support("sam"))).rejected("self_approval_forbidden")
+    s.when(resume_as(support("alice"))).then("approval.granted", "tool.call.authorized", "run.resumed")
+
+
+def test_a_service_proposer_is_no_requester() -> None:
+    assert run_for("customer-7", AGENT).s.approvals[APPROVAL].requesters == ("customer-7",)

@@ -50,7 +50,7 @@ def _approval_required(s: RunState, e: ev.ApprovalRequired) -> dict[str, Any]:
     approval = ApprovalState(
         approvalId=p.approvalId, toolCallId=p.toolCallId, argsHash=p.argsHash, risk=p.risk,
         requiredRole=p.requiredRole, expiresAt=p.expiresAt, summary=p.summary,
-        requesters=requesters(s.userId, s.createdBy), displayDigest=p.displayDigest,
+        requesters=requesters(s.userId, s.createdBy, p.proposedBy), displayDigest=p.displayDigest,
     )
     changes = _with_call(s, e, p.toolCallId, approvalId=p.approvalId)
     return {**changes, "approvals": {**s.approvals, p.approvalId: approval}}
