@@ -26,12 +26,14 @@ from runfacts.client.outcomes import Resolved
 from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
 from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest
+from runfacts.processors.policy.display import render
 from runfacts.processors.policy.retry import args_hash
 from runfacts.projections import memory as memory_view
 from runfacts.projections.user_view import as_json, user_view
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
-from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase
+from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, CommandBase
 from runfacts.schemas.models import new_command, payload_class
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 
@@ -63,6 +65,26 @@ class TestClient:
         self.versions = stack.context.current_versions
         self.keys: Callable[[], KeyView] = lambda: NO_KEYS
         self.actor = Actor(subjectId=agent, roles=("agent",), authSource=AGENT_SOURCE)
+        self.capabilities: dict[str, CapabilityManifest] = dict(stack.catalog.capabilities)
+
+    def learn(self, capabilities: Any) -> None:
+        """Display proposals with these manifests too, as `Runfacts.learn` (the stack's registry
+        is known already)."""
+        if capabilities is None:
+            return
+        if hasattr(capabilities, "catalog"):
+            capabilities = capabilities.catalog()
+        if not isinstance(capabilities, CapabilityCatalog):
+            raise ClientError("-", f"learn: expected a ToolRegistry or a CapabilityCatalog, got "
+                                   f"{type(capabilities).__name__}")
+        self.capabilities.update(capabilities.capabilities)
+
+    def display(self, capability: str, arguments: dict[str, Any]) -> ArgDisplay:
+        """The argument display of a proposal, as `Runfacts.display` builds it."""
+        manifest = self.capabilities.get(capability)
+        if manifest is None:
+            return render(arguments, None)
+        return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
 
     def close(self) -> None:
         """Nothing to release (the stack owns everything)."""
@@ -160,7 +182,8 @@ class TestClient:
         ref, digest = self.stack.args.put(arguments)
         assert digest == args_hash(arguments)
         command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id, "argsRef": ref,
-                                                          "argsHash": digest})
+                                                          "argsHash": digest,
+                                                          "display": self.display(capability, arguments)})
         try:
             answer = self.deliver(run, command)
         except CommandRejected as exc:
@@ -218,9 +241,11 @@ class TestClient:
 
     # --- for UIs ---------------------------------------------------------------------------
 
-    def approvals(self, *, role: str | None = None, tenant: str | None = None) -> list[Approval]:
-        """Pending approvals (open, not expired at the stack's clock), oldest first."""
-        return approvals_of(self.stack.states().values(), role, tenant, self.stack.now())
+    def approvals(self, *, role: str | None = None, tenant: str | None = None,
+                  personal: bool = False) -> list[Approval]:
+        """Pending approvals (open, not expired at the stack's clock), oldest first, each with its
+        argument display; personal values masked unless `personal` (the stack seals nothing)."""
+        return approvals_of(self.stack.states().values(), role, tenant, self.stack.now(), personal)
 
     def decide(self, approval: Approval, decision: str, *, approver: str | Actor,
                timeout: float | None = None, wait: bool = True) -> int | None:

@@ -60,6 +60,8 @@ def test_the_guides_story_runs_through_the_client_api_without_a_broker(stack: Te
     assert call.approval_id is not None
     [approval] = rf.approvals(role="support_agent")
     assert approval.asks == "refund on order-001 (high risk)" and approval.expires_at == T0 + timedelta(minutes=15)
+    assert approval.display is not None and approval.display_digest is not None  # what the approver sees
+    assert {f.name: f.value for f in approval.display.fields}["amountMinor"] == "4200"
     rf.decide(approval, "approve", approver="alice")
     assert call.result(timeout=120) == {"refundId": "re-1", "orderId": "order-001", "amountMinor": 4200}
     assert asyncio.run(call.result_async(timeout=5))["refundId"] == "re-1"
