@@ -33,8 +33,9 @@ KEYS = {
               "source": "agent-harness"},
     "alice": {"secret": "alice-key-0123456789abcdef", "subjectId": "alice", "roles": ["support_agent"],
               "tenant": "acme", "source": "dashboard"},
-    # the agent's own subject as a support agent: it created the run, so it requested the approval
-    "requester": {"secret": "requester-key-0123456789", "subjectId": "refund-agent", "roles": ["support_agent"],
+    # the run's own user as a support agent: the request stands for them (docs/security.md, "Who counts as
+    # a requester"); the harness that created the run is a service identity, never a requester
+    "requester": {"secret": "requester-key-0123456789", "subjectId": "customer-42", "roles": ["support_agent"],
                   "tenant": "acme", "source": "dashboard"},
     "other-tenant": {"secret": "globex-key-0123456789abcd", "subjectId": "gina", "roles": ["support_agent"],
                      "tenant": "globex", "source": "dashboard"},

@@ -18,7 +18,7 @@ from runfacts.client.errors import (
     RunNotFound,
     WaitTimeout,
 )
-from runfacts.schemas.errors import ConfigError, InfrastructureError
+from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
 MEDIA_TYPE = "application/problem+json"
 DENIALS = frozenset({"missing_actor", "untrusted_source", "forbidden_role", "no_policy_rule", "tenant_mismatch",
@@ -26,9 +26,11 @@ DENIALS = frozenset({"missing_actor", "untrusted_source", "forbidden_role", "no_
                      "source_key_unknown", "source_key_retired", "token_missing", "token_malformed",
                      "token_retired_key", "token_unknown_key", "token_bad_signature"})
 """Reason codes that mean "not allowed" (403) rather than "not now" (409)."""
+INVALID = frozenset({"invalid_arguments"})
+"""Reason codes that mean "the request's content is wrong" (422): the arguments broke the tool's schema."""
 
 
-class ProblemError(Exception):
+class ProblemError(RunfactsError):
     """Raised inside the gateway to answer a problem document."""
 
     def __init__(self, status: int, kind: str, title: str, detail: str, *, field: str | None = None,
@@ -67,9 +69,10 @@ def from_error(exc: Exception) -> ProblemError:
         return ProblemError(404, "run-not-found", "No such run", str(exc), field="runId",
                             fix="start it with POST /runs, or check the run id")
     if isinstance(exc, CommandRejected):
-        status = 403 if exc.reason in DENIALS else 409
+        status = 403 if exc.reason in DENIALS else 422 if exc.reason in INVALID else 409
         return ProblemError(status, "command-rejected", "The run decider refused the command", str(exc),
-                            reason=exc.reason, fix=_fix(exc.reason), commandType=exc.command_type)
+                            reason=exc.reason, fix=_fix(exc.reason), commandType=exc.command_type,
+                            **({"field": "arguments"} if exc.reason in INVALID else {}))
     if isinstance(exc, RunNeedsReview):
         return ProblemError(409, "run-needs-review", "The run waits for a person", str(exc), reason=exc.reason,
                             fix="an operator reviews the run (runfacts ops) before it continues")
@@ -95,6 +98,7 @@ def _fix(reason: str) -> str:
         "self_approval_forbidden": "someone other than the run's requester decides the approval",
         "stale_version": "read the run again and retry",
         "untrusted_source": "the key's source must be a trusted source of the access policy",
+        "invalid_arguments": "send arguments that fit the tool's schema (the detail names the field and its bound)",
     }
     return fixes.get(reason, "see docs/decider.md for the reason code")
 

@@ -179,7 +179,8 @@ class Service:
         command = self._command(actor, run_id, cmd.ProposeToolCall, {
             "toolCallId": call_id, "capabilityId": body.capability, "reasoningObjectId": body.reasoningId,
             "argsHash": digest, "argsRef": f"args-{digest}", "target": body.target, "action": action,
-            "risk": body.risk, "summary": body.summary or f"{action} {body.target}", "businessKey": body.businessKey},
+            "risk": body.risk, "summary": body.summary or f"{action} {body.target}", "businessKey": body.businessKey,
+            "display": self.rf.display(body.capability, body.arguments)},  # what the approver will see
             command_id)
 
         def build(ref: str, stored: str) -> CommandBase:

@@ -91,6 +91,8 @@ def test_refund_story_over_http_with_a_person_approving(http: httpx.Client) -> N
     assert listed.status_code == 200, listed.text
     [item] = [a for a in listed.json()["approvals"] if a["runId"] == run_id]
     assert (item["approvalId"], item["asks"]) == (approval_id, "refund on o-1 (high risk)")
+    assert item["requesters"] == ["customer-42"] and item["displayDigest"]  # who asked; what a decision binds
+    assert any(line.startswith("amountMinor") and "4200" in line for line in item["arguments"]), item["arguments"]
     decided = post(http, f"/runs/{run_id}/approvals/{approval_id}/decision", {"decision": "approve"}, key="alice")
     assert decided.status_code == 200, decided.text
     assert decided.json()["approver"] == "alice" and decided.json()["version"] > proposed.json()["version"]
@@ -197,7 +199,8 @@ def operation_requests(http: httpx.Client) -> list[tuple[Operation, str, dict[st
     bodies: dict[str, dict[str, Any]] = {
         "startRun": {"goal": "ticket:T-2", "summary": "s", "userId": "u-2"}, "recordReasoning": {"conclusion": "c"},
         "decideApproval": {"decision": "reject"}, "stopRun": {}, "cancelRun": {},
-        "proposeCall": {"capability": REFUND, "target": "o-10", "arguments": {}}}  # o-9's approval stays open
+        "proposeCall": {"capability": REFUND, "target": "o-10", "arguments": {  # o-9's approval stays open
+            "orderId": "o-10", "amountMinor": 10, "currency": "EUR"}}}  # arguments that fit the refund's schema
     out = []
     for op in OPERATIONS:
         ending = op.id in ("stopRun", "cancelRun")  # each on a run of its own, so every answer is a 2xx
@@ -312,3 +315,17 @@ def test_a_retry_at_another_gateway_instance_gets_the_first_answer_and_applies_o
         assert again.json() == first.json()  # read from the run's facts: the decider dropped the duplicate
         state = elsewhere.get(f"/runs/{run_id}/state", headers=bearer("agent")).json()
     assert state["version"] == first.json()["version"]  # applied once
+
+
+def test_arguments_that_break_the_tools_schema_are_a_422_naming_the_field_and_reach_no_approver(
+        http: httpx.Client) -> None:
+    run_id = f"gw-{uuid.uuid4().hex[:8]}"
+    start(http, run_id)
+    bad = post(http, f"/runs/{run_id}/calls", {"capability": REFUND, "target": "o-3", "arguments": {
+        "orderId": "o-3", "amountMinor": -5, "currency": "EUR"}})
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json", bad.text
+    problem = bad.json()
+    assert problem["reason"] == "invalid_arguments" and problem["field"] == "arguments"
+    assert "amountMinor" in problem["detail"]
+    listed = http.get("/approvals", params={"role": "support_agent"}, headers=bearer("alice")).json()["approvals"]
+    assert [a for a in listed if a["runId"] == run_id] == []  # nobody is asked
