@@ -54,6 +54,8 @@ PURE = [
     "runfacts.privacy.envelope", "runfacts.privacy.fields",
     # the framework bridges' verdict on a gated call, and their errors
     "runfacts.integrations.facts", "runfacts.integrations.errors",
+    # governed MCP: the operator's manifest, what an MCP answer means
+    "runfacts.mcp.manifest", "runfacts.mcp.results",
 ]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
 CLOCK_CALLS = {"now", "utcnow", "today"}
