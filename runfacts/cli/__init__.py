@@ -22,6 +22,7 @@ from runfacts.cli import projections as projections_cli
 from runfacts.cli.dev import dev_app, provider_app
 from runfacts.cli.dlq import app as dlq_app
 from runfacts.cli.erase import app as erase_app
+from runfacts.cli.mcp import app as mcp_app
 from runfacts.cli.ops import app as ops_app
 from runfacts.cli.platform import (
     capabilities_app,
@@ -59,6 +60,7 @@ app.command("replay")(projections_cli.replay_command)
 app.add_typer(projections_cli.trajectories_app, name="trajectories")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(erase_app, name="erase")
+app.add_typer(mcp_app, name="mcp")
 
 __all__ = ["app", "main"]
 

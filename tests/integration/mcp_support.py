@@ -1,0 +1,79 @@
+"""A governed-MCP stack on the real broker: the real decider and dispatcher serving a downstream
+MCP server's tools (`--tools mcp:<manifest.toml>`; the server is tests/mcp_servers/ledger_server.py,
+the official SDK's MCPServer with a counting ledger), and `runfacts mcp serve` started by the
+official SDK's Client over stdio as an MCP client would start it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+from tools_support import REPO, ToolStack
+
+from runfacts.client import ClientSettings, Runfacts, UiSettings
+from runfacts.client.run import sha256
+from runfacts.demo.stack import DemoOptions
+
+SERVER = REPO / "tests" / "mcp_servers" / "ledger_server.py"
+CRASH_ACCOUNT = "acct-900"  # the downstream server dies right after crediting it (once)
+
+
+def write_manifest(directory: Path) -> Path:
+    path = directory / "ledger.mcp.toml"
+    path.write_text(f"""# the operator's manifest of the test's downstream MCP server
+name = "ledger"
+command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
+env = {{ LEDGER_DB = {json.dumps(str(directory / "ledger.db"))}, LEDGER_CRASH_ACCOUNT = "{CRASH_ACCOUNT}" }}
+
+[tool.credit]
+lookup = "find_credit"
+approval_ttl_ms = 60000
+timeout_s = 20
+
+[tool.balance]
+read_only = true
+""")
+    return path
+
+
+class McpStack(ToolStack):
+    """Decider and dispatcher with `--tools mcp:<manifest>`; `serve_params` starts the MCP server."""
+
+    def __init__(self, options: DemoOptions) -> None:
+        options.workdir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+        self.manifest = write_manifest(options.workdir)  # type: ignore[arg-type]
+        super().__init__(options, tools=f"mcp:{self.manifest}", manifest_file=False)
+
+    def serve_params(self, agent: str = "mcp-agent", wait_s: float = 120) -> StdioServerParameters:
+        """`runfacts mcp serve` over stdio on this stack, as an MCP client's config starts it."""
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO),
+               "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
+               "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix, "RUNFACTS_ARGS_STORE": str(self.dir / "harness.db")}
+        return StdioServerParameters(command=sys.executable, args=[
+            "-m", "runfacts.cli", "mcp", "serve", "--tools", self.tools, "--agent", agent, "--wait", str(wait_s)],
+            env=env, cwd=str(REPO))
+
+    def client(self) -> Runfacts:
+        """An approving UI's client on this stack (approvals signed with the decider's keyring)."""
+        settings = ClientSettings(ui=UiSettings(signing_env=self.options.signing_env), component="mcp-test")
+        return Runfacts.connect(kafka=self.options.kafka, prefix=self.names.prefix,
+                                args_store=self.dir / "harness.db", settings=settings)
+
+    def executions(self, account: str) -> list[tuple[str, str]]:
+        """Every time the downstream tool ran for `account`: (external request id, idempotency key)."""
+        with sqlite3.connect(self.dir / "ledger.db") as db:
+            return db.execute("SELECT request_id, key FROM calls WHERE account = ? ORDER BY n", (account,)).fetchall()
+
+
+def run_id_of(agent: str, key: str) -> str:
+    """The run `runfacts mcp serve` opens for (actor, idempotency key) (runfacts.mcp.server)."""
+    return f"mcp-{sha256(f'{agent}|{key}')[:32]}"
+
+
+def texts(result: Any) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
