@@ -157,8 +157,10 @@ class GovernedServer:
         tick = 0
         while True:
             if token is not None:
-                # the request-scoped session routes it to this request (its SSE stream on HTTP)
-                await ctx.session.send_progress_notification(token, tick, None, _status(call))
+                # related to this request: it rides the request's stream (its SSE stream on HTTP)
+                related = None if ctx.request_id is None else str(ctx.request_id)
+                await ctx.session.send_progress_notification(token, tick, None, _status(call),
+                                                             related_request_id=related)
             done, _ = await asyncio.wait({task}, timeout=self.settings.progress_every_s)
             if done:
                 return task.result()

@@ -5,10 +5,16 @@ official SDK's Client over stdio as an MCP client would start it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import socket
 import sqlite3
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +57,43 @@ class McpStack(ToolStack):
 
     def serve_params(self, agent: str = "mcp-agent", wait_s: float = 120) -> StdioServerParameters:
         """`runfacts mcp serve` over stdio on this stack, as an MCP client's config starts it."""
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO),
-               "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
-               "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix, "RUNFACTS_ARGS_STORE": str(self.dir / "harness.db")}
+        env = self.serve_env()
         return StdioServerParameters(command=sys.executable, args=[
             "-m", "runfacts.cli", "mcp", "serve", "--tools", self.tools, "--agent", agent, "--wait", str(wait_s)],
             env=env, cwd=str(REPO))
+
+    def serve_env(self) -> dict[str, str]:
+        return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO),
+                "RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.options.kafka.bootstrap_servers,
+                "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix, "RUNFACTS_ARGS_STORE": str(self.dir / "harness.db")}
+
+    @contextmanager
+    def serve_http(self, keys: dict[str, str]) -> Iterator[str]:
+        """`runfacts mcp serve --transport http` with API keys {subject: key}; yields its URL."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        keyfile = self.dir / f"keys-{port}.toml"
+        keyfile.write_text("[keys]\n" + "".join(f'{subject} = "{hashlib.sha256(key.encode()).hexdigest()}"\n'
+                                                 for subject, key in keys.items()))
+        log = (self.dir / f"serve-http-{port}.log").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", "runfacts.cli", "mcp", "serve", "--tools", self.tools,
+                                 "--transport", "http", "--port", str(port), "--api-keys", str(keyfile),
+                                 "--wait", "120"], env=self.serve_env(), cwd=REPO, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                with socket.socket() as conn:
+                    if conn.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    (self.dir / f"serve-http-{port}.log").read_text()
+                time.sleep(0.3)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            log.close()
 
     def client(self) -> Runfacts:
         """An approving UI's client on this stack (approvals signed with the decider's keyring)."""

@@ -137,3 +137,32 @@ def test_lost_answer_is_reconciled_by_the_lookup_tool_and_executes_once(stack: M
     stack.wait(run_id, "the reconciliation", "tool.call.reconciled", outcome="found_completed")
     types = [e.eventType for e in stack.log.of(run_id)] if stack.log else []
     assert "tool.call.result_unknown" in types and "tool.call.completed" not in types
+
+
+def test_over_http_the_api_key_is_the_actor_and_an_unknown_key_is_refused(stack: McpStack) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    account, key = "acct-103", f"k-{uuid.uuid4().hex}"
+    run_id = run_id_of("bot-7", key)
+
+    def client(url: str, api_key: str) -> Client:
+        headers = {"Authorization": f"Bearer {api_key}"}
+        return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=200)))
+
+    async def scenario(url: str) -> Any:
+        async with client(url, "wrong") as intruder:
+            with pytest.raises(MCPError) as refused:
+                await _credit(intruder, account, key)
+            assert refused.value.code == -32006 and "API key" in refused.value.message
+        async with client(url, "s3cret-7") as bot:
+            progress: list[str] = []
+            call = asyncio.ensure_future(_credit(bot, account, key, progress))
+            await _decide(stack, run_id, "approve", progress)
+            return await call
+
+    with stack.serve_http({"bot-7": "s3cret-7"}) as url:
+        result = asyncio.run(scenario(url))
+    assert result.structured_content["account"] == account
+    assert len(stack.executions(account)) == 1
+    assert stack.client().state(run_id).createdBy.subjectId == "bot-7"  # the API key's subject is the actor
