@@ -41,6 +41,9 @@ lookup = "find_credit"
 approval_ttl_ms = 60000
 timeout_s = 20
 
+[tool.note]
+approval_ttl_ms = 4000
+
 [tool.balance]
 read_only = true
 """)
@@ -104,6 +107,8 @@ class McpStack(ToolStack):
     def executions(self, account: str) -> list[tuple[str, str]]:
         """Every time the downstream tool ran for `account`: (external request id, idempotency key)."""
         with sqlite3.connect(self.dir / "ledger.db") as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'calls'").fetchall():
+                return []  # the server never ran a tool yet
             return db.execute("SELECT request_id, key FROM calls WHERE account = ? ORDER BY n", (account,)).fetchall()
 
 

@@ -16,7 +16,7 @@ from client_support import approval_of
 from mcp import Client, MCPError
 from mcp_support import CRASH_ACCOUNT, McpStack, run_id_of, texts
 
-from runfacts.demo.stack import DemoOptions
+from runfacts.demo.stack import DISPATCH_CRASH_POINT, DemoOptions
 from runfacts.mcp import META_IDEMPOTENCY_KEY
 from runfacts.settings import KafkaSettings
 
@@ -63,7 +63,7 @@ def test_tools_are_listed_with_their_schema_and_bad_arguments_are_refused_before
     async def scenario() -> None:
         async with Client(stack.serve_params()) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert sorted(tools) == ["ledger.balance", "ledger.credit"]
+            assert sorted(tools) == ["ledger.balance", "ledger.credit", "ledger.note"]
             assert tools["ledger.credit"].input_schema["properties"]["amount_minor"]["exclusiveMinimum"] == 0
             assert "needs approval" in (tools["ledger.credit"].description or "")
             with pytest.raises(MCPError) as bad:
@@ -166,3 +166,44 @@ def test_over_http_the_api_key_is_the_actor_and_an_unknown_key_is_refused(stack:
     assert result.structured_content["account"] == account
     assert len(stack.executions(account)) == 1
     assert stack.client().state(run_id).createdBy.subjectId == "bot-7"  # the API key's subject is the actor
+
+
+def test_an_approval_nobody_gives_expires_as_an_mcp_error_and_never_executes(stack: McpStack) -> None:
+    account, key = "acct-104", f"k-{uuid.uuid4().hex}"
+
+    async def scenario() -> MCPError:
+        async with Client(stack.serve_params()) as client:
+            with pytest.raises(MCPError) as expired:
+                await client.call_tool("ledger.note", {"account": account, "text": "call me"},
+                                       meta={META_IDEMPOTENCY_KEY: key})
+            return expired.value
+
+    error = asyncio.run(scenario())
+    assert error.code == -32002 and "ApprovalExpired" in error.message
+    assert stack.executions(account) == []
+
+
+def test_dispatcher_killed_after_the_tool_ran_is_reconciled_by_lookup_and_executes_once(stack: McpStack) -> None:
+    """The dispatcher dies between the tool's side effect and its report (a crash point, as a
+    kill -9 there); its successor has no memory of the call: the lookup tool answers."""
+    account, key = "acct-105", f"k-{uuid.uuid4().hex}"
+    run_id = run_id_of(AGENT, key)
+    stack._terminate("dispatcher")
+    stack.start_dispatcher(crash_at=DISPATCH_CRASH_POINT)
+
+    async def scenario() -> Any:
+        async with Client(stack.serve_params()) as client:
+            progress: list[str] = []
+            call = asyncio.ensure_future(_credit(client, account, key, progress, amount=105))
+            await _decide(stack, run_id, "approve", progress)
+            exit_code = await asyncio.to_thread(stack.wait_exit, "dispatcher", 90)
+            assert exit_code is not None, "the dispatcher did not reach its crash point"
+            stack.forget("dispatcher")
+            assert len(stack.executions(account)) == 1  # it did act before dying
+            stack.start_dispatcher()
+            return await call
+
+    result = asyncio.run(scenario())
+    assert result.structured_content["amount_minor"] == 105
+    assert len(stack.executions(account)) == 1
+    stack.wait(run_id, "the reconciliation", "tool.call.reconciled", outcome="found_completed")

@@ -8,6 +8,7 @@ side effect, for the governed-MCP tests. Run as a process: `python ledger_server
   LEDGER_CRASH_ACCOUNT=<account> the process dies (os._exit) right after writing, once
   (LEDGER_DB + ".crashed" marks it): an answer lost after the side effect.
 - `find_credit(external_request_id)`: the lookup: the credit that request produced, or null.
+- `note(account, text)`: counted like a credit (the tests give it a short approval window).
 - `balance(account)`: read-only.
 """
 
@@ -67,6 +68,16 @@ def find_credit(external_request_id: str) -> dict[str, Any] | None:
         row = conn.execute("SELECT c.account, c.amount_minor, c.credit_id FROM requests r JOIN credits c "
                            "ON c.key = r.key WHERE r.request_id = ?", (external_request_id,)).fetchone()
     return None if row is None else {"account": row[0], "amount_minor": row[1], "credit_id": row[2]}
+
+
+@app.tool()
+def note(account: str, text: str, ctx: Context) -> dict[str, Any]:
+    """Attach a note to an account (counted like a credit; its approval window is short)."""
+    meta = dict(ctx.request_context.meta or {})
+    with db() as conn:
+        conn.execute("INSERT INTO calls (request_id, key, account) VALUES (?, ?, ?)",
+                     (str(meta.get(REQUEST)), str(meta.get(KEY)), account))
+    return {"account": account, "note": text}
 
 
 @app.tool()
