@@ -18,7 +18,8 @@ One run per call, keyed by the client's `_meta["io.runfacts/idempotencyKey"]`: t
 is derived from (actor, key), the call id from (tool, arguments), so a client that sends the
 same call again (a retry after a timeout or a reconnect, in this or another server process)
 re-attaches to the same call and gets its outcome: never a second execution. The same key
-with other arguments is refused (-32602). A call without a key is a new run every time.
+with other arguments is refused (-32602). A call without a key is a new run every time. The
+run is completed once its call ended, any way but "still waiting" (the call stays live).
 """
 
 from __future__ import annotations
@@ -119,9 +120,13 @@ class GovernedServer:
         try:
             value = await self._wait(ctx, call, token)
         except ToolFailed as exc:
+            await anyio.to_thread.run_sync(self._end, call.run)
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True,
                                   _meta=self._ids(call))
+        except WaitTimeout as exc:  # the call is still live: the run stays open for a retry
+            raise self._error(exc, call) from None
         except ClientError as exc:
+            await anyio.to_thread.run_sync(self._end, call.run)
             raise self._error(exc, call) from None
         await anyio.to_thread.run_sync(self._end, call.run)
         structured = value if isinstance(value, dict) else {"result": value}

@@ -118,6 +118,7 @@ def test_rejected_call_is_an_mcp_error_and_never_executes(stack: McpStack) -> No
     assert error.code == -32001 and "ApprovalRejected" in error.message
     assert error.data["io.runfacts/runId"] == run_id_of(AGENT, key)
     assert stack.executions(account) == []
+    stack.wait(run_id_of(AGENT, key), "the run's end", "run.completed")  # nothing left open
 
 
 def test_lost_answer_is_reconciled_by_the_lookup_tool_and_executes_once(stack: McpStack) -> None:
@@ -207,3 +208,23 @@ def test_dispatcher_killed_after_the_tool_ran_is_reconciled_by_lookup_and_execut
     assert result.structured_content["amount_minor"] == 105
     assert len(stack.executions(account)) == 1
     stack.wait(run_id, "the reconciliation", "tool.call.reconciled", outcome="found_completed")
+
+
+def test_a_call_still_waiting_answers_so_and_its_retry_with_the_key_gets_the_one_result(stack: McpStack) -> None:
+    account, key = "acct-106", f"k-{uuid.uuid4().hex}"
+    run_id = run_id_of(AGENT, key)
+
+    async def scenario() -> Any:
+        async with Client(stack.serve_params(wait_s=3)) as impatient:
+            with pytest.raises(MCPError) as waiting:
+                await _credit(impatient, account, key)
+            assert waiting.value.code == -32005 and "same idempotency key" in waiting.value.message
+        async with Client(stack.serve_params()) as client:  # the client retries later
+            progress: list[str] = []
+            call = asyncio.ensure_future(_credit(client, account, key, progress))
+            await _decide(stack, run_id, "approve", progress)
+            return await call
+
+    result = asyncio.run(scenario())
+    assert result.structured_content["account"] == account
+    assert len(stack.executions(account)) == 1
