@@ -27,6 +27,7 @@ from runfacts.demo.stack import DemoOptions
 
 SERVER = REPO / "tests" / "mcp_servers" / "ledger_server.py"
 CRASH_ACCOUNT = "acct-900"  # the downstream server dies right after crediting it (once)
+SLOW_ACCOUNT = "acct-901"  # the downstream server takes 6 s before crediting it
 
 
 def write_manifest(directory: Path) -> Path:
@@ -34,7 +35,8 @@ def write_manifest(directory: Path) -> Path:
     path.write_text(f"""# the operator's manifest of the test's downstream MCP server
 name = "ledger"
 command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
-env = {{ LEDGER_DB = {json.dumps(str(directory / "ledger.db"))}, LEDGER_CRASH_ACCOUNT = "{CRASH_ACCOUNT}" }}
+env = {{ LEDGER_DB = {json.dumps(str(directory / "ledger.db"))}, LEDGER_CRASH_ACCOUNT = "{CRASH_ACCOUNT}", \
+LEDGER_SLOW_ACCOUNT = "{SLOW_ACCOUNT}" }}
 
 [tool.credit]
 lookup = "find_credit"

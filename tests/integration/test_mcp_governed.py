@@ -7,6 +7,7 @@ case: approve, client retry with the same idempotency key, lost answer, reject."
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from client_support import approval_of
 from mcp import Client, MCPError
-from mcp_support import CRASH_ACCOUNT, McpStack, run_id_of, texts
+from mcp_support import CRASH_ACCOUNT, SLOW_ACCOUNT, McpStack, run_id_of, texts
 
 from runfacts.demo.stack import DISPATCH_CRASH_POINT, DemoOptions
 from runfacts.mcp import META_IDEMPOTENCY_KEY
@@ -228,3 +229,30 @@ def test_a_call_still_waiting_answers_so_and_its_retry_with_the_key_gets_the_one
     result = asyncio.run(scenario())
     assert result.structured_content["account"] == account
     assert len(stack.executions(account)) == 1
+
+
+def test_dispatcher_sigkilled_while_the_call_is_in_flight_still_executes_exactly_once(stack: McpStack) -> None:
+    """kill -9 of the dispatcher while the downstream tool works on the call: its successor
+    reconciles (the lookup finds the credit, or finds nothing and re-sends with the same key)."""
+    key = f"k-{uuid.uuid4().hex}"
+    run_id = run_id_of(AGENT, key)
+
+    async def scenario() -> Any:
+        async with Client(stack.serve_params()) as client:
+            progress: list[str] = []
+            call = asyncio.ensure_future(_credit(client, SLOW_ACCOUNT, key, progress, amount=901))
+            await _decide(stack, run_id, "approve", progress)
+            await asyncio.to_thread(stack.wait, run_id, "the dispatch", "tool.call.dispatching", 90)
+            await asyncio.sleep(1)  # the tool is sleeping before its write
+            stack.procs["dispatcher"].kill()  # SIGKILL
+            stack.procs["dispatcher"].wait(30)
+            stack.forget("dispatcher")
+            stack.start_dispatcher()
+            return await call
+
+    result = asyncio.run(scenario())
+    assert result.structured_content["amount_minor"] == 901
+    assert len({k for _r, k in stack.executions(SLOW_ACCOUNT)}) == 1  # one key
+    with sqlite3.connect(stack.dir / "ledger.db") as db:
+        credits = db.execute("SELECT COUNT(*) FROM credits WHERE account = ?", (SLOW_ACCOUNT,)).fetchone()[0]
+    assert credits == 1  # exactly one credit

@@ -7,6 +7,7 @@ side effect, for the governed-MCP tests. Run as a process: `python ledger_server
   a key seen before answers the first credit. `acct-0` is closed: `isError`. With
   LEDGER_CRASH_ACCOUNT=<account> the process dies (os._exit) right after writing, once
   (LEDGER_DB + ".crashed" marks it): an answer lost after the side effect.
+  With LEDGER_SLOW_ACCOUNT=<account> it waits 6 s before writing (a call in flight).
 - `find_credit(external_request_id)`: the lookup: the credit that request produced, or null.
 - `note(account, text)`: counted like a credit (the tests give it a short approval window).
 - `balance(account)`: read-only.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,6 +50,8 @@ def credit(account: Annotated[str, Field(pattern=r"^acct-\d+$")], amount_minor: 
     request = str(meta.get(REQUEST) or key)
     if account == "acct-0":
         raise ToolError(f"account {account} is closed")  # a declared failure: isError with this text
+    if os.environ.get("LEDGER_SLOW_ACCOUNT") == account:
+        time.sleep(6)  # long enough to kill the dispatcher while the call is in flight
     with db() as conn:
         conn.execute("INSERT INTO calls (request_id, key, account) VALUES (?, ?, ?)", (request, key, account))
         conn.execute("INSERT OR IGNORE INTO credits VALUES (?, ?, ?, ?)", (key, account, amount_minor,
