@@ -4,8 +4,12 @@ stdio process (tests/mcp_servers/ledger_server.py), no broker (the adapter port 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +115,54 @@ def test_a_bad_manifest_names_the_field_and_the_fix(tmp_path: Path) -> None:
         parse_manifest('name = "x"\nurl = "http://h/mcp"\n')
     with pytest.raises(ConfigError, match="lists no tool nope"):
         mcp_registry(manifest(tmp_path, extra="[tool.nope]\n"))
+
+
+def test_serve_all_governs_every_listed_tool_with_the_default_rule(tmp_path: Path) -> None:
+    path = tmp_path / "all.mcp.toml"
+    path.write_text(f"""name = "ledger"
+command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
+env = {{ LEDGER_DB = {json.dumps(str(tmp_path / "ledger.db"))} }}
+serve = "all"
+[tool.balance]
+read_only = true
+""")
+    registry = mcp_registry(path)
+    try:
+        catalog = registry.catalog().capabilities
+        assert sorted(catalog) == ["ledger.balance", "ledger.credit", "ledger.find_credit", "ledger.note"]
+        assert all((catalog[c].risk, catalog[c].needs_approval) == ("high", True)
+                   for c in ("ledger.credit", "ledger.find_credit", "ledger.note"))
+        assert catalog["ledger.balance"].needs_approval is False
+    finally:
+        registry.connection.close()
+
+
+def test_a_streamable_http_server_is_governed_like_a_stdio_one(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "LEDGER_DB": str(tmp_path / "ledger.db")})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as conn:
+                if conn.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.2)
+        path = tmp_path / "http.mcp.toml"
+        path.write_text(f'name = "ledger"\nurl = "http://127.0.0.1:{port}/mcp"\n'
+                        '[tool.credit]\nlookup = "find_credit"\n')
+        registry = mcp_registry(path)
+        credit = registry.adapters()["ledger.credit"]
+        try:
+            done = credit.execute(request("ledger.credit", "h1", {"account": "acct-3", "amount_minor": 30}))
+            assert done.kind == "completed" and json.loads(done.result)["amount_minor"] == 30
+            assert calls(tmp_path) == [("h1-a1", "acct-3")]
+            assert credit.lookup("h1-a9").kind == "not_found"
+        finally:
+            registry.connection.close()
+    finally:
+        server.terminate()
+        server.wait(30)
