@@ -92,8 +92,10 @@ def mcp_registry(path: str | Path) -> McpRegistry:
     except NotSent as exc:
         connection.close()
         raise ConfigError("mcp manifest", str(path), f"{exc}: start the server or fix command/url") from None
-    finally:
-        connection.release()
+    except BaseException:
+        connection.close()
+        raise
+    connection.release()  # the workers open their session on first use
     wanted = sorted(listed) if manifest.serve == "all" else sorted(manifest.tool)
     missing = [name for name in wanted if name not in listed]
     if missing:

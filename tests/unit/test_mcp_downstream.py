@@ -166,3 +166,13 @@ def test_a_streamable_http_server_is_governed_like_a_stdio_one(tmp_path: Path) -
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_a_server_that_cannot_start_is_a_config_error_naming_the_command(tmp_path: Path) -> None:
+    path = tmp_path / "broken.mcp.toml"
+    path.write_text('name = "ledger"\ncommand = ["/nonexistent/mcp-server"]\nconnect_timeout_s = 10\n'
+                    '[tool.credit]\n')
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="cannot open a session.*nonexistent/mcp-server"):
+        mcp_registry(path)
+    assert time.monotonic() - started < 12  # the error, not a hang on the closed session
