@@ -50,6 +50,7 @@ class McpConnection:
         self._stop: asyncio.Event | None = None
         self._holder: asyncio.Task[None] | None = None
         self._opening = asyncio.Lock()
+        self._closed = False
 
     # --- sync API ------------------------------------------------------------------------
 
@@ -66,14 +67,21 @@ class McpConnection:
         self._run(self._close(), 15)
 
     def close(self) -> None:
+        """End the session and the loop thread (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._thread.is_alive():
             try:
-                self._run(self._close(), 10)
+                asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
             except Exception:  # noqa: BLE001 - closing a broken session
                 log.debug("closing the MCP session of %s failed", self.manifest.name, exc_info=True)
             self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        if self._closed:
+            coro.close()
+            raise NotSent(f"MCP server {self.manifest.name}: the connection is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=timeout_s)
 
     # --- on the loop ---------------------------------------------------------------------

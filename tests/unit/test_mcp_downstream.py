@@ -176,3 +176,8 @@ def test_a_server_that_cannot_start_is_a_config_error_naming_the_command(tmp_pat
     with pytest.raises(ConfigError, match="cannot open a session.*nonexistent/mcp-server"):
         mcp_registry(path)
     assert time.monotonic() - started < 12  # the error, not a hang on the closed session
+
+
+def test_the_tools_option_names_a_missing_manifest(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_registry(f"mcp:{tmp_path / 'missing.mcp.toml'}")
