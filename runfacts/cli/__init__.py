@@ -24,6 +24,7 @@ from runfacts.cli.dev import dev_app, provider_app
 from runfacts.cli.dlq import app as dlq_app
 from runfacts.cli.erase import app as erase_app
 from runfacts.cli.gateway import app as gateway_app
+from runfacts.cli.mcp import app as mcp_app
 from runfacts.cli.ops import app as ops_app
 from runfacts.cli.platform import (
     capabilities_app,
@@ -63,6 +64,7 @@ app.add_typer(projections_cli.trajectories_app, name="trajectories")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(erase_app, name="erase")
 app.add_typer(gateway_app, name="gateway")
+app.add_typer(mcp_app, name="mcp")
 
 __all__ = ["app", "main"]
 

@@ -212,8 +212,10 @@ class Runfacts:
     # --- runs ------------------------------------------------------------------------------
 
     def start_run(self, *, goal: str, summary: str, user_id: str, tenant: str | None = None,
-                  budget: BudgetAmounts | dict[str, int] | None = None, run_id: str | None = None) -> Run:
-        """Create a run (idempotent on run_id: the same run_id again returns the same run)."""
+                  budget: BudgetAmounts | dict[str, int] | None = None, run_id: str | None = None,
+                  actor: Actor | None = None) -> Run:
+        """Create a run (idempotent on run_id: the same run_id again returns the same run);
+        `actor`: who creates it, when not this client's agent."""
         run_id = run_id or f"run-{uuid.uuid4().hex}"
         for name, value in (("run_id", run_id), ("goal", goal), ("user_id", user_id)):
             if not isinstance(value, str) or not value.strip():
@@ -227,7 +229,7 @@ class Runfacts:
         payload = {"goalRef": goal, "goalSummary": summary, "userId": user_id, "tenant": tenant,
                    "budget": amounts, "versions": self.versions}
         try:
-            run.version = self.command(run, cmd.CreateRun, payload).version
+            run.version = self.command(run, cmd.CreateRun, payload, actor).version
         except CommandRejected as exc:
             if not watched:
                 journal.complete = False  # it existed before: its earlier facts are not here
@@ -331,12 +333,12 @@ class Runfacts:
         return outcomes.version_after(journal.entries, offset)
 
     def propose(self, run: Run, capability: str, arguments: dict[str, Any], call_id: str,
-                fields: dict[str, Any]) -> ToolCall:
+                fields: dict[str, Any], actor: Actor | None = None) -> ToolCall:
         """Store the arguments (content-addressed `args-<sha256>`), send the proposal, await it."""
         digest = args_hash(arguments)
         command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id,
                                                           "argsRef": f"args-{digest}", "argsHash": digest,
-                                                          "display": self.display(capability, arguments)})
+                                                          "display": self.display(capability, arguments)}, actor)
 
         def build(ref: str, stored: str) -> CommandBase:
             if (ref, stored) != (command.payload.argsRef, digest):

@@ -24,7 +24,7 @@ from runfacts.processors.decider.memory import SCOPE_KINDS, candidate_hash
 from runfacts.processors.decider.state import EVIDENCE_TYPES
 from runfacts.processors.policy.retry import args_hash
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import BudgetAmounts
+from runfacts.schemas.common import Actor, BudgetAmounts
 
 if TYPE_CHECKING:
     from runfacts.client.client import Runfacts
@@ -181,20 +181,21 @@ class Run:
 
     def propose(self, capability: str, args: Mapping[str, Any], *, target: str, action: str | None = None,
                 summary: str | None = None, tool_call_id: str | None = None, risk: str = "medium",
-                business_key: str | None = None) -> ToolCall:
+                business_key: str | None = None, actor: Actor | None = None) -> ToolCall:
         """Propose a side effect: the arguments go to the argument store, their hash on the log.
         The default toolCallId is derived from (capability, target, arguments), so proposing the
         same call again (after a restart) returns the same call, never a second one.
         `business_key` (e.g. "ticket:T-9001") is sent to the tool as its idempotency key instead
         of the per-run key, so the provider dedupes across runs of the tenant; a second live call
-        with that key in this run is refused (CommandRejected "duplicate_business_key")."""
+        with that key in this run is refused (CommandRejected "duplicate_business_key").
+        `actor`: who proposes, when not this client's agent (an MCP client, runfacts.mcp)."""
         arguments = _arguments(self.id, capability, args)
         digest = args_hash(arguments)
         call_id = tool_call_id or f"call-{sha256(f'{self.id}|{capability}|{target}|{digest}')[:20]}"
         action = action or capability.rsplit(".", 1)[-1]
         return self.client.propose(self, capability, arguments, call_id, {
             "capabilityId": capability, "reasoningObjectId": self.reasoning_id, "target": target, "action": action,
-            "risk": risk, "summary": summary or f"{action} {target}", "businessKey": business_key})
+            "risk": risk, "summary": summary or f"{action} {target}", "businessKey": business_key}, actor)
 
     def evidence(self, *event_types: str) -> list[str]:
         """Event ids of this run's evidence-grade facts in its journal (`tool.call.completed`,

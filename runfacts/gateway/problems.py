@@ -71,8 +71,8 @@ def from_error(exc: Exception) -> ProblemError:
     if isinstance(exc, CommandRejected):
         status = 403 if exc.reason in DENIALS else 422 if exc.reason in INVALID else 409
         return ProblemError(status, "command-rejected", "The run decider refused the command", str(exc),
-                            reason=exc.reason, fix=_fix(exc.reason), commandType=exc.command_type,
-                            **({"field": "arguments"} if exc.reason in INVALID else {}))
+                            field="arguments" if exc.reason in INVALID else None, reason=exc.reason,
+                            fix=_fix(exc.reason), commandType=exc.command_type)
     if isinstance(exc, RunNeedsReview):
         return ProblemError(409, "run-needs-review", "The run waits for a person", str(exc), reason=exc.reason,
                             fix="an operator reviews the run (runfacts ops) before it continues")

@@ -8,7 +8,8 @@
 - `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
 - `adapter` — shell: `RegisteredTool` (implements `processors.dispatcher.adapters.ToolAdapter`) and the
   `ToolRuntime` where tool code runs (thread pool, event loop).
-- `loader` — `load_registry("module:attribute")`; `refund` — the packaged registry
+- `loader` — `load_registry("module:attribute")` (or a source: `mcp:<manifest.toml>`,
+  runfacts.mcp); `refund` — the packaged registry
   (`runfacts.tools.refund:registry`, served by default); `serve` — the manifest a dispatcher
   serving a registry works with (the factory is `runfacts.workers.dispatcher`:
   `runfacts worker dispatcher --tools module:registry`).

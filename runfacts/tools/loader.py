@@ -13,11 +13,21 @@ from runfacts.schemas.errors import ConfigError
 from runfacts.tools.registry import ToolRegistry
 
 DEFAULT_TOOLS = "runfacts.tools.refund:registry"
+# `--tools <scheme>:<argument>`: a registry a source function builds from the argument, named
+# like any registry (module:function) so this room does not import the rooms above it
+SOURCES = {"mcp": "runfacts.mcp.downstream:registry_from_manifest"}
 
 
 def load_registry(spec: str, setting: str = "--tools") -> ToolRegistry:
-    """The `ToolRegistry` named by `spec`; the attribute may also be a function returning one."""
+    """The `ToolRegistry` named by `spec`; the attribute may also be a function returning one.
+    `mcp:<manifest.toml>` is the governed tools of an MCP server (docs/mcp.md)."""
     module_name, sep, attribute = spec.partition(":")
+    if module_name in SOURCES and sep:
+        source_module, _, function = SOURCES[module_name].partition(":")
+        built = getattr(_module(source_module, spec, setting), function)(attribute)
+        if not isinstance(built, ToolRegistry):
+            raise ConfigError(setting, spec, f"the {module_name} source built a {type(built).__name__}")
+        return built
     if not sep or not module_name or not attribute:
         raise ConfigError(setting, spec, "expected module:attribute, e.g. examples.billing_tools:registry")
     module = _module(module_name, spec, setting)

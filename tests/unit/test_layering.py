@@ -35,10 +35,12 @@ ALLOWED: dict[str, set[str]] = {
     "workers": LOWER | {"processors", "projections", "connectors", "tools"},
     # runfacts.testing: the packaged processors in one process, handing out runfacts.client's handles
     "testing": LOWER | {"processors", "projections", "connectors", "services", "tools", "testing"},
+    # governed MCP: downstream servers' tools as a registry, a registry served to MCP clients
+    "mcp": LOWER | {"processors", "connectors", "tools", "services", "mcp"},
     "demo": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo"},
     "dev": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev"},
     "cli": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo",
-                    "cli"},
+                    "mcp", "cli"},
 }
 # typer and rich (the terminal) only where commands and the demo's story are printed
 TERMINAL = {"typer", "rich", "click"}
@@ -54,7 +56,7 @@ def room(module: str) -> str:
         return "processors." + parts[2] if len(parts) > 2 and parts[2] in {
             "engine", "policy", "decider", "dispatcher"} else "processors"
     if len(parts) > 1 and parts[1] in {"projections", "connectors", "cli", "dev", "demo", "workers", "tools",
-                                             "testing"}:
+                                             "testing", "mcp"}:
         return parts[1]
     if len(parts) > 1 and parts[1] in SERVICES:
         return "services"

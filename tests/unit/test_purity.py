@@ -58,6 +58,8 @@ PURE = [
     "runfacts.integrations.facts", "runfacts.integrations.errors",
     # the HTTP gateway's contract, problem documents, limits and OpenAPI document
     "runfacts.gateway.models", "runfacts.gateway.problems", "runfacts.gateway.limits", "runfacts.gateway.openapi",
+    # governed MCP: the operator's manifest, what an MCP answer means
+    "runfacts.mcp.manifest", "runfacts.mcp.results",
 ]
 FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
 CLOCK_CALLS = {"now", "utcnow", "today"}
