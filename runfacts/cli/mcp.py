@@ -49,6 +49,7 @@ def serve(
     settings = ServeSettings(agent=agent, api_keys=load_api_keys(api_keys) if api_keys else {}, user_id=user_id,
                              wait_s=wait)
     rf = Runfacts.connect(args_store=args_store or None, settings=ClientSettings(component="mcp"))
+    rf.learn(registry)  # proposals carry the argument display its approvers see (the tools' schemas)
     governed = GovernedServer(registry, rf, settings, http=transport == "http")
     try:
         if transport == "stdio":

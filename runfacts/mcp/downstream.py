@@ -136,7 +136,9 @@ class McpTool:
                 needs_approval=rule.effective_needs_approval, required_role=rule.required_role,
                 retry=RETRY_CLASSES[rule.retry],
                 reconciliation_deadline_ms=rule.reconcile_within_ms, approval_ttl_ms=rule.approval_ttl_ms,
-                self_approval=rule.self_approval)
+                self_approval=rule.self_approval, read_only=rule.read_only, has_lookup=rule.lookup is not None,
+                # the approver sees the arguments by the tool's inputSchema; the decider validates them
+                argument_schema=self.schema)
         except ValueError as exc:
             raise ConfigError("mcp manifest", f"tool.{tool.name}", f"bad rule: {exc}") from None
         self._done: OrderedDict[str, FoundCompleted] = OrderedDict()

@@ -47,6 +47,8 @@ async def _decide(stack: McpStack, run_id: str, decision: str, progress: list[st
         assert any("waiting for approval" in m for m in progress), f"no progress said so: {progress}"
     rf = stack.client()
     approval = await asyncio.to_thread(approval_of, rf, run_id, 120)
+    assert approval.display is not None, "the approver sees the MCP call's arguments"
+    assert "amount_minor" in {f.name for f in approval.display.fields}  # by the tool's inputSchema
     await asyncio.to_thread(rf.decide, approval, decision, approver="alice", timeout=90)
 
 
