@@ -146,7 +146,7 @@ class RunScript:
         yield self._event(run, "approval.required", {
             **ids, "argsHash": args_hash, "risk": "high", "requiredRole": "approver",
             "expiresAt": run.clock + 3_600_000, "summary": "Allow a refund above the limit", "display": None,
-            "displayDigest": None})
+            "displayDigest": None, "proposedBy": None})
         yield self._event(run, "run.paused", {"reason": "waiting_for_approval", "detail": "",
                                               "approvalId": approval, "actor": None})
         granted = run.rng.random() < 0.85

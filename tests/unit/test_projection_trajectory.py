@@ -59,7 +59,7 @@ def _approval_run():
         _event(6, "approval.required", {"approvalId": "a1", **call, "argsHash": "args1",
                                         "risk": "high", "requiredRole": "approver",
                                         "expiresAt": T0 + 99, "summary": "Allow the refund",
-                                        "display": None, "displayDigest": None}),
+                                        "display": None, "displayDigest": None, "proposedBy": None}),
         _event(7, "approval.granted", {"approvalId": "a1", **call, "argsHash": "args1",
                                        "actor": ACTOR, "displayDigest": None}),
         _event(8, "tool.call.authorized", {**call, "argsHash": "args1", "approvalId": "a1"}),
@@ -178,7 +178,8 @@ def _proposal(n: int, call: str) -> dict:
 def _required(n: int, call: str) -> dict:
     return _event(n, "approval.required", {"approvalId": f"a-{call}", "toolCallId": call, "argsHash": f"h-{call}",
                                            "risk": "high", "requiredRole": "approver", "expiresAt": T0 + 99,
-                                           "summary": "Allow", "display": None, "displayDigest": None})
+                                           "summary": "Allow", "display": None, "displayDigest": None,
+                                           "proposedBy": None})
 
 
 def _saved(n: int, node: str) -> dict:
