@@ -110,7 +110,7 @@ def bench(kafka: KafkaSettings, watch: bool = True, commit_interval_ms: int = 0)
         watcher = Watcher(kafka, names.user_view) if watch else None
         if watcher is not None:
             watcher.start()
-        producer = Producer(kafka.client_config(**{"linger.ms": 0, "enable.idempotence": True}))
+        producer = Producer(kafka.producer_config(**{"linger.ms": 0, "enable.idempotence": True}))
         try:
             yield Bench(kafka, names, worker, Path(state_dir), watcher, producer)
         finally:
@@ -123,7 +123,7 @@ def bench(kafka: KafkaSettings, watch: bool = True, commit_interval_ms: int = 0)
 
 def own_topics(kafka: KafkaSettings, prefix: str) -> list[str]:
     """Every topic of this bench: the runfacts topics and the engine's changelogs under `prefix`."""
-    probe = Producer(kafka.client_config())
+    probe = Producer(kafka.producer_config())
     return [t for t in probe.list_topics(timeout=10).topics if t.startswith(prefix)]
 
 

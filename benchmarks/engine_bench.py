@@ -139,7 +139,7 @@ def produce_input(bootstrap: str, topic: str, pairs: list[tuple[bytes, bytes]],
                   headers: list[list[tuple[str, bytes]]] | None = None) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "partitioner": "murmur2_random",
                          "queue.buffering.max.messages": 1_000_000})
     for i, (key, value) in enumerate(pairs):
         if headers is None:

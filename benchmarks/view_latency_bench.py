@@ -331,7 +331,7 @@ def measure(kafka: KafkaSettings, names: TopicNames, worker: subprocess.Popen[by
             args: argparse.Namespace) -> None:
     watcher = Watcher(kafka, names.user_view)
     watcher.start()
-    producer = Producer(kafka.client_config(**{"linger.ms": 0, "enable.idempotence": True}))
+    producer = Producer(kafka.producer_config(**{"linger.ms": 0, "enable.idempotence": True}))
     runs = [f"lat-run-{i}" for i in range(args.runs)]
     _create_runs(producer, names, runs, watcher)
     _age_runs(producer, names, runs, watcher, args.age)
