@@ -73,6 +73,10 @@ class DevOptions:
     tools: str = ""
     """The registry the dispatcher serves, `module:attribute` (empty: the packaged refund tool
     against the payment simulator)."""
+    capabilities: str = ""
+    """Without `tools`: the manifest (TOML) the decider reads and the dispatcher serves (empty: the
+    packaged one); `runfacts dev up` gives the demo's (the refund, and the refund with a 5 s
+    approval window that the guide's expiry story uses)."""
     prefix: str = "runfacts"
     partitions: int = 3
     workdir: Path | None = None
@@ -212,13 +216,22 @@ class DevStack:
             env["RUNFACTS_KAFKA_CONFIG"] = json.dumps(self.options.kafka.config)
         return env
 
+    def _packaged_capabilities(self) -> list[str]:
+        """Without --tools: the demo's manifest (the refund, and the same refund with a 5 s approval
+        window for the guide's expiry story), read by the decider and served by the dispatcher."""
+        if not self.options.capabilities:
+            return []
+        path = self.dir / "capabilities.toml"
+        path.write_text(self.options.capabilities)
+        return ["--capabilities", str(path)]
+
     def plan(self, provider_url: str = "") -> dict[str, Worker]:
         """The workers, in start order (the decider first: it publishes the versions)."""
         secrets = self.secrets()
         base = self._base_env(secrets)
         cli = [sys.executable, "-m", "runfacts.cli"]
         prefix = ["--prefix", self.names.prefix]
-        tools = ["--tools", self.options.tools] if self.options.tools else []
+        tools = ["--tools", self.options.tools] if self.options.tools else self._packaged_capabilities()
 
         def worker(name: str, args: list[str], **extra: str) -> Worker:
             static = {"group.instance.id": f"{self.names.prefix}-dev-{name}"}  # a restart replaces it at once

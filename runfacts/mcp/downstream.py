@@ -22,6 +22,7 @@ dedupes on it), `io.runfacts/externalRequestId` (what the lookup is asked about)
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -138,7 +139,7 @@ class McpTool:
                 reconciliation_deadline_ms=rule.reconcile_within_ms, approval_ttl_ms=rule.approval_ttl_ms,
                 self_approval=rule.self_approval, read_only=rule.read_only, has_lookup=rule.lookup is not None,
                 # the approver sees the arguments by the tool's inputSchema; the decider validates them
-                argument_schema=self.schema)
+                argument_schema=json.dumps(self.schema, separators=(",", ":")))
         except ValueError as exc:
             raise ConfigError("mcp manifest", f"tool.{tool.name}", f"bad rule: {exc}") from None
         self._done: OrderedDict[str, FoundCompleted] = OrderedDict()

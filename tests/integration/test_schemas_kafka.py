@@ -71,5 +71,5 @@ def test_bad_record_names_its_kafka_position_when_consumed(kafka_bootstrap: str,
     position = RecordPosition(second.topic(), second.partition(), second.offset())
     with pytest.raises(InvalidInput) as err:
         codec.decode(second.value(), position, second.headers())
-    assert str(err.value).startswith(f"{topic}[0]@1: runfacts.events.ApprovalRequired v1:")
+    assert str(err.value).startswith(f"{topic}[0]@1: runfacts.events.ApprovalRequired v2:")
     assert dict(err.value.headers())["dlq.offset"] == b"1"

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from runfacts.demo.stack import demo_manifest
 from runfacts.dev.up import DevOptions, DevStack
 
 
@@ -27,6 +28,7 @@ def up(
     """Start (or reuse) the local broker, apply the topics, run the decider, the dispatcher serving
     your tools, the projector, the memory worker and the console; restart what crashes; Ctrl-C
     stops everything."""
-    options = DevOptions(tools=tools, prefix=prefix, partitions=partitions, workdir=workdir,
+    packaged = "" if tools else demo_manifest(expiring_ttl_ms=5_000)  # the refund, and its 5 s-window twin
+    options = DevOptions(tools=tools, capabilities=packaged, prefix=prefix, partitions=partitions, workdir=workdir,
                          console_port=console_port, reload=reload)
     raise typer.Exit(DevStack(options, say=lambda line: typer.echo(line)).run())
