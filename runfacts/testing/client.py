@@ -98,7 +98,8 @@ class TestClient:
     # --- runs ------------------------------------------------------------------------------
 
     def start_run(self, *, goal: str, summary: str, user_id: str, tenant: str | None = None,
-                  budget: BudgetAmounts | dict[str, int] | None = None, run_id: str | None = None) -> Run:
+                  budget: BudgetAmounts | dict[str, int] | None = None, run_id: str | None = None,
+                  actor: Actor | None = None) -> Run:
         """Create a run (idempotent on run_id), as `Runfacts.start_run`."""
         run_id = run_id or f"run-{uuid.uuid4().hex}"
         for name, value in (("run_id", run_id), ("goal", goal), ("user_id", user_id)):
@@ -109,7 +110,7 @@ class TestClient:
         payload = {"goalRef": goal, "goalSummary": summary, "userId": user_id, "tenant": tenant,
                    "budget": amounts, "versions": self.versions}
         try:
-            run.version = self.command(run, cmd.CreateRun, payload).version
+            run.version = self.command(run, cmd.CreateRun, payload, actor).version
         except CommandRejected as exc:
             if exc.reason != "run_exists":
                 raise
@@ -177,13 +178,13 @@ class TestClient:
         return Answer(events, outcomes.version_after(journal.entries, found[-1].offset))
 
     def propose(self, run: Run, capability: str, arguments: dict[str, Any], call_id: str,
-                fields: dict[str, Any]) -> ToolCall:
+                fields: dict[str, Any], actor: Actor | None = None) -> ToolCall:
         """Store the arguments (content-addressed), send the proposal, return its call."""
         ref, digest = self.stack.args.put(arguments)
         assert digest == args_hash(arguments)
         command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id, "argsRef": ref,
                                                           "argsHash": digest,
-                                                          "display": self.display(capability, arguments)})
+                                                          "display": self.display(capability, arguments)}, actor)
         try:
             answer = self.deliver(run, command)
         except CommandRejected as exc:
