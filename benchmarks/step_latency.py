@@ -150,7 +150,8 @@ def approver_main(args: argparse.Namespace) -> None:
         expires_at = expires if isinstance(expires, datetime) else datetime.fromtimestamp(expires / 1000, UTC)
         approval = Approval(run_id=msg.key().decode(), approval_id=p["approvalId"], tool_call_id=p["toolCallId"],
                             asks=p["summary"], risk=p["risk"], required_role=p["requiredRole"],
-                            expires_at=expires_at, args_hash=p["argsHash"], tenant=None, requested_by="agent")
+                            expires_at=expires_at, args_hash=p["argsHash"], tenant=None, requesters=("u",),
+                            display_digest=p.get("displayDigest"))  # the signed decision binds what was shown
         rf.decide(approval, "approve", approver="auto-approver", wait=False)
     consumer.close()
     rf.close()
