@@ -109,6 +109,30 @@ class ClientSettings:
     ui: UiSettings = UiSettings()
 
 
+
+def manifests_of(capabilities: Any) -> dict[str, CapabilityManifest]:
+    """The manifests of a `ToolRegistry`, a `CapabilityCatalog` or a manifest path (None: none)."""
+    if capabilities is None:
+        return {}
+    if hasattr(capabilities, "catalog"):
+        capabilities = capabilities.catalog()
+    if isinstance(capabilities, str | Path):
+        capabilities = load_capabilities(Path(capabilities))
+    if not isinstance(capabilities, CapabilityCatalog):
+        raise ConfigError("capabilities", type(capabilities).__name__,
+                          "expected a ToolRegistry, a CapabilityCatalog or a manifest path")
+    return dict(capabilities.capabilities)
+
+
+def argument_display(manifests: Mapping[str, CapabilityManifest], capability: str,
+                     arguments: Mapping[str, Any]) -> ArgDisplay:
+    """A proposal's argument display by its capability's schema (every field personal without one)."""
+    manifest = manifests.get(capability)
+    if manifest is None:
+        return render(arguments, None)
+    return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
+
+
 class Runfacts:
     """The process-wide client: a sender, one follower, the run-state reader."""
 
@@ -128,23 +152,11 @@ class Runfacts:
 
     def learn(self, capabilities: Any) -> None:
         """Display proposals with these manifests: a `ToolRegistry`, a `CapabilityCatalog`, a path."""
-        if capabilities is None:
-            return
-        if hasattr(capabilities, "catalog"):
-            capabilities = capabilities.catalog()
-        if isinstance(capabilities, str | Path):
-            capabilities = load_capabilities(Path(capabilities))
-        if not isinstance(capabilities, CapabilityCatalog):
-            raise ConfigError("capabilities", type(capabilities).__name__,
-                              "expected a ToolRegistry, a CapabilityCatalog or a manifest path")
-        self.capabilities.update(capabilities.capabilities)
+        self.capabilities.update(manifests_of(capabilities))
 
     def display(self, capability: str, arguments: Mapping[str, Any]) -> ArgDisplay:
         """The argument display of a proposal (every field personal for a tool without a known schema)."""
-        manifest = self.capabilities.get(capability)
-        if manifest is None:
-            return render(arguments, None)
-        return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
+        return argument_display(self.capabilities, capability, arguments)
 
     @classmethod
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from runfacts.client import outcomes
 from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
-from runfacts.client.client import AGENT_SOURCE, Answer, ClientSettings
+from runfacts.client.client import AGENT_SOURCE, Answer, ClientSettings, argument_display, manifests_of
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.outcomes import Resolved
 from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
 from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.processors.decider.state import TERMINAL, RunState
-from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest
-from runfacts.processors.policy.display import render
+from runfacts.processors.policy.capabilities import CapabilityManifest
 from runfacts.processors.policy.retry import args_hash
 from runfacts.projections import memory as memory_view
 from runfacts.projections.user_view import as_json, user_view
@@ -70,21 +69,11 @@ class TestClient:
     def learn(self, capabilities: Any) -> None:
         """Display proposals with these manifests too, as `Runfacts.learn` (the stack's registry
         is known already)."""
-        if capabilities is None:
-            return
-        if hasattr(capabilities, "catalog"):
-            capabilities = capabilities.catalog()
-        if not isinstance(capabilities, CapabilityCatalog):
-            raise ClientError("-", f"learn: expected a ToolRegistry or a CapabilityCatalog, got "
-                                   f"{type(capabilities).__name__}")
-        self.capabilities.update(capabilities.capabilities)
+        self.capabilities.update(manifests_of(capabilities))
 
     def display(self, capability: str, arguments: dict[str, Any]) -> ArgDisplay:
         """The argument display of a proposal, as `Runfacts.display` builds it."""
-        manifest = self.capabilities.get(capability)
-        if manifest is None:
-            return render(arguments, None)
-        return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
+        return argument_display(self.capabilities, capability, arguments)
 
     def close(self) -> None:
         """Nothing to release (the stack owns everything)."""
