@@ -62,6 +62,14 @@ def _server(mode: str, status: int = 200, body: bytes = b"{}") -> Iterator[int]:
                     if not chunk:
                         break
                     data += chunk
+                head, _, rest = data.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(rest) < length:  # the whole body, so a close is a FIN, not a reset over unread bytes
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    rest += chunk
                 if mode == "reset":  # RST after the request arrived
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 elif mode == "silent":
