@@ -16,7 +16,7 @@ handles), `follower` (the ONE consumer of the events topic that wakes every wait
 Naming rule: every wait has a blocking form and an awaitable twin named `<name>_async`.
 """
 
-from runfacts.client.approvals import Approval, UiSettings, display_lines
+from runfacts.client.approvals import Approval, UiSettings, display_lines, masked
 from runfacts.client.client import Answer, ClientSettings, Runfacts, current_versions
 from runfacts.client.errors import (
     ApprovalExpired,
@@ -40,5 +40,5 @@ __all__ = [
     "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "Run", "RunCancelled",
     "RunEnded",
     "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed", "UiSettings", "WaitTimeout",
-    "current_versions", "display_lines", "result_value",
+    "current_versions", "display_lines", "masked", "result_value",
 ]

@@ -14,11 +14,15 @@
   serving a registry works with (the factory is `runfacts.workers.dispatcher`:
   `runfacts worker dispatcher --tools module:registry`).
 
+- `render`, `problems`, `asks_approval` — the argument display an approver sees of a call, what in
+  it breaks the tool's schema, whether its approval rule asks (from processors.policy.display).
+
 Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), loader
 (imports the user's module), serve (reads the decider's manifest file).
 This room may import processors, connectors and schemas; nothing there imports it.
 """
 
+from runfacts.processors.policy.display import asks_approval, problems, render
 from runfacts.tools.adapter import RegisteredTool, ToolRuntime
 from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError
 from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
@@ -38,6 +42,9 @@ __all__ = [
     "ToolRegistry",
     "ToolRuntime",
     "ToolSpec",
+    "asks_approval",
     "load_registry",
     "manifest_toml",
+    "problems",
+    "render",
 ]
