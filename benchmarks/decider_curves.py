@@ -57,7 +57,7 @@ from view_latency_bench import (
     step,
 )
 
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts
 from runfacts.settings import KafkaSettings

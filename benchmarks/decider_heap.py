@@ -30,7 +30,7 @@ from decider_load import CTX  # noqa: E402
 from view_latency_bench import AGENT, ENCODE  # noqa: E402
 
 import runfacts.processors.decider.app as shell  # noqa: E402
-from runfacts.processors.decider.app import DEFAULT_VERSIONS  # noqa: E402
+from runfacts.processors.decider.context import DEFAULT_VERSIONS  # noqa: E402
 from runfacts.processors.engine.gctune import limit_arenas, trim_heap, tune_gc  # noqa: E402
 from runfacts.processors.engine.store import RocksBackend, StoreMemory  # noqa: E402
 from runfacts.processors.engine.task import Task  # noqa: E402

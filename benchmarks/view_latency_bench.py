@@ -48,8 +48,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
 from runfacts.processors.decider.codec import DeciderCodec
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import DEDUPE_WINDOW
 from runfacts.projections.user_view import schema
 from runfacts.schemas import commands as cmd

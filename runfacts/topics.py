@@ -292,3 +292,24 @@ def group_prefix(prefix: str, component: str) -> str:
 def reader_group(prefix_of_group: str) -> str:
     """A fresh group id under `prefix_of_group` for one never-committing reader."""
     return f"{prefix_of_group}-{uuid.uuid4().hex[:12]}"
+
+
+# the dead-letter redrive's names (runfacts.ops.dlq redrives; runfacts.security.acls grants them)
+def redrive_transactional_id(dlq_topic: str) -> str:
+    """The redrive producer's transactional id: one per dead-letter topic, so a concurrent
+    redrive of the same topic is fenced."""
+    return f"runfacts-dlq-redrive-{dlq_topic}"
+
+
+def service_redrive_targets(names: TopicNames) -> tuple[str, ...]:
+    """The original topics a service (the console) may redrive to: the commands topic only. A
+    redriven command goes through the decider's checks again (signature, policy, version); a
+    letter whose original topic is the events log (a projector's or dispatcher's refusal) would
+    be a copy of a fact written by someone other than the decider, so it stays an admin's
+    `runfacts dlq redrive`."""
+    return (names.commands,)
+
+
+def redrive_writes(names: TopicNames) -> tuple[str, ...]:
+    """The topics a service's redrive writes: its targets and the dead-letter topic (markers)."""
+    return (*service_redrive_targets(names), names.dlq)

@@ -19,8 +19,8 @@ from pathlib import Path
 from runfacts import telemetry
 from runfacts.connectors.versions import publish_versions
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
-from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell, InputLimits
-from runfacts.processors.decider.context import DecideContext
+from runfacts.processors.decider.app import DeciderShell, InputLimits
+from runfacts.processors.decider.context import DEFAULT_VERSIONS, DecideContext
 from runfacts.processors.decider.security import policy_checks
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import common_config, load_settings, stable_instance_id

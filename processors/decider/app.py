@@ -60,7 +60,7 @@ from runfacts.processors.engine.api import Application, Context, Record, Source,
 from runfacts.processors.policy.sources import SourceKeys, check_source
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec, CodecSettings
-from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
+from runfacts.schemas.common import Actor, CommandBase, EventBase, TimerKind
 from runfacts.schemas.errors import InvalidInput
 from runfacts.schemas.models import schema_name
 from runfacts.topics import TopicNames
@@ -153,8 +153,6 @@ class StateCache:
     def bytes(self) -> int:
         """The stored JSON bytes the kept states came from."""
         return self._bytes
-DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
-                               policy="default")
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,12 @@ TokenCheck = Callable[["cmd.ResumeRun", Any], "str | None"]
 ReviewCheck = Callable[["cmd.ReviewMemory", Any], "str | None"]
 
 
+# the versions a run pins when the deployment publishes none (`runfacts worker decider` without
+# --versions); the client falls back to them before the decider's published versions are read
+DEFAULT_VERSIONS = RunVersions(stateSchema="1", modelRoute="default", toolManifest="default",
+                               policy="default")
+
+
 @dataclass(frozen=True)
 class DecideContext:
     """What decide needs besides command and state: policy and the runtime's versions."""

@@ -10,7 +10,8 @@
 
 Modules — pure: `outcomes` (which facts end a wait, the result value), `approvals` (pending
 approvals in plain words, what a decision binds), `timeline` (a run's facts as rows),
-`errors`. Shells: `client` (`Runfacts`: one process-wide client), `run` (`Run`, `ToolCall`
+`errors`. Shells: `client` (`Runfacts`: one process-wide client), `reader` (`StateReader`: run states
+and views from the compacted topics), `run` (`Run`, `ToolCall`
 handles), `follower` (the ONE consumer of the events topic that wakes every waiter),
 `sender` (idempotent producer or outbox).
 Naming rule: every wait has a blocking form and an awaitable twin named `<name>_async`.

@@ -11,7 +11,7 @@ events topic serve every run of the process. `CreateRun.versions` default to the
 read at connect from the compacted topic `<prefix>.decider.versions` the decider writes at
 start; only while that topic is empty (or absent), RUNFACTS_RUN_VERSIONS (the JSON
 `runfacts worker decider` also reads) or else the packaged default both sides import
-(`runfacts.processors.decider.app.DEFAULT_VERSIONS`), with a log line saying so.
+(`runfacts.processors.decider.context.DEFAULT_VERSIONS`), with a log line saying so.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
+from runfacts.client.reader import ReaderSettings, StateReader
 from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
 from runfacts.connectors.versions import published_versions
-from runfacts.ops.client import ReaderSettings, StateReader
 from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.privacy.store import protector_if_configured
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.capabilities import CapabilityCatalog, CapabilityManifest, load_capabilities
 from runfacts.processors.policy.display import render

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runfacts.logread import read_to_end
-from runfacts.ops.dlq import DeadLetter, read_letters, redrive, redrive_plan, service_redrive_targets
+from runfacts.ops.dlq import DeadLetter, read_letters, redrive, redrive_plan
 from runfacts.schemas.errors import ConfigError
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import TopicNames, service_redrive_targets
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from runfacts.logread import LogRecord
 from runfacts.partitioning import WRONG_PARTITION
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames
+from runfacts.topics import redrive_transactional_id
 
 REASONS = ("topic", "partition", "offset", "schema", "schemaVersion", "error", "app", "reason")
 """`dlq.<name>` headers; `reason` is a typed code where the refusal has one (e.g. source_key_retired)."""
@@ -79,26 +79,6 @@ def matches(letter: DeadLetter, filters: dict[str, str]) -> bool:
 def redrive_plan(letters: list[DeadLetter], filters: dict[str, str], again: bool = False) -> list[DeadLetter]:
     """The letters a redrive re-submits: matching, with an original topic, not yet redriven (unless again)."""
     return [x for x in letters if matches(x, filters) and x.reasons["topic"] and (again or not x.redriven_to)]
-
-
-def redrive_transactional_id(dlq_topic: str) -> str:
-    """The redrive producer's transactional id: one per dead-letter topic, so a concurrent
-    redrive of the same topic is fenced."""
-    return f"runfacts-dlq-redrive-{dlq_topic}"
-
-
-def service_redrive_targets(names: TopicNames) -> tuple[str, ...]:
-    """The original topics a service (the console) may redrive to: the commands topic only. A
-    redriven command goes through the decider's checks again (signature, policy, version); a
-    letter whose original topic is the events log (a projector's or dispatcher's refusal) would
-    be a copy of a fact written by someone other than the decider, so it stays an admin's
-    `runfacts dlq redrive`."""
-    return (names.commands,)
-
-
-def redrive_writes(names: TopicNames) -> tuple[str, ...]:
-    """The topics a service's redrive writes: its targets and the dead-letter topic (markers)."""
-    return (*service_redrive_targets(names), names.dlq)
 
 
 def redrive(kafka: KafkaSettings, dlq_topic: str, plan: list[DeadLetter]) -> int:

@@ -39,10 +39,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from runfacts.ops.dlq import redrive_transactional_id, redrive_writes
 from runfacts.schemas.errors import ConfigError, InfrastructureError
 from runfacts.settings import KafkaSettings
-from runfacts.topics import TopicNames, group_prefix
+from runfacts.topics import TopicNames, group_prefix, redrive_transactional_id, redrive_writes
 
 
 def client_relay_prefix(prefix: str) -> str:
@@ -117,8 +116,8 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)
-        # its commands, and the console's redrive (runfacts.ops.dlq): to the topics a service may
-        # redrive to, a marker on the dlq, in a transaction of the redrive's id
+        # its commands, and the console's redrive (runfacts.ops.dlq, names in runfacts.topics): to the topics a
+        # service may redrive to, a marker on the dlq, in a transaction of the redrive's id
         # (n.keys: the data keys of personal fields: readers reveal, writers seal; the cli erases)
         replace(client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.metrics, n.keys),
                        tuple(dict.fromkeys((n.commands, *redrive_writes(n), n.keys)))),

@@ -27,8 +27,8 @@ from typing import Any
 from runfacts.client.approvals import Approval, approvals_of
 from runfacts.client.follower import Journal
 from runfacts.client.outcomes import Entry
-from runfacts.processors.decider.app import DEFAULT_VERSIONS, DeciderShell
-from runfacts.processors.decider.context import DecideContext
+from runfacts.processors.decider.app import DeciderShell
+from runfacts.processors.decider.context import DEFAULT_VERSIONS, DecideContext
 from runfacts.processors.decider.security import policy_checks
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import load_state

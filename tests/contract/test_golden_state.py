@@ -151,7 +151,7 @@ def test_stored_user_view_decodes_when_written_by_a_released_version() -> None:
 
 
 def test_dashboard_reads_a_run_state_record_of_the_joined_shape_when_the_topic_holds_one() -> None:
-    """The dashboard and the CLI (`ops.client.StateReader`) decode run-state records with
+    """The dashboard and the CLI (`runfacts.client.reader.StateReader`) decode run-state records with
     `load_state` too: an old record on the compacted topic is shown, not an error."""
     from runfacts.dashboard.feed import decode_state
 

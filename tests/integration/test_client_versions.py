@@ -15,7 +15,7 @@ from client_support import AgentStack
 from runfacts.client import CommandRejected
 from runfacts.connectors.versions import published_versions
 from runfacts.demo.stack import DemoOptions
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.schemas.common import RunVersions
 from runfacts.settings import KafkaSettings
 

@@ -15,7 +15,7 @@ from typing import Any
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.demo.readers import EventLog, has
 from runfacts.demo.stack import DemoOptions, DemoStack
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase, EventBase
 from runfacts.schemas.models import new_command, payload_class

@@ -165,7 +165,7 @@ def test_security_acls_cli_prints_the_client_component():
 
 
 def test_dashboard_acls_cover_what_its_redrive_writes_and_no_fact_topic():
-    from runfacts.ops.dlq import redrive_transactional_id, redrive_writes, service_redrive_targets
+    from runfacts.topics import redrive_transactional_id, redrive_writes, service_redrive_targets
 
     entries = acl_entries(ACCESS["dashboard"])
     p = "User:acme-dashboard"

@@ -1,7 +1,8 @@
 """One direction between the rooms (LAYOUT rules 3, 4 and 6), read off the `ast` import graph.
 
 Every import in the product, lazy ones inside functions included, must follow ALLOWED:
-schemas <- foundation <- processors <- projections, connectors <- tools <- services, workers <- cli.
+schemas <- foundation <- processors <- projections, connectors <- tools <- services, workers <- cli,
+and among the services: security <- client <- integrations, ops, gateway <- dashboard.
 """
 
 from __future__ import annotations
@@ -31,15 +32,21 @@ ALLOWED: dict[str, set[str]] = {
     "connectors": LOWER | {"processors", "connectors"},
     # the tool registry: tools become the dispatcher's adapters (the port in processors.dispatcher)
     "tools": LOWER | {"processors", "connectors", "tools"},
-    "services": LOWER | {"processors", "projections", "connectors", "services"},
+    # the services, each on the ones before it (a cycle among them cannot come back)
+    "security": LOWER | {"processors", "projections", "connectors", "security"},
+    "client": LOWER | {"processors", "projections", "connectors", "security", "client"},
+    "integrations": LOWER | {"processors", "projections", "connectors", "security", "client", "integrations"},
+    "ops": LOWER | {"processors", "projections", "connectors", "security", "client", "ops"},
+    "gateway": LOWER | {"processors", "projections", "connectors", "security", "client", "gateway"},
+    "dashboard": LOWER | {"processors", "projections", "connectors", "security", "client", "ops", "dashboard"},
     "workers": LOWER | {"processors", "projections", "connectors", "tools"},
     # runfacts.testing: the packaged processors in one process, handing out runfacts.client's handles
-    "testing": LOWER | {"processors", "projections", "connectors", "services", "tools", "testing"},
+    "testing": LOWER | {"processors", "projections", "connectors", *SERVICES, "tools", "testing"},
     # governed MCP: downstream servers' tools as a registry, a registry served to MCP clients
-    "mcp": LOWER | {"processors", "connectors", "tools", "services", "mcp"},
-    "demo": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo"},
-    "dev": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev"},
-    "cli": LOWER | {"processors", "projections", "connectors", "services", "tools", "workers", "dev", "demo",
+    "mcp": LOWER | {"processors", "connectors", "tools", *SERVICES, "mcp"},
+    "demo": LOWER | {"processors", "projections", "connectors", *SERVICES, "tools", "workers", "dev", "demo"},
+    "dev": LOWER | {"processors", "projections", "connectors", *SERVICES, "tools", "workers", "dev"},
+    "cli": LOWER | {"processors", "projections", "connectors", *SERVICES, "tools", "workers", "dev", "demo",
                     "mcp", "cli"},
 }
 # typer and rich (the terminal) only where commands and the demo's story are printed
@@ -59,7 +66,7 @@ def room(module: str) -> str:
                                              "testing", "mcp"}:
         return parts[1]
     if len(parts) > 1 and parts[1] in SERVICES:
-        return "services"
+        return parts[1]
     return "foundation"
 
 
@@ -123,10 +130,33 @@ def test_the_table_forbids_what_the_rules_forbid_when_asked() -> None:
     assert allows("runfacts.connectors.refund_adapter", "runfacts.processors.dispatcher.adapters")
     assert allows("runfacts.cli.dev.crash", "runfacts.dev.crash.rows")
     # the framework bridges are a services room: on top of runfacts.client, below the CLI
-    assert room("runfacts.integrations.pydantic_ai") == "services"
+    assert room("runfacts.integrations.pydantic_ai") == "integrations"
     assert allows("runfacts.integrations.pydantic_ai", "runfacts.client.run")
     assert not allows("runfacts.integrations.pydantic_ai", "runfacts.dev.provider")
     # the broker-free test stack is shipped: it never imports runfacts.dev, nothing shipped imports it
     assert allows("runfacts.testing.stack", "runfacts.tools.registry")
     assert not allows("runfacts.testing.stack", "runfacts.dev.provider")
     assert not allows("runfacts.client.run", "runfacts.testing.stack")
+    # the services' cycle that lumping them into one room hid (client -> ops -> client, security -> ops)
+    assert not allows("runfacts.client.client", "runfacts.ops.client")
+    assert not allows("runfacts.security.acls", "runfacts.ops.dlq")
+    assert not allows("runfacts.client.sender", "runfacts.dashboard.app")
+    assert allows("runfacts.ops.erasure", "runfacts.client.follower")
+
+
+def test_the_allowed_table_has_no_cycle_between_rooms() -> None:
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt}))
+                   for nxt in ALLOWED[start] - {start} if nxt in ALLOWED)
+    cyclic = sorted(r for r in ALLOWED if reaches(r, r, {r}))
+    assert cyclic == [], f"rooms that may import themselves round a cycle: {cyclic}"
+
+
+def test_importing_the_client_loads_no_worker_shell() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, runfacts.client; print(sorted(m for m in sys.modules if m.startswith("
+            "('runfacts.processors.decider.app', 'runfacts.processors.dispatcher.app', 'runfacts.ops', "
+            "'runfacts.dashboard', 'runfacts.gateway', 'runfacts.workers'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", f"import runfacts.client loaded {loaded}"

@@ -16,6 +16,7 @@ from runfacts.cli import app
 from runfacts.cli.dashboard import DashboardSettings, build_dashboard
 from runfacts.dashboard import feed as dashboard_feed
 from runfacts.logread import ReadOptions
+from runfacts.client import reader as state_reader
 from runfacts.ops import client as runlog
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.errors import InfrastructureError
@@ -45,7 +46,7 @@ class _Refusing:
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     _Refusing.configs = []
-    for module in (runlog, dashboard_feed, logread):
+    for module in (runlog, state_reader, dashboard_feed, logread):
         monkeypatch.setattr(module, "Consumer", _Refusing)
     return _Refusing.configs
 

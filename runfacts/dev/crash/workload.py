@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
-from runfacts.processors.decider.app import DEFAULT_VERSIONS
+from runfacts.processors.decider.context import DEFAULT_VERSIONS
 from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
