@@ -16,6 +16,9 @@ dies at a named crash point and a new incarnation takes over), an approval that 
 (`stack.advance(...)` past its TTL) and a rejected one (`rf.decide(approval, "reject", ...)`).
 docs/testing.md shows each.
 
+`contracts`: `ToolAdapterContract` and `FencingContract`, the suites a tool adapter you write is
+held to (subclass them in your tests; docs/tools.md, "Holding an adapter to the rules").
+
 Shells: stack (`TestStack`), client (`TestClient`, the `Runfacts` API over the stack; `Stuck`),
 parts (the in-memory argument store, the inline tool runtime, the fault-injecting tool wrapper,
 `SimulatedCrash`); all three run the processors in this process. This room sits
@@ -24,7 +27,9 @@ product imports it.
 """
 
 from runfacts.testing.client import Stuck, TestClient
+from runfacts.testing.contracts import FencingContract, ToolAdapterContract
 from runfacts.testing.parts import SimulatedCrash
 from runfacts.testing.stack import CRASH_POINTS, TestStack
 
-__all__ = ["CRASH_POINTS", "SimulatedCrash", "Stuck", "TestClient", "TestStack"]
+__all__ = ["CRASH_POINTS", "FencingContract", "SimulatedCrash", "Stuck", "TestClient", "TestStack",
+           "ToolAdapterContract"]
