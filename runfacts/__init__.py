@@ -14,6 +14,9 @@ What you import (the public API; docs/architecture.md, "Public API"):
 The HTTP gateway (`runfacts gateway serve`), the MCP server (`runfacts mcp serve`), the workers,
 the console and the operator commands are used through the `runfacts` command, not imported.
 
+Foundation modules. Pure: ids (run ids, the contract's limits), partitioning (murmur2), metrics
+(the engines' metrics record).
+
 Everything else is internal: importable, but it may change without notice. The foundation
 (settings, topics, partitioning, ids, crashpoints, telemetry, otel, logread, privacy), the
 processors, projections and connectors, ops/, security/, dashboard/, gateway/, mcp/, demo/,

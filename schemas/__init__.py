@@ -1,7 +1,7 @@
 """runfacts.schemas: the wire contract, the ground floor (imports nothing else of runfacts).
 
-Generated (paths kept): common, events, commands. Pure: base, models, construct, upcasters,
-catalog (the .avsc files in avro/), pii. Shells: codec (Avro encode/decode of envelopes),
+Pure: common, events, commands (generated; paths kept), base, models, construct, upcasters,
+pii. Loader: catalog (parses the .avsc files in avro/ with fastavro). Shells: codec (Avro encode/decode of envelopes),
 registry (optional schema registry). errors is the root of every runfacts error. Rooms:
 spec/ (EDIT HERE to change the contract), binary/ (schema-specialised readers and writers).
 """

@@ -1,7 +1,8 @@
 """Security administration: Kafka ACLs and SCRAM users, the users file, approval signing.
 
 Shells: acls (ACL entries per component, SCRAM admin), identity (users file, hashed
-secrets). Pure: approvals (sign an approval token; verification is processors.policy).
+secrets), approvals (sign an approval token with a key from the environment; verification is
+processors.policy, pure).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The one purity rule (STYLE §1, LAYOUT rule 7): every pure module, one forbidden set.
 
+Which modules are pure is said once, in each room's doorway ("Pure: core (...), context, ...");
+this test reads the list off the doorways, so a claim and the check cannot disagree.
+
 A pure module (a decider, a reducer, a policy check, a rendering) takes what it needs as
 arguments: it imports no broker or store client, no clock, no randomness, no environment and
 no socket, and calls no `now()`. This replaces the five purity tests the packages each had,
@@ -10,59 +13,52 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
-PURE = [
-    # the wire contract's models and spec, the schema-specialised codecs
-    "runfacts.schemas.base", "runfacts.schemas.common", "runfacts.schemas.events", "runfacts.schemas.commands",
-    "runfacts.schemas.models", "runfacts.schemas.construct", "runfacts.schemas.upcasters",
-    "runfacts.schemas.spec.fields", "runfacts.schemas.spec.events", "runfacts.schemas.spec.commands",
-    "runfacts.schemas.binary.readers", "runfacts.schemas.binary.varint", "runfacts.schemas.binary.writers",
-    # the stored records' versions
-    "runfacts.processors.engine.versions", "runfacts.metrics",
-    # the contract's limits on ids, references and amounts (decider and clients), the partitioner
-    "runfacts.ids", "runfacts.partitioning",
-    # the decider
-    "runfacts.processors.decider.core", "runfacts.processors.decider.context",
-    "runfacts.processors.decider.run_commands", "runfacts.processors.decider.tool_commands",
-    "runfacts.processors.decider.state", "runfacts.processors.decider.evolve",
-    "runfacts.processors.decider.evolve.run", "runfacts.processors.decider.evolve.tools",
-    "runfacts.processors.decider.timers", "runfacts.processors.decider.state_json",
-    "runfacts.processors.decider.memory",
-    # policy and the dispatcher's core
-    "runfacts.processors.policy.access", "runfacts.processors.policy.capabilities",
-    "runfacts.processors.policy.retry", "runfacts.processors.policy.approvals",
-    "runfacts.processors.policy.sources", "runfacts.processors.policy.display",
-    "runfacts.processors.dispatcher.core",
-    # projection reducers
-    "runfacts.projections.facts", "runfacts.projections.records", "runfacts.projections.user_view",
-    "runfacts.projections.memory",
-    "runfacts.projections.audit.reducer", "runfacts.projections.audit.summary", "runfacts.projections.audit.check",
-    "runfacts.projections.trajectory.reducer", "runfacts.projections.trajectory.model",
-    # connectors' pure parts
-    "runfacts.connectors.outbox.sql", "runfacts.connectors.outbox.debezium",
-    "runfacts.connectors.relay.decisions",
-    # operator views and renderings
-    "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
-    "runfacts.dashboard.runpage", "runfacts.dashboard.console", "runfacts.dashboard.runlist",
-    "runfacts.dashboard.charts",
-    # the client's pure parts (which facts end a wait, approvals in plain words, timelines)
-    "runfacts.client.outcomes", "runfacts.client.approvals", "runfacts.client.timeline", "runfacts.client.errors",
-    # the tool registry's declarations and manifest
-    "runfacts.tools.registry", "runfacts.tools.spec", "runfacts.tools.errors", "runfacts.tools.manifest",
-    # crypto-shredding: sealing, pseudonyms, key wrapping, THE reveal (keys and nonces come in)
-    "runfacts.privacy.envelope", "runfacts.privacy.fields",
-    # the framework bridges' verdict on a gated call, and their errors
-    "runfacts.integrations.facts", "runfacts.integrations.errors",
-    # the HTTP gateway's contract, problem documents, limits and OpenAPI document
-    "runfacts.gateway.models", "runfacts.gateway.problems", "runfacts.gateway.limits", "runfacts.gateway.openapi",
-    # governed MCP: the operator's manifest, what an MCP answer means
-    "runfacts.mcp.manifest", "runfacts.mcp.results",
-]
-FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "uuid", "random", "os", "socket", "secrets"}
-CLOCK_CALLS = {"now", "utcnow", "today"}
+ROOTS = {"runfacts": "runfacts", "schemas": "runfacts.schemas", "processors": "runfacts.processors",
+         "projections": "runfacts.projections", "connectors": "runfacts.connectors"}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _outside_parentheses(text: str) -> str:
+    kept, depth = [], 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and ch not in "()":
+            kept.append(ch)
+    return "".join(kept)
+
+
+def pure_claims(doc: str) -> set[str]:
+    """The modules a doorway's docstring calls pure: the names listed after each `Pure:`, up to the
+    end of that sentence (parenthesised remarks skipped; "this doorway" is the package itself)."""
+    text, found = " ".join(doc.split()), set()
+    for match in re.finditer(r"(?:^|\. |— )(?:Modules — )?[Pp]ure(?: and total)?: ", text):
+        sentence = re.split(r"\. |\.$|;", _outside_parentheses(text[match.end():]))[0]
+        for name in re.split(r",| and ", sentence):
+            name = name.strip().strip("`").strip()
+            if re.fullmatch(r"[a-z_.]+", name):
+                found.add(name)
+    return found
+
+
+def pure_modules() -> list[str]:
+    """Every module a doorway calls pure: the one list, read off the doorways (LAYOUT rule 1)."""
+    found = set()
+    for folder, dotted in ROOTS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            package = ".".join([*dotted.split("."), *init.parent.relative_to(REPO / folder).parts])
+            found |= {f"{package}.{name}" for name in pure_claims(ast.get_docstring(ast.parse(init.read_text())) or "")}
+    return sorted(found)
+
+
+PURE = pure_modules()
+# uuid is allowed for name-based ids (uuid5, derive_id); uuid1 and uuid4 read the clock or randomness
+FORBIDDEN = {"confluent_kafka", "rocksdict", "fastavro", "time", "random", "os", "socket", "secrets"}
+CLOCK_CALLS = {"now", "utcnow", "today", "uuid1", "uuid4"}
 
 
 def _tree(module: str) -> ast.Module:
@@ -97,3 +93,18 @@ def test_pure_module_reads_no_clock_when_parsed(module: str) -> None:
 def test_purity_check_catches_a_forbidden_import_when_one_is_written() -> None:
     tree = ast.parse("import os.path\nfrom time import monotonic\nfrom runfacts.schemas import codec\n")
     assert _imported_roots(tree) & FORBIDDEN == {"os", "time"}
+
+
+def test_the_list_is_read_off_the_doorways() -> None:
+    assert len(PURE) > 60
+    assert {"runfacts.processors.decider.core", "runfacts.projections.user_view", "runfacts.ids",
+            "runfacts.schemas.events", "runfacts.processors.decider.evolve.tools"} <= set(PURE)
+    assert pure_claims("Pure: core (decide, x), state. Shells: app (the shell).") == {"core", "state"}
+    assert pure_claims("Modules — pure: `outcomes` (a, b), `errors`. Shells: `client`") == {"outcomes", "errors"}
+
+
+def test_purity_check_catches_a_random_id_when_one_is_made() -> None:
+    tree = ast.parse("import uuid\nx = uuid.uuid4()\ny = uuid.uuid5(uuid.NAMESPACE_URL, 'a')\n")
+    calls = {node.func.attr for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+    assert calls & CLOCK_CALLS == {"uuid4"}

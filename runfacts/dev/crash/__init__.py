@@ -1,8 +1,9 @@
 """The crash harness behind `runfacts dev crash`: kill real workers at crash points and check
 the outcome against an oracle.
 
-Pure: oracle (what must hold), workload (the fuzz tests' input), rows (the crash matrix).
-Shells: kafka (its own broker), postgres (its own database), procs (worker processes), stage (Lab).
+Pure: oracle (what must hold). Shells: workload (the fuzz tests' input; a wall clock by default),
+rows (the crash matrix: processes, Kafka, randomness), kafka (its own broker), postgres (its own
+database), procs (worker processes), stage (Lab).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The simulated payment provider (`runfacts provider serve`): refunds, faults, a ledger.
 
-Pure: book (the refund book). Shells: http (the request handler), server (PaymentSimulator).
+Shells: book (the refund book; idempotency keys expire on a monotonic clock), http (the request
+handler), server (PaymentSimulator).
 """
 
 from __future__ import annotations
