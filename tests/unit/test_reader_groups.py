@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from runfacts import logread
 from runfacts.cli import app
 from runfacts.cli.dashboard import DashboardSettings, build_dashboard
+from runfacts.client import reader as state_reader
 from runfacts.dashboard import feed as dashboard_feed
 from runfacts.logread import ReadOptions
-from runfacts.client import reader as state_reader
 from runfacts.ops import client as runlog
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.errors import InfrastructureError
