@@ -3,7 +3,8 @@
 # the Kafka broker jars (Maven Central) and, when asked, PostgreSQL.
 #   scripts/setup.sh            venv + Kafka jars
 #   scripts/setup.sh --all      also PostgreSQL (outbox tests), Kafka Connect with Debezium (outbox CDC
-#                               tests) and Chromium (dashboard browser test)
+#                               tests), Chromium (dashboard browser test) and the PyPI MCP servers
+#                               docs/mcp.md wraps (scripts/mcp-servers.sh)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -26,5 +27,6 @@ if [ "${1:-}" = "--all" ]; then
   scripts/postgres.sh install
   scripts/kafka-connect.sh fetch   # Connect + Debezium jars (Maven Central) for the outbox CDC tests
   scripts/chromium.sh install   # the dashboard's browser test drives Debian's chromium
+  scripts/mcp-servers.sh install   # a PyPI MCP server behind runfacts (docs/mcp.md's example, its test)
 fi
 echo "setup: done" >&2
