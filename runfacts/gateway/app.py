@@ -12,12 +12,13 @@ does not answer is a 503 with Retry-After.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from runfacts.gateway import models as m
@@ -35,7 +36,7 @@ from runfacts.gateway.limits import Idempotency, RateLimits, Stored
 from runfacts.gateway.openapi import OPERATIONS, Operation, document
 from runfacts.gateway.problems import MEDIA_TYPE, ProblemError, from_error, invalid_body
 from runfacts.gateway.service import Service, command_id_for
-from runfacts.gateway.streams import RunStream, StreamSettings, decode_event, decode_view, parse_position
+from runfacts.gateway.streams import RunStream, StreamSettings, TopicHub, decode_event, decode_view, parse_position
 from runfacts.schemas.codec import Codec
 
 log = logging.getLogger("runfacts.gateway")
@@ -63,6 +64,24 @@ class Gateway:
         self.idempotency = Idempotency(settings.idempotency_ttl_s, settings.idempotency_capacity)
         self.limiter = anyio.CapacityLimiter(settings.threads)
         self.codec = Codec()
+        self._hubs: dict[str, TopicHub] = {}
+        self._hub_lock = asyncio.Lock()
+
+    async def hub(self, topic: str, decode: Any) -> TopicHub:
+        """The one tailing reader of `topic` every stream of it shares (started on first use)."""
+        async with self._hub_lock:
+            hub = self._hubs.get(topic)
+            if hub is None:
+                hub = TopicHub(self.service.rf.kafka, topic, decode, poll_s=self.settings.streams.poll_s)
+                await self.blocking(hub.start)
+                self._hubs[topic] = hub
+            return hub
+
+    def close(self) -> None:
+        """Stop the hubs (their streams end with a retry hint)."""
+        for hub in self._hubs.values():
+            hub.close()
+        self._hubs.clear()
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
@@ -239,11 +258,39 @@ async def stream(gateway: Gateway, request: Request, run_id: str, topic: str, de
     if raw is None and "last_event_id" in request.query_params:
         raw, where = request.query_params["last_event_id"], "last_event_id"
     after = None if raw is None or raw == "" else parse_position(raw, where)
-    reader = RunStream(gateway.service.rf.kafka, topic, run_id, decode, gateway.settings.streams)
-    await gateway.blocking(reader.open, after, where)
+    reader = RunStream(await gateway.hub(topic, decode), run_id, gateway.settings.streams)
+    reader.open(after, where)
     reader.start(asyncio.get_running_loop())
-    return StreamingResponse(reader.frames(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return EventStreamResponse(reader, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+class EventStreamResponse(Response):
+    """A stream's SSE frames with one watcher task beside it (Starlette's StreamingResponse holds a
+    task group of two per response: ~15 KB an open stream more; benchmarks/gateway_bench.py
+    --streams holds 10,000)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, stream: RunStream, headers: dict[str, str]) -> None:
+        self.stream, self.status_code, self.background = stream, 200, None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        watcher = asyncio.create_task(self._watch(receive))
+        try:
+            async for chunk in self.stream.frames():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            self.stream.close()
+
+    async def _watch(self, receive: Any) -> None:
+        """The client left (uvicorn's send then returns silently): end the stream."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.stream.end()
 
 
 def read_handler(gateway: Gateway, op: Operation) -> Callable[[Request], Awaitable[Response]]:
@@ -281,7 +328,7 @@ def read_handler(gateway: Gateway, op: Operation) -> Callable[[Request], Awaitab
     return handle
 
 
-def create_app(gateway: Gateway) -> Starlette:
+def create_app(gateway: Gateway) -> StreamsFirst:
     """The ASGI app: every operation of OPENAPI's table, and /openapi.json."""
     spec = document()
 
@@ -303,9 +350,41 @@ def create_app(gateway: Gateway) -> Starlette:
                                                                if allowed else ""),
                                     headers={"Allow": ", ".join(allowed)} if status == 405 else None))
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_here})
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        gateway.close()
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_here}, lifespan=lifespan)
     app.state.gateway = gateway
-    return app
+    return StreamsFirst(app, gateway)
+
+
+class StreamsFirst:
+    """The ASGI app: event-stream GETs go straight to their handler and response, the rest to
+    Starlette. An open stream then holds its response's frames only, not Starlette's routing and
+    exception-handling frames around it (~10 KB a stream: benchmarks/gateway_bench.py --streams)."""
+
+    def __init__(self, app: Starlette, gateway: Gateway) -> None:
+        self.app, self.state = app, app.state
+        self.streams = [(re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", op.path) + "$"), read_handler(gateway, op))
+                        for op in OPERATIONS if op.stream]
+
+    @property
+    def routes(self) -> list[Any]:
+        return self.app.routes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            for pattern, handle in self.streams:
+                found = pattern.match(scope["path"])
+                if found and (scope["path"].endswith("/events") or any(
+                        name == b"accept" and b"text/event-stream" in value for name, value in scope["headers"])):
+                    scope["path_params"] = found.groupdict()
+                    response = await handle(Request(scope, receive))
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 __all__ = ["Gateway", "GatewaySettings", "create_app"]

@@ -1,11 +1,16 @@
 """Live streams that resume (shell): a run's records of one topic as Server-Sent Events.
 
-Each stream reads the run's partition (`partition_for(runId)`) of the events topic (or of the
-user-view topic) with a read_committed consumer of its own, from the beginning or from just
-after the position a reconnecting client names in `Last-Event-ID`, and keeps the run's records.
-Every event's `id` is its Kafka position `<partition>:<offset>`, so a client that reconnects
-with the last id it saw resumes exactly after it: no gap, no duplicate (offsets within one
-partition are the log's order; an aborted transaction's records are never read).
+One `TopicHub` per topic and gateway process tails every partition with one read_committed
+consumer from the last stable offset and hands each record to the streams subscribed to its run,
+so an open stream costs a queue, not a consumer (10,000 streams in one process:
+benchmarks/gateway_bench.py). A `RunStream` subscribes first and then reads its own past (from
+the beginning, or from just after the position a reconnecting client names in `Last-Event-ID`)
+up to the position the hub had when it subscribed, on one of the hub's `CATCH_UPS` catch-up
+threads and consumers (reused); what the hub hands it meanwhile waits, then follows. Every event's `id` is
+its Kafka position `<partition>:<offset>`, so a client that reconnects with the last id it saw
+resumes exactly after it: no gap, no duplicate (offsets within one partition are the log's order;
+an aborted transaction's records are never read; a stream never hands an offset at or below the
+last it handed).
 
 A slow reader cannot grow memory: at most `queue_max` records wait for one stream; past that
 the stream ends with a `retry:` hint (the browser's EventSource reconnects with its
@@ -18,13 +23,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from runfacts.gateway.problems import ProblemError
 from runfacts.logread import ReadOptions, consumer, partition_count
@@ -84,79 +94,279 @@ def frame(event_id: str | None, kind: str, data: Any) -> bytes:
 
 _END = object()
 ABANDONED_S = 30.0
-"""A stream whose response never started reading within this long stops its consumer."""
+"""A stream whose response never started reading within this long lets go of its run."""
+SWEEP_S = 5.0
+"""How often the hub drops streams that ended or were never read."""
+CATCH_UPS = 4
+"""Streams reading their past at once, per hub (a thread and a consumer each, reused); the rest wait."""
+CATCH_UP_POLL_S = 0.05
+"""A catch-up has read its past when a poll this long returns nothing past its end."""
+
+
+def _at(msg: Message) -> tuple[int, int]:
+    """A consumed record's (partition, offset)."""
+    partition, offset = msg.partition(), msg.offset()
+    assert partition is not None and offset is not None, "a consumed record has a position"
+    return partition, offset
+
+
+class TopicHub:
+    """One read_committed consumer tailing every partition of a topic, handing each record to the
+    streams subscribed to its run: 10,000 open streams cost one consumer, not 10,000.
+
+    It starts at each partition's last stable offset (what a read_committed reader may read) and
+    keeps `position(partition)`: every record below it was handed to the streams subscribed at
+    the time, none at or above it was. A stream subscribes under the hub's lock and reads the
+    part of its past below that position itself (`RunStream`), so nothing is missed or twice."""
+
+    def __init__(self, kafka: KafkaSettings, topic: str, decode: Decode, component: str = "gateway",
+                 poll_s: float = 0.2) -> None:
+        self.kafka, self.topic, self.decode, self.component, self.poll_s = kafka, topic, decode, component, poll_s
+        self._consumer = consumer(kafka, ReadOptions(component=component, client=SMALL_FETCH))
+        self._lock = threading.Lock()
+        self._subscribers: dict[bytes, set[RunStream]] = {}
+        self._positions: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # the streams' catch-ups: CATCH_UPS threads, each with a consumer of its own, reused
+        self.catch_ups = ThreadPoolExecutor(CATCH_UPS, thread_name_prefix=f"gateway-catch-up-{topic}")
+        self._readers: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self.partitions = 0
+
+    def start(self) -> None:
+        """Find the partitions and their last stable offsets, then tail them (blocking)."""
+        self.partitions = partition_count(self._consumer, self.topic, 10.0)
+        admin = AdminClient(self.kafka.client_config())
+        parts = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        answers = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts},
+                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+        self._positions = {tp.partition: answer.result().offset for tp, answer in answers.items()}
+        self._consumer.assign([TopicPartition(self.topic, p, at) for p, at in self._positions.items()])
+        self._thread = threading.Thread(target=self._tail, name=f"gateway-hub-{self.topic}", daemon=True)
+        self._thread.start()
+
+    def subscribe(self, stream: RunStream) -> int:
+        """Hand `stream` its run's records from now on; the position they start at."""
+        with self._lock:
+            self._subscribers.setdefault(stream.key, set()).add(stream)
+            return self._positions[stream.partition]
+
+    def unsubscribe(self, stream: RunStream) -> None:
+        with self._lock:
+            streams = self._subscribers.get(stream.key)
+            if streams is not None:
+                streams.discard(stream)
+                if not streams:
+                    del self._subscribers[stream.key]
+
+    @property
+    def streams(self) -> int:
+        with self._lock:
+            return sum(len(streams) for streams in self._subscribers.values())
+
+    def _tail(self) -> None:
+        assigned = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        sweep = time.monotonic() + SWEEP_S
+        while not self._stop.is_set():
+            try:
+                first = self._consumer.poll(self.poll_s)  # returns as soon as one record is there
+                batch = [] if first is None else [first, *self._consumer.consume(499, 0)]
+                with self._lock:
+                    for msg in batch:
+                        error = msg.error()
+                        if error is not None:
+                            if error.code() != KafkaError._PARTITION_EOF:
+                                log.warning("hub of %s: %s", self.topic, error)
+                            continue
+                        partition, offset = _at(msg)
+                        self._positions[partition] = offset + 1
+                        streams = self._subscribers.get(msg.key() or b"")
+                        if streams:
+                            decoded = self.decode(msg.value())
+                            if decoded is not None:
+                                for stream in list(streams):
+                                    stream.offer(partition, offset, decoded)
+                    if time.monotonic() >= sweep:
+                        self._sweep()
+                        sweep = time.monotonic() + SWEEP_S
+                    for tp in self._consumer.position(assigned):  # past transaction markers too
+                        if tp.offset >= 0:
+                            self._positions[tp.partition] = max(self._positions[tp.partition], tp.offset)
+            except Exception:  # noqa: BLE001 - keep tailing; the streams see no gap (positions hold)
+                log.exception("hub of %s", self.topic)
+                time.sleep(self.poll_s)
+        self._consumer.close()
+
+    def _sweep(self) -> None:
+        """Drop ended streams and those whose response never started reading (under the lock)."""
+        now = time.monotonic()
+        for key, streams in list(self._subscribers.items()):
+            for stream in list(streams):
+                if stream.ended or (not stream.reading and now - stream.opened > ABANDONED_S):
+                    streams.discard(stream)
+                    stream.end()
+            if not streams:
+                del self._subscribers[key]
+
+    @contextmanager
+    def reader(self) -> Iterator[Consumer]:
+        """A consumer for one catch-up (from the pool; at most CATCH_UPS exist)."""
+        try:
+            found = self._readers.get_nowait()
+        except queue.Empty:
+            found = consumer(self.kafka, ReadOptions(component=self.component, client=SMALL_FETCH))
+        try:
+            yield found
+        finally:
+            try:
+                found.unassign()
+                self._readers.put(found)
+            except Exception:  # noqa: BLE001 - a broken consumer is not reused
+                found.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.catch_ups.shutdown(wait=False, cancel_futures=True)
+        while not self._readers.empty():
+            self._readers.get_nowait().close()
+        if self._thread is not None:
+            self._thread.join(10)
+        with self._lock:
+            streams = [s for subscribed in self._subscribers.values() for s in subscribed]
+        for stream in streams:
+            stream.end()
 
 
 class RunStream:
-    """One reader's stream: a consumer thread feeding a bounded hand-over to the event loop."""
+    """One reader's stream of a run: its past read by a transient consumer, then the hub's records,
+    through a bounded hand-over to the event loop."""
 
-    def __init__(self, kafka: KafkaSettings, topic: str, run_id: str, decode: Decode,
-                 settings: StreamSettings = StreamSettings(), component: str = "gateway") -> None:
-        self.kafka, self.topic, self.run_id, self.decode, self.settings = kafka, topic, run_id, decode, settings
-        self._consumer = consumer(kafka, ReadOptions(component=component, client=SMALL_FETCH))
-        self._stop = threading.Event()
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+    def __init__(self, hub: TopicHub, run_id: str, settings: StreamSettings = StreamSettings()) -> None:
+        self.hub, self.run_id, self.settings = hub, run_id, settings
+        self.key = run_id.encode()
+        self._items: deque[Any] = deque()  # handed over, not yet sent (a deque and one future: lighter
+        self._wake: asyncio.Future[None] | None = None  # than an asyncio.Queue for 10,000 streams)
         self._waiting = 0
         self._lock = threading.Lock()
+        # the hub's records while the stream reads its past (None once it has)
+        self._pending: list[tuple[int, int, tuple[str, dict[str, Any]]]] | None = []
+        self._last = -1  # the offset last handed over (never hand one at or below it)
+        self._ended = False
         self.overflowed = False
         self.reading = False
         self.partition = -1
-        self._thread: threading.Thread | None = None
+        self._start = 0
+        self.opened = time.monotonic()
 
     def open(self, after: tuple[int, int] | None, field: str = "Last-Event-ID") -> None:
-        """Find the run's partition and position the consumer (blocking: call it off the loop)."""
-        try:
-            self.partition = partition_for(self.run_id.encode(), partition_count(self._consumer, self.topic, 10.0))
-            if after is not None and after[0] != self.partition:
-                raise ProblemError(400, "bad-position", "The position is not on this run's partition",
-                                   f"{field}={after[0]}:{after[1]}, the run's records are on partition "
-                                   f"{self.partition}", field=field, fix="send back an id of this run's stream")
-            start = OFFSET_BEGINNING if after is None else after[1] + 1
-            self._consumer.assign([TopicPartition(self.topic, self.partition, start)])
-        except BaseException:
-            self._consumer.close()
-            raise
+        """Find the run's partition and check the position a reconnecting reader names."""
+        self.partition = partition_for(self.key, self.hub.partitions)
+        if after is not None and after[0] != self.partition:
+            raise ProblemError(400, "bad-position", "The position is not on this run's partition",
+                               f"{field}={after[0]}:{after[1]}, the run's records are on partition "
+                               f"{self.partition}", field=field, fix="send back an id of this run's stream")
+        self._start = 0 if after is None else after[1] + 1
+        self._last = self._start - 1
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Subscribe to the hub, then read the past below its position in a thread of its own."""
         self._loop = loop
-        self._thread = threading.Thread(target=self._read, name=f"gateway-sse-{self.run_id}", daemon=True)
-        self._thread.start()
+        until = self.hub.subscribe(self)
+        if self._start >= until:
+            self._caught_up()
+            return
+        self.hub.catch_ups.submit(self._catch_up, until)
 
-    def _hand(self, item: Any) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-
-    def _read(self) -> None:
-        key = self.run_id.encode()
-        started = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                if not self.reading and time.monotonic() - started > ABANDONED_S:
-                    break  # the response never started sending (the client left first)
-                first = self._consumer.poll(self.settings.poll_s)  # returns as soon as one record is there
-                batch = [] if first is None else [first, *self._consumer.consume(499, 0)]
-                for msg in batch:
+    def _catch_up(self, until: int) -> None:
+        """The run's records in [start, until) of its partition, then what the hub kept meanwhile."""
+        with self.hub.reader() as reader:
+            try:
+                reader.assign([TopicPartition(self.hub.topic, self.partition, self._start)])
+                where = TopicPartition(self.hub.topic, self.partition)
+                deadline = time.monotonic() + ABANDONED_S
+                while not self._ended:
+                    msg = reader.poll(CATCH_UP_POLL_S)
+                    if msg is None:
+                        if reader.position([where])[0].offset >= until:
+                            break  # read to the hub's position (past a trailing transaction marker)
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"reading {self.hub.topic}[{self.partition}] up to {until}")
+                        continue
                     error = msg.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
                             continue
                         raise RuntimeError(str(error))
-                    if msg.key() != key:
-                        continue
-                    decoded = self.decode(msg.value())
-                    if decoded is None:
-                        continue
-                    with self._lock:
-                        if self._waiting >= self.settings.queue_max:
-                            self.overflowed = True
-                            self._stop.set()
-                            break
-                        self._waiting += 1
-                    self._hand((f"{msg.partition()}:{msg.offset()}", *decoded))
-        except Exception as exc:  # noqa: BLE001 - the reader learns it, the stream ends with a retry hint
-            log.warning("stream of %s on %s stopped: %s", self.run_id, self.topic, exc)
-        finally:
-            self._consumer.close()
-            self._hand(_END)
+                    partition, offset = _at(msg)
+                    if offset >= until:
+                        break
+                    deadline = time.monotonic() + ABANDONED_S
+                    if msg.key() == self.key:
+                        decoded = self.hub.decode(msg.value())
+                        if decoded is not None:
+                            self._hand(partition, offset, decoded)
+            except Exception as exc:  # noqa: BLE001 - the stream ends with a retry hint
+                log.warning("stream of %s on %s stopped: %s", self.run_id, self.hub.topic, exc)
+                self.end()
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending or [], None
+        for partition, offset, decoded in pending:
+            self._hand(partition, offset, decoded)
+
+    def offer(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
+        """A record of the run from the hub (its thread, under its lock)."""
+        with self._lock:
+            if self._pending is not None:
+                if len(self._pending) >= self.settings.queue_max:
+                    self._overflow()
+                    return
+                self._pending.append((partition, offset, decoded))
+                return
+        self._hand(partition, offset, decoded)
+
+    def _hand(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
+        with self._lock:
+            if self._ended or offset <= self._last:
+                return
+            if self._waiting >= self.settings.queue_max:
+                self._overflow()
+                return
+            self._waiting += 1
+            self._last = offset
+        self._loop.call_soon_threadsafe(self._put, (f"{partition}:{offset}", *decoded))
+
+    def _overflow(self) -> None:
+        """Fell `queue_max` behind: end with a retry hint (the hub drops an ended stream)."""
+        self.overflowed = True
+        self._ended = True
+        self._loop.call_soon_threadsafe(self._put, _END)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def end(self) -> None:
+        """End the stream (the hub stopped, or its past could not be read): a retry hint follows."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        self._loop.call_soon_threadsafe(self._put, _END)
+
+    def _put(self, item: Any) -> None:
+        """On the event loop: one item for `frames`."""
+        self._items.append(item)
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _get(self) -> Any:
+        while not self._items:
+            self._wake = self._loop.create_future()
+            await self._wake
+        return self._items.popleft()
 
     async def frames(self) -> AsyncIterator[bytes]:
         """The SSE byte frames: a retry hint first, then records; ends with a retry hint when the
@@ -166,7 +376,8 @@ class RunStream:
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(self._queue.get(), self.settings.heartbeat_s)
+                    async with asyncio.timeout(self.settings.heartbeat_s):  # no task per wait (wait_for makes one)
+                        item = await self._get()
                 except TimeoutError:
                     yield b": keep-alive\n\n"
                     continue
@@ -181,7 +392,9 @@ class RunStream:
             self.close()
 
     def close(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._ended = True
+        self.hub.unsubscribe(self)
 
 
-__all__ = ["RunStream", "StreamSettings", "decode_event", "decode_view", "frame", "parse_position"]
+__all__ = ["RunStream", "StreamSettings", "TopicHub", "decode_event", "decode_view", "frame", "parse_position"]

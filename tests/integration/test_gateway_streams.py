@@ -28,7 +28,7 @@ from gateway_support import (
     write_reasonings,
 )
 
-from runfacts.gateway.streams import RunStream, StreamSettings, decode_event
+from runfacts.gateway.streams import RunStream, StreamSettings, TopicHub, decode_event
 from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec
 from runfacts.schemas.common import EventBase
@@ -86,12 +86,16 @@ def test_a_slow_reader_is_dropped_with_a_retry_hint_and_resumes_after_its_last_i
     expected = run_positions(stack, run_id)
 
     async def read(after: tuple[int, int] | None) -> list[bytes]:
-        stream = RunStream(stack.options.kafka, stack.names.events, run_id, decode_event(Codec()),
-                           StreamSettings(queue_max=3, heartbeat_s=1.0))
-        await asyncio.to_thread(stream.open, after)
+        hub = TopicHub(stack.options.kafka, stack.names.events, decode_event(Codec()))
+        await asyncio.to_thread(hub.start)
+        stream = RunStream(hub, run_id, StreamSettings(queue_max=3, heartbeat_s=1.0))
+        stream.open(after)
         stream.start(asyncio.get_running_loop())
         await asyncio.sleep(3)  # the reader reads nothing meanwhile: the stream's hand-over fills up
-        return [chunk async for chunk in stream.frames()]  # ends: it fell queue_max behind
+        try:
+            return [chunk async for chunk in stream.frames()]  # ends: it fell queue_max behind
+        finally:
+            hub.close()
 
     frames = asyncio.run(read(None))
     ids = [f.split(b"\n")[0][4:].decode() for f in frames if f.startswith(b"id: ")]
