@@ -21,6 +21,7 @@ type an agent function takes: `Runfacts` and `runfacts.testing`'s client both ar
 `run.propose(tool_function, ...)` types `call.result()` with the tool's return type.
 """
 
+from runfacts.client.agents import Agent
 from runfacts.client.approvals import Approval, UiSettings, display_lines
 from runfacts.client.client import Answer, ClientSettings, Runfacts, current_versions
 from runfacts.client.core import ClientCore
@@ -31,6 +32,8 @@ from runfacts.client.errors import (
     BadArgument,
     ClientError,
     CommandRejected,
+    ReplayDiverged,
+    Revoked,
     RunCancelled,
     RunEnded,
     RunNeedsReview,
@@ -42,9 +45,8 @@ from runfacts.client.outcomes import Decision, result_value
 from runfacts.client.run import ProposedMemory, Run, ToolCall
 
 __all__ = [
-    "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
-    "ClientCore", "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "Run",
-    "RunCancelled", "RunEnded",
-    "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed", "UiSettings", "WaitTimeout",
-    "current_versions", "display_lines", "result_value",
+    "Agent", "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
+    "ClientCore", "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "ReplayDiverged",
+    "Revoked", "Run", "RunCancelled", "RunEnded", "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed",
+    "UiSettings", "WaitTimeout", "current_versions", "display_lines", "result_value",
 ]

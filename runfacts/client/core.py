@@ -254,9 +254,10 @@ class ClientCore(ABC):
 
     # --- commands -------------------------------------------------------------------------------
 
-    def _new(self, run_id: str, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None) -> Any:
+    def _new(self, run_id: str, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None,
+             command_id: str | None = None) -> Any:
         try:
-            return new_command(cls, commandId=f"{run_id}:{uuid.uuid4().hex[:20]}", runId=run_id,
+            return new_command(cls, commandId=command_id or f"{run_id}:{uuid.uuid4().hex[:20]}", runId=run_id,
                                actor=actor or self.actor, issuedAt=self._now(), correlationId=run_id,
                                payload=payload_class(cls)(**payload))
         except ValueError as exc:
@@ -264,8 +265,22 @@ class ClientCore(ABC):
 
     def sends(self, run: Run, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None,
               timeout: float | None = None) -> Steps[Answer]:
-        """One command for `run` and the decider's answer."""
-        answer: Answer = yield Deliver(run, self._new(run.id, cls, payload, actor), None, timeout)
+        """One command for `run` and the decider's answer. A run an agent owns (`run.replay`, see
+        `runfacts.client.agents`) sends it as its next step, with a deterministic command id: a
+        step its facts already record returns the recorded answer instead of being sent again."""
+        return (yield from self._step(run, cls, payload, actor, timeout, None))
+
+    def _step(self, run: Run, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None,
+              timeout: float | None, arguments: dict[str, Any] | None) -> Steps[Answer]:
+        if run.replay is None:
+            answer: Answer = yield Deliver(run, self._new(run.id, cls, payload, actor), arguments, timeout)
+            return answer
+        command_id, recorded = run.replay.next(run, cls, payload)
+        if recorded:
+            return Answer(command_answer(run.id, recorded, cls.__name__),
+                          outcomes.version_after(run.journal.entries, recorded[-1].offset))
+        command = self._new(run.id, cls, payload, actor or run.replay.actor, command_id)
+        answer = yield Deliver(run, command, arguments, timeout)
         return answer
 
     def command(self, run: Run, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None,
@@ -277,11 +292,10 @@ class ClientCore(ABC):
                  fields: dict[str, Any], actor: Actor | None = None) -> Steps[ToolCall[Any]]:
         """Store the arguments (content-addressed `args-<sha256>`), send the proposal, its call."""
         digest = args_hash(arguments)
-        command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id,
-                                                          "argsRef": f"args-{digest}", "argsHash": digest,
-                                                          "display": self.display(capability, arguments)}, actor)
+        payload = {**fields, "toolCallId": call_id, "argsRef": f"args-{digest}", "argsHash": digest,
+                   "display": self.display(capability, arguments)}
         try:
-            answer: Answer = yield Deliver(run, command, arguments)
+            answer = yield from self._step(run, cmd.ProposeToolCall, payload, actor, None, arguments)
         except CommandRejected as exc:
             if exc.reason != "already_proposed":
                 raise
@@ -509,10 +523,10 @@ class ClientCore(ABC):
         return await self.drive_async(self._revoke_memory(run_id, memory, reviewer, reason, timeout))
 
 
-def command_answer(run_id: str, found: list[outcomes.Entry], command: CommandBase) -> tuple[EventBase, ...]:
+def command_answer(run_id: str, found: list[outcomes.Entry], command: str) -> tuple[EventBase, ...]:
     """The events of a command's answer; its typed error raised (a rejection, a review)."""
     if not found:
-        raise ClientError(run_id, f"the decider did not answer {command.commandType} {command.commandId}")
+        raise ClientError(run_id, f"the decider did not answer {command}")
     events = tuple(e.event for e in found)
     error = outcomes.command_error(run_id, events)
     if error is not None:

@@ -28,6 +28,7 @@ from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase
 
 if TYPE_CHECKING:
+    from runfacts.client.agents import Replay
     from runfacts.client.core import ClientCore, Steps
     from runfacts.client.follower import Journal
 
@@ -198,6 +199,14 @@ class Run:
     """The version the decider committed for this handle's latest change."""
     reasoning_id: str | None = None
     """The latest reasoning recorded through this handle (proposals link to it)."""
+    replay: Replay | None = None
+    """Set when an agent owns the run (`runfacts.client.agents`): its commands are numbered steps,
+    and a step the run's facts already record returns the recorded answer."""
+
+    @property
+    def goal(self) -> str:
+        """The goal the run was created with (a reference to its task, e.g. `ticket:T-9001`)."""
+        return self.client.goal_of(self)
 
     def _send(self, command_cls: type[CommandBase], **payload: Any) -> Steps[int | None]:
         version = (yield from self.client.sends(self, command_cls, payload)).version

@@ -150,7 +150,8 @@ class TestClient(ClientCore):
         if run is None:
             return Answer((), None)
         found = command_events(run.journal.entries, command.commandId)
-        return Answer(command_answer(run.id, found, command), version_after(run.journal.entries, found[-1].offset))
+        events = command_answer(run.id, found, f"{command.commandType} {command.commandId}")
+        return Answer(events, version_after(run.journal.entries, found[-1].offset))
 
     def wait(self, run: Run, check: Callable[[Journal], Resolved | None], what: str, timeout: float | None,
              tool_call_id: str | None = None) -> Any:
