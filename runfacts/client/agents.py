@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from runfacts.client.errors import ReplayDiverged, Revoked
+from runfacts.client.errors import ClientError, ReplayDiverged, Revoked
 from runfacts.client.outcomes import Entry
 from runfacts.client.run import Run
 from runfacts.processors.decider.state import TERMINAL
@@ -48,7 +48,7 @@ from runfacts.schemas.models import decode_event, payload_class
 from runfacts.topics import group_prefix
 
 if TYPE_CHECKING:
-    from runfacts.client.client import Runfacts
+    from runfacts.client.core import ClientCore
 
 log = logging.getLogger("runfacts.client.agents")
 Handler = Callable[[Run], object]
@@ -89,16 +89,16 @@ class Replay:
 class Agent:
     """An agent service: `submit` runs to it, `serve` them in every process (see the module doc)."""
 
-    def __init__(self, rf: Runfacts, name: str, handler: Handler) -> None:
+    def __init__(self, rf: ClientCore, name: str, handler: Handler) -> None:
         self.rf, self.name, self.handler = rf, name, handler
         self.actor = Actor(subjectId=name, roles=("agent",), authSource=rf.actor.authSource)
-        self.group = f"{group_prefix(rf.names.prefix, 'agent')}-{name}"
         self.codec = Codec()
         self._lock = threading.Lock()
         self._owned: set[int] = set()
         self._running: dict[str, Replay] = {}
         self._rescan: set[int] = set()
         self._stop = threading.Event()
+        self._partition_of: Callable[[str], int] = lambda _run_id: 0
         self.finished: list[str] = []
         """Runs whose handler returned in this process (in order)."""
 
@@ -117,15 +117,35 @@ class Agent:
     def stop(self) -> None:
         self._stop.set()
 
+    def open_runs(self) -> list[str]:
+        """The agent's runs not ended yet (from the run states)."""
+        return [s.runId for s in self.rf._states()  # noqa: SLF001 - the core's read, shared by both clients
+                if s.status not in TERMINAL and not s.archived and s.createdBy.subjectId == self.name]
+
+    def recover(self) -> list[str]:
+        """Re-enter every open run of the agent now, in this thread, as a process that was just
+        assigned them does (replayed: recorded steps send nothing); returns the runs handed over."""
+        found = self.open_runs()
+        for run_id in found:
+            self._handle(run_id, Replay(self.actor), raise_errors=True)
+        return found
+
     def serve(self, *, poll_s: float = 0.2, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         """Own a share of the agent's runs until `stop()`: join the group, re-enter the open runs
-        of each partition assigned, start each new run, give up the runs of revoked partitions."""
-        consumer = Consumer(self.rf.kafka.client_config(**{
-            "group.id": self.group, "enable.auto.commit": True, "auto.offset.reset": "latest",
+        of each partition assigned, start each new run, give up the runs of revoked partitions.
+        Needs the broker (`Runfacts`); on the test stack use `recover()`."""
+        rf: Any = self.rf
+        if not hasattr(rf, "follower"):
+            raise ClientError("-", f"agent {self.name}: serve() owns runs through Kafka's consumer group; on the "
+                                   "test stack call recover() to re-enter the open runs")
+        self._partition_of = rf.follower.partition_of
+        consumer = Consumer(rf.kafka.client_config(**{
+            "group.id": f"{group_prefix(rf.names.prefix, 'agent')}-{self.name}", "enable.auto.commit": True,
+            "auto.offset.reset": "latest",
             "isolation.level": "read_committed", "session.timeout.ms": session_timeout_ms,
             "heartbeat.interval.ms": max(500, session_timeout_ms // 6),
             "partition.assignment.strategy": "cooperative-sticky"}))
-        consumer.subscribe([self.rf.names.events], on_assign=self._assigned, on_revoke=self._revoked,
+        consumer.subscribe([rf.names.events], on_assign=self._assigned, on_revoke=self._revoked,
                            on_lost=self._revoked)
         try:
             while not self._stop.is_set():
@@ -150,16 +170,15 @@ class Agent:
         with self._lock:
             self._owned -= gone
             for run_id, replay in list(self._running.items()):
-                if self.rf.follower.partition_of(run_id) in gone:
+                if self._partition_of(run_id) in gone:
                     replay.revoked.set()
                     del self._running[run_id]
 
     def _reenter(self, partitions: set[int]) -> None:
         """Every open run of this agent on `partitions`, handed to the handler again."""
-        for state in self.rf.states.scan().values():
-            if (state.status not in TERMINAL and not state.archived and state.createdBy.subjectId == self.name
-                    and self.rf.follower.partition_of(state.runId) in partitions):
-                self._start(state.runId)
+        for run_id in self.open_runs():
+            if self._partition_of(run_id) in partitions:
+                self._start(run_id)
 
     def _record(self, msg: Any) -> None:
         err = msg.error()
@@ -185,7 +204,8 @@ class Agent:
         threading.Thread(target=self._handle, args=(run_id, replay), name=f"runfacts-agent-{run_id}",
                          daemon=True).start()
 
-    def _handle(self, run_id: str, replay: Replay) -> None:
+    def _handle(self, run_id: str, replay: Replay, raise_errors: bool = False) -> None:
+        """Hand the run to the handler; in `serve`, its failure is logged (the other runs go on)."""
         try:
             run = self.rf.run(run_id)  # its facts read back: recorded steps answer from them
             run.replay = replay
@@ -193,10 +213,13 @@ class Agent:
             self.finished.append(run_id)
         except Revoked:
             log.info("agent %s: run %s moved to another process", self.name, run_id)
-        except ReplayDiverged:
-            log.exception("agent %s: run %s left as it is (a person looks at it)", self.name, run_id)
+            if raise_errors:
+                raise
         except Exception:  # noqa: BLE001 - one run's handler failing never stops the others
-            log.exception("agent %s: the handler of run %s failed", self.name, run_id)
+            log.exception("agent %s: the handler of run %s failed (a diverged replay is left as it is for a "
+                          "person)", self.name, run_id)
+            if raise_errors:
+                raise
         finally:
             with self._lock:
                 if self._running.get(run_id) is replay:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from runfacts.client import outcomes
-from runfacts.client.agents import Agent, Handler
 from runfacts.client.approvals import Approval, revealed
 from runfacts.client.core import (
     AGENT_SOURCE,
@@ -178,13 +177,6 @@ class Runfacts(ClientCore):
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
-
-    def agent(self, name: str) -> Callable[[Handler], Agent]:
-        """Register `handler(run)` as the agent `name` (runfacts.client.agents): `@rf.agent("refunds")`
-        gives an `Agent` to `submit` runs to and to `serve` in every agent process."""
-        def register(handler: Handler) -> Agent:
-            return Agent(self, name, handler)
-        return register
 
     # --- what the operations read ----------------------------------------------------------
 

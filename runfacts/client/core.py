@@ -37,6 +37,7 @@ from runfacts.schemas.models import new_command, payload_class
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 
 if TYPE_CHECKING:
+    from runfacts.client.agents import Agent, Handler
     from runfacts.client.follower import Journal
 
 R = TypeVar("R")
@@ -231,6 +232,18 @@ class ClientCore(ABC):
                 value, error = await self._effect_async(step), None
             except Exception as exc:  # noqa: BLE001 - raised inside the operation, where it may be handled
                 value, error = None, exc
+
+    # --- agents ---------------------------------------------------------------------------------
+
+    def agent(self, name: str) -> Callable[[Handler], Agent]:
+        """Register `handler(run)` as the agent `name` (runfacts.client.agents): `@rf.agent("refunds")`
+        gives an `Agent` to `submit` runs to, to `serve` in every agent process (Kafka), and to
+        `recover` now (re-enter its open runs in this thread, e.g. in a test after a crash)."""
+        from runfacts.client.agents import Agent  # agents' shell builds on this core
+
+        def register(handler: Handler) -> Agent:
+            return Agent(self, name, handler)
+        return register
 
     # --- tools ----------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any, assert_type
 
 from pydantic import BaseModel
 
-from runfacts.client import Approval, ClientCore, Decision, Run, Runfacts, ToolCall
+from runfacts.client import Agent, Approval, ClientCore, Decision, Run, Runfacts, ToolCall
 from runfacts.testing import TestStack
 from runfacts.tools import ToolContext, ToolRegistry
 
@@ -64,6 +64,17 @@ async def agent_async(rf: Runfacts) -> Credit:
     assert_type(await rf.view_async(run.id, "operator"), dict[str, Any])
     assert_type(await rf.run_async(run.id), Run)
     return value
+
+
+def served(rf: Runfacts) -> None:
+    @rf.agent("credits")
+    def credits(run: Run) -> None:
+        run.propose(credit, {"account": run.goal, "amount_cents": 100}, target=run.goal).result()
+
+    assert_type(credits, Agent)
+    assert_type(credits.submit(goal="acct-1", summary="credit", user_id="u-1"), Run)
+    assert_type(credits.recover(), list[str])
+    credits.serve()
 
 
 def on_the_test_stack() -> Credit:

@@ -74,3 +74,23 @@ def test_a_run_that_moved_to_another_process_stops_at_its_next_step(stack: TestS
     with pytest.raises(Revoked):
         run.reason("damaged on arrival", evidence=["order:order-001"])
     assert "reasoning.recorded" not in stack.event_types("agent-T-1")
+
+
+def test_an_agent_on_the_test_stack_recovers_its_open_runs_after_a_crash() -> None:
+    shop = Shop()
+    with TestStack(shop.registry, start=datetime(2026, 1, 1, tzinfo=UTC)) as stack:
+        rf = stack.client()
+        stack.on_approval(lambda a: rf.decide(a, "approve", approver="alice"))
+        crashes = iter([True])
+
+        @rf.agent("refunds")
+        def refunds(run: Run) -> None:
+            handler(run, stop_after_refund=next(crashes, False))
+
+        run = refunds.submit(goal="ticket:T-2", summary="Refund", user_id="customer-42", run_id="agent-T-2")
+        with pytest.raises(SystemExit):  # the first process dies after the refund
+            refunds.recover()
+        assert refunds.recover() == [run.id]  # the next one re-enters it
+        assert stack.states()[run.id].status == "completed" and refunds.open_runs() == []
+        assert len(stack.executions("payments.refund")) == 1
+        assert "command.rejected" not in stack.event_types(run.id)

@@ -34,4 +34,7 @@ def test_every_python_block_of_the_testing_page_runs_and_prints_what_it_says() -
         "700 1 1",
         "[]",
         "ApprovalExpired",
+        "crashed, refund done: True",
+        "['agent-6'] completed",
+        "1 False",
     ]
