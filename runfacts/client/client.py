@@ -17,6 +17,7 @@ start; only while that topic is empty (or absent), RUNFACTS_RUN_VERSIONS (the JS
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import threading
@@ -69,6 +70,7 @@ from runfacts.topics import TopicNames
 log = logging.getLogger("runfacts.client")
 ENV_VERSIONS = "RUNFACTS_RUN_VERSIONS"
 ENV_ARGS_STORE = "RUNFACTS_ARGS_STORE"
+ENV_TOOLS = "RUNFACTS_TOOLS"
 _clients: dict[tuple[str, ...], Runfacts] = {}
 _clients_lock = threading.Lock()
 
@@ -84,6 +86,22 @@ def connect_versions(kafka: KafkaSettings, names: TopicNames, component: str) ->
              names.decider_versions, "$" + ENV_VERSIONS if os.environ.get(ENV_VERSIONS) else "the packaged default",
              fallback.model_dump_json())
     return fallback
+
+
+def registry_from_env(environ: Mapping[str, str] | None = None) -> Any:
+    """The tool registry `$RUNFACTS_TOOLS` names (`module:attribute`, as `--tools`; `runfacts dev up
+    --tools` exports it) when it is importable here, else None (logged): results stay JSON."""
+    spec = (os.environ if environ is None else environ).get(ENV_TOOLS, "")
+    if not spec:
+        return None
+    module, _, attribute = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute or "registry")
+    except (ImportError, AttributeError) as exc:
+        log.info("$%s=%s is not importable here (%s): call.result() returns the tools' JSON values", ENV_TOOLS,
+                 spec, exc)
+        return None
+    return found if hasattr(found, "catalog") else None
 
 
 def current_versions(environ: dict[str, str] | None = None) -> RunVersions:
@@ -134,8 +152,10 @@ class Runfacts(ClientCore):
         `privacy_env`: where RUNFACTS_PII_KEYS[_FILE] is looked up (default the environment); when
         set, personal fields are sealed before a command leaves the process (runfacts.privacy).
         `capabilities`: the tools' manifests (a `ToolRegistry`, a `CapabilityCatalog` or a manifest
-        path; default the packaged one): a proposal's argument display is rendered with its tool's
-        argument schema (names, units, personal fields) and never cuts what its approval rule reads.
+        path; default the packaged one, and the registry $RUNFACTS_TOOLS names when importable): a
+        proposal's argument display is rendered with its tool's argument schema (names, units,
+        personal fields) and never cuts what its approval rule reads; a registry also types
+        `call.result()` with each tool's declared return type.
         """
         kafka = kafka or KafkaSettings()
         names = TopicNames(prefix or kafka.topic_prefix)
@@ -161,7 +181,7 @@ class Runfacts(ClientCore):
                 sender.close()
                 raise
             client._key = key
-            client.learn(capabilities)
+            client.learn(registry_from_env() if capabilities is None else capabilities)
             _clients[key] = client
             return client
 
@@ -366,5 +386,5 @@ def entries_of(run: Run) -> list[Entry]:
     return list(run.journal.entries)
 
 
-__all__ = ["Answer", "ClientError", "ClientSettings", "Runfacts", "argument_display", "command_answer",
-           "connect_versions", "current_versions", "entries_of", "manifests_of"]
+__all__ = ["ENV_TOOLS", "Answer", "ClientError", "ClientSettings", "Runfacts", "argument_display", "command_answer",
+           "connect_versions", "current_versions", "entries_of", "manifests_of", "registry_from_env"]
