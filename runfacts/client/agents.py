@@ -14,9 +14,9 @@ Kafka assigns each partition to one live process; when a process dies (kill -9),
 session times out (`session.timeout.ms`, 6 s: the broker's minimum) and its partitions move to a
 live one.
 
-Re-entry: on assignment, every open run of the agent on an owned partition (the run-state topic)
-is read back and handed to the handler from its start; a run created later arrives as its
-`run.created`. Each command the handler sends through the run is a numbered step with a
+Re-entry: on assignment, every open run of the agent on an owned partition (the run-state topic,
+read at once and again `RESCAN_AFTER_S` later) is read back and handed to the handler from its
+start; a run created later arrives as its `run.created`. Each command the handler sends through the run is a numbered step with a
 deterministic command id `<runId>:step-<n>.<fingerprint of the command>`: a step the run's facts
 already record (an event caused by that id) returns the recorded answer without sending
 anything, waits (`call.result()`) answer from the recorded facts, and the first step not recorded
@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,9 @@ Handler = Callable[[Run], object]
 VOLATILE = frozenset({"expiresAt"})
 """Payload fields left out of a step's fingerprint (computed from the clock by the client)."""
 SESSION_TIMEOUT_MS = 6_000
+RESCAN_AFTER_S = 3.0
+"""After an assignment the open runs are read twice, at once and this much later: a run whose
+`run.created` was being committed while the partition's position was set is in the second read."""
 
 
 def fingerprint(cls: type[CommandBase], payload: dict[str, Any]) -> str:
@@ -97,6 +101,7 @@ class Agent:
         self._owned: set[int] = set()
         self._running: dict[str, Replay] = {}
         self._rescan: set[int] = set()
+        self._late: dict[int, float] = {}
         self._stop = threading.Event()
         self._partition_of: Callable[[str], int] = lambda _run_id: 0
         self.finished: list[str] = []
@@ -153,6 +158,9 @@ class Agent:
                     self._record(msg)
                 with self._lock:
                     todo, self._rescan = self._rescan, set()
+                    now = time.monotonic()
+                    todo |= {p for p, due in self._late.items() if due <= now and p in self._owned}
+                    self._late = {p: due for p, due in self._late.items() if due > now}
                 if todo:
                     self._reenter(todo)
         finally:
@@ -162,7 +170,8 @@ class Agent:
         with self._lock:
             fresh = {p.partition for p in partitions}
             self._owned |= fresh
-            self._rescan |= fresh
+            self._rescan |= fresh  # now, and once more a little later: a run created while the
+            self._late.update(dict.fromkeys(fresh, time.monotonic() + RESCAN_AFTER_S))  # position was set
         log.info("agent %s owns partitions %s", self.name, sorted(self._owned))
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
