@@ -16,12 +16,13 @@ live one.
 
 Re-entry: on assignment, every open run of the agent on an owned partition (the run-state topic,
 read at once and again `RESCAN_AFTER_S` later) is read back and handed to the handler from its
-start; a run created later arrives as its `run.created`. Each command the handler sends through the run is a numbered step with a
-deterministic command id `<runId>:step-<n>.<fingerprint of the command>`: a step the run's facts
-already record (an event caused by that id) returns the recorded answer without sending
-anything, waits (`call.result()`) answer from the recorded facts, and the first step not recorded
-is sent for real. A step recorded with another fingerprint raises `ReplayDiverged` (the handler
-is not deterministic). Should two processes ever run the same step (a partition moved while the
+start; a run created later arrives as its `run.created`. Each command the handler sends
+through the run is a numbered step with a deterministic command id
+`<runId>:step-<n>.<fingerprint of the command>`: a step the run's facts already record (an event
+caused by that id) returns the recorded answer without sending anything, waits
+(`call.result()`) answer from the recorded facts, and the first step not recorded is sent for
+real. A step recorded with another fingerprint raises `ReplayDiverged` (the handler is not
+deterministic). Should two processes ever run the same step (a partition moved while the
 old owner still ran), the decider's command-id dedupe keeps one: both get the same answer.
 """
 

@@ -494,6 +494,11 @@ class ClientCore(ABC):
         found = {memory_view.memory_key(e): e for e in self._memories()}
         return memory_view.entries(found, (tenant, kind, name), self._now())
 
+    async def memory_async(self, scope: tuple[str, str]) -> list[memory_view.MemoryEntry]:
+        """`memory`, awaitable."""
+        found: list[memory_view.MemoryEntry] = await self._effect_async(Blocking(partial(self.memory, scope)))
+        return found
+
     def _review_memory(self, run_id: str, memory: ProposedMemory, decision: str, reviewer: str | Actor,
                        timeout: float | None) -> Steps[int | None]:
         actor = _reviewer(reviewer, memory, self.settings.ui.auth_source)
