@@ -49,6 +49,9 @@ from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.schemas.errors import ConfigError
 
 DEFAULT_MANIFEST = "capabilities.toml"
+TOOL_MARK = "__runfacts_capability__"
+"""The attribute `ToolRegistry.tool` sets on a tool function: its capability id (so a client can
+take the function where it takes the id, and type the call's result with its return type)."""
 
 
 class Risk(StrEnum):

@@ -10,15 +10,22 @@
 
 Modules — pure: `outcomes` (which facts end a wait, the result value), `approvals` (pending
 approvals in plain words, what a decision binds), `timeline` (a run's facts as rows),
-`errors`. Shells: `client` (`Runfacts`: one process-wide client), `reader` (`StateReader`: run states
-and views from the compacted topics), `run` (`Run`, `ToolCall`
-handles), `follower` (the ONE consumer of the events topic that wakes every waiter),
+`errors`. `core`: every operation, once (`ClientCore`).
+Shells: `client` (`Runfacts`: one process-wide client), `reader` (`StateReader`: run states and
+views from the compacted topics), `run` (`Run`, `ToolCall` handles), `follower` (the ONE consumer of
+the events topic that wakes every waiter),
 `sender` (idempotent producer or outbox).
-Naming rule: every wait has a blocking form and an awaitable twin named `<name>_async`.
+Naming rule: every command and every wait has a blocking form and an awaitable twin named
+`<name>_async` (`await run.propose_async(...)`, `await call.result_async()`); both are one
+operation (`core`: written once as steps, carried out blocking or awaited). `ClientCore` is the
+type an agent function takes: `Runfacts` and `runfacts.testing`'s client both are one.
+`run.propose(tool_function, ...)` types `call.result()` with the tool's return type.
 """
 
+from runfacts.client.agents import Agent
 from runfacts.client.approvals import Approval, UiSettings, display_lines, masked
 from runfacts.client.client import Answer, ClientSettings, Runfacts, current_versions
+from runfacts.client.core import ClientCore
 from runfacts.client.errors import (
     ApprovalExpired,
     ApprovalInvalidated,
@@ -26,6 +33,8 @@ from runfacts.client.errors import (
     BadArgument,
     ClientError,
     CommandRejected,
+    ReplayDiverged,
+    Revoked,
     RunCancelled,
     RunEnded,
     RunNeedsReview,
@@ -37,9 +46,8 @@ from runfacts.client.outcomes import Decision, result_value
 from runfacts.client.run import ProposedMemory, Run, ToolCall
 
 __all__ = [
-    "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
-    "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "Run", "RunCancelled",
-    "RunEnded",
-    "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed", "UiSettings", "WaitTimeout",
-    "current_versions", "display_lines", "masked", "result_value",
+    "Agent", "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
+    "ClientCore", "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "ReplayDiverged",
+    "Revoked", "Run", "RunCancelled", "RunEnded", "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed",
+    "UiSettings", "WaitTimeout", "current_versions", "display_lines", "masked", "result_value",
 ]

@@ -106,3 +106,22 @@ class BadArgument(ClientError, ValueError):
     def __init__(self, run_id: str, argument: str, value: object, why: str) -> None:
         self.argument, self.value = argument, value
         super().__init__(run_id, f"{argument}={value!r}: {why}")
+
+
+class ReplayDiverged(ClientError):
+    """An agent's handler, re-entered after a restart or a reassignment, asked for a different
+    step than the one the run's facts record at that position: the handler is not deterministic
+    (docs/guide.md, "Agents that recover by themselves")."""
+
+    def __init__(self, run_id: str, step: int, recorded: str, asked: str) -> None:
+        self.step, self.recorded, self.asked = step, recorded, asked
+        super().__init__(run_id, f"replay diverged at step {step}: the run's facts record {recorded}, the handler "
+                                 f"now asks {asked}; a handler must take the same steps from the same facts (no "
+                                 "clock, randomness or outside reads that change between attempts in its decisions)")
+
+
+class Revoked(ClientError):
+    """This process no longer owns the run (its partition moved to another agent process)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id, "the run moved to another agent process (partition reassigned)")

@@ -200,8 +200,10 @@ class DevStack:
     def env(self) -> dict[str, str]:
         """What an agent (and `runfacts` commands) need to reach this stack: export it."""
         secrets = self.secrets()
+        tools = {"RUNFACTS_TOOLS": self.options.tools} if self.options.tools else {}  # typed results (client)
         return {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix,
-                "RUNFACTS_ARGS_STORE": str(self.dir / "args.db"), "RUNFACTS_APPROVAL_KEYS": secrets["approval_keys"]}
+                "RUNFACTS_ARGS_STORE": str(self.dir / "args.db"), "RUNFACTS_APPROVAL_KEYS": secrets["approval_keys"],
+                **tools}
 
     def _base_env(self, secrets: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED)}

@@ -161,7 +161,7 @@ def validation_text(tool: str, detail: str) -> str:
 async def outcome(run: Run, gate: Gate, tool: str, call_id: str, args: Mapping[str, Any],
                   timeout: float | None) -> str:
     """A granted call's output for the model: the dispatcher's result, or what failed (never run again)."""
-    call = ToolCall(run, call_id, gate.capability, args_hash(dict(args)), None)
+    call: ToolCall[Any] = ToolCall(run, call_id, gate.capability, args_hash(dict(args)), None)
     try:
         try:
             value = await call.result_async(timeout=timeout)

@@ -240,7 +240,7 @@ async def resume_results(run: Run, requests: DeferredToolRequests, timeout: floa
         hint = requests.metadata.get(part.tool_call_id, {}).get(META_KEY)
         if not isinstance(hint, dict) or not isinstance(hint.get("toolCallId"), str):
             continue
-        call = ToolCall(run, hint["toolCallId"], part.tool_name, "", None)
+        call: ToolCall[Any] = ToolCall(run, hint["toolCallId"], part.tool_name, "", None)
         found = facts.verdict(run.id, run.journal.entries, call.id)
         if found.status == "pending":
             try:

@@ -14,27 +14,34 @@ outcome checks decide what `call.result()` returns or raises, so an agent writte
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runfacts.client import outcomes
-from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
-from runfacts.client.client import AGENT_SOURCE, Answer, ClientSettings, argument_display, manifests_of
-from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
-from runfacts.client.outcomes import Resolved
-from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
+from runfacts.client.approvals import UiSettings
+from runfacts.client.core import (
+    AGENT_SOURCE,
+    Answer,
+    Await,
+    Blocking,
+    ClientCore,
+    ClientSettings,
+    Deliver,
+    Pause,
+    Step,
+    Steps,
+    command_answer,
+    result_types_of,
+)
+from runfacts.client.errors import ClientError, RunNotFound, WaitTimeout
+from runfacts.client.outcomes import Resolved, command_events, version_after
+from runfacts.client.run import Run
 from runfacts.privacy.envelope import NO_KEYS, KeyView
-from runfacts.processors.decider.state import TERMINAL, RunState
+from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.capabilities import CapabilityManifest
-from runfacts.processors.policy.retry import args_hash
 from runfacts.projections import memory as memory_view
 from runfacts.projections.user_view import as_json, user_view
-from runfacts.schemas import commands as cmd
-from runfacts.schemas import events as ev
-from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, CommandBase
-from runfacts.schemas.models import new_command, payload_class
-from runfacts.security.approvals import ApprovalRequest, sign_approval
+from runfacts.schemas.common import Actor, CommandBase
 
 if TYPE_CHECKING:
     from runfacts.client.follower import Journal
@@ -52,8 +59,9 @@ class Stuck(WaitTimeout):
                                            "for, before waiting)", tool_call_id)
 
 
-class TestClient:
-    """A `Runfacts` whose decider and dispatcher are the `TestStack`'s, in this process."""
+class TestClient(ClientCore):
+    """A `Runfacts` whose decider and dispatcher are the `TestStack`'s, in this process: the same
+    operations (`runfacts.client.core`), its steps carried out on the stack."""
 
     __test__ = False
 
@@ -65,15 +73,7 @@ class TestClient:
         self.keys: Callable[[], KeyView] = lambda: NO_KEYS
         self.actor = Actor(subjectId=agent, roles=("agent",), authSource=AGENT_SOURCE)
         self.capabilities: dict[str, CapabilityManifest] = dict(stack.catalog.capabilities)
-
-    def learn(self, capabilities: Any) -> None:
-        """Display proposals with these manifests too, as `Runfacts.learn` (the stack's registry
-        is known already)."""
-        self.capabilities.update(manifests_of(capabilities))
-
-    def display(self, capability: str, arguments: dict[str, Any]) -> ArgDisplay:
-        """The argument display of a proposal, as `Runfacts.display` builds it."""
-        return argument_display(self.capabilities, capability, arguments)
+        self.result_types: dict[str, Callable[[Any], Any]] = result_types_of(stack.registry)
 
     def close(self) -> None:
         """Nothing to release (the stack owns everything)."""
@@ -84,54 +84,22 @@ class TestClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # --- runs ------------------------------------------------------------------------------
+    def transaction(self) -> Any:
+        raise ClientError("-", "the test stack has no outbox: transaction() needs Runfacts.connect(outbox=...)")
 
-    def start_run(self, *, goal: str, summary: str, user_id: str, tenant: str | None = None,
-                  budget: BudgetAmounts | dict[str, int] | None = None, run_id: str | None = None,
-                  actor: Actor | None = None) -> Run:
-        """Create a run (idempotent on run_id), as `Runfacts.start_run`."""
-        run_id = run_id or f"run-{uuid.uuid4().hex}"
-        for name, value in (("run_id", run_id), ("goal", goal), ("user_id", user_id)):
-            if not isinstance(value, str) or not value.strip():
-                raise BadArgument(run_id if name != "run_id" else "?", name, value, "must be a non-empty string")
-        amounts = budget_amounts(run_id, "budget", budget)
-        run = Run(self, run_id, self.stack.journal(run_id))  # type: ignore[arg-type]
-        payload = {"goalRef": goal, "goalSummary": summary, "userId": user_id, "tenant": tenant,
-                   "budget": amounts, "versions": self.versions}
-        try:
-            run.version = self.command(run, cmd.CreateRun, payload, actor).version
-        except CommandRejected as exc:
-            if exc.reason != "run_exists":
-                raise
-            return self.run(run_id)
-        return run
+    # --- what the operations read ----------------------------------------------------------
 
-    def run(self, run_id: str) -> Run:
-        """Re-attach to a run by id (RunNotFound if it has no facts)."""
-        journal = self.stack.journal(run_id)
-        if not journal.entries:
-            raise RunNotFound(run_id)
-        return Run(self, run_id, journal, outcomes.version_after(journal.entries, journal.entries[-1].offset))  # type: ignore[arg-type]
+    def _now(self) -> datetime:
+        return self.stack.now()
 
-    def open_runs(self, *, user_id: str | None = None, tenant: str | None = None,
-                  agent: str | None = None) -> list[Run]:
-        """Runs not ended yet, created by this agent unless `agent` names another."""
-        who = agent or self.settings.agent
-        wanted = [s for s in self.stack.states().values()
-                  if s.status not in TERMINAL and not s.archived and s.createdBy.subjectId == who
-                  and (user_id is None or s.userId == user_id) and (tenant is None or s.tenant == tenant)]
-        return [Run(self, s.runId, self.stack.journal(s.runId), s.version) for s in wanted]  # type: ignore[arg-type]
+    def _journal(self, run_id: str, backfill: bool) -> Journal:
+        return self.stack.journal(run_id)
 
-    def goal_of(self, run: Run) -> str:
-        created = next((e.event for e in run.journal.entries if isinstance(e.event, ev.RunCreated)), None)
-        if created is None:
-            raise RunNotFound(run.id)
-        return created.payload.goalRef
+    def _watched(self, run_id: str) -> bool:
+        return True  # the stack's journals hold every run from its start
 
-    def pending_calls(self, run: Run) -> list[ToolCall]:
-        state = self.state(run.id)
-        held = sorted((c for c in state.toolCalls.values() if c.closedReason is None), key=lambda c: c.proposedAt)
-        return [ToolCall(run, c.toolCallId, c.capabilityId, c.argsHash, None) for c in held]
+    def _unwatch(self, run_id: str) -> None:
+        """The stack keeps every journal."""
 
     def state(self, run_id: str) -> RunState:
         state = self.stack.states().get(run_id)
@@ -139,53 +107,51 @@ class TestClient:
             raise RunNotFound(run_id)
         return state
 
-    # --- commands --------------------------------------------------------------------------
+    def _states(self) -> Iterable[RunState]:
+        return self.stack.states().values()
 
-    def _new(self, run_id: str, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None) -> Any:
-        try:
-            return new_command(cls, commandId=f"{run_id}:{uuid.uuid4().hex[:20]}", runId=run_id,
-                               actor=actor or self.actor, issuedAt=self.stack.now(), correlationId=run_id,
-                               payload=payload_class(cls)(**payload))
-        except ValueError as exc:
-            raise BadArgument(run_id, cls.__name__, payload, f"does not validate: {exc}") from exc
+    def _view_once(self, run_id: str, role: str) -> dict[str, Any] | None:
+        self.stack.settle()
+        if role == "user":
+            return self.stack.view(run_id)
+        made = user_view(self.stack.states().get(run_id), role)  # type: ignore[arg-type]
+        return None if made is None else as_json(made)
 
-    def command(self, run: Run, cls: type[CommandBase], payload: dict[str, Any], actor: Actor | None = None,
-                timeout: float | None = None) -> Answer:
-        """Send one command and return the decider's answer (it is decided before this returns)."""
-        return self.deliver(run, self._new(run.id, cls, payload, actor))
+    def _view(self, run_id: str, role: str, min_version: int | None, timeout: float | None) -> Steps[dict[str, Any]]:
+        """The view as the stack holds it now (it is settled: waiting would change nothing)."""
+        return (yield from super()._view(run_id, role, min_version, 0.0))
 
-    def deliver(self, run: Run, command: CommandBase, *_ignored: Any) -> Answer:
+    def _memories(self) -> Iterable[memory_view.MemoryEntry]:
+        self.stack.settle()
+        return self.stack.memories()
+
+    # --- carrying out a step ----------------------------------------------------------------
+
+    def _effect(self, step: Step) -> Any:
+        match step:
+            case Deliver(run=run, command=command, arguments=arguments):
+                if arguments is not None:
+                    self.stack.args.put(arguments)
+                return self.deliver(run, command)
+            case Await(run=run, check=check, what=what, timeout=timeout, tool_call_id=call_id):
+                return self.wait(run, check, what, timeout, call_id)
+            case Blocking(call=call):
+                return call()
+            case Pause():
+                return None
+        raise TypeError(step)
+
+    async def _effect_async(self, step: Step) -> Any:
+        return self._effect(step)  # the stack answers without blocking
+
+    def deliver(self, run: Run | None, command: CommandBase, *_ignored: Any) -> Answer:
+        """One command to the stack's decider, decided before this returns."""
         self.stack.send(command)
-        journal = run.journal
-        found = outcomes.command_events(journal.entries, command.commandId)
-        if not found:
-            raise ClientError(run.id, f"the decider did not answer {command.commandType} {command.commandId}")
-        events = tuple(e.event for e in found)
-        error = outcomes.command_error(run.id, events)
-        if error is not None:
-            raise error
-        return Answer(events, outcomes.version_after(journal.entries, found[-1].offset))
-
-    def propose(self, run: Run, capability: str, arguments: dict[str, Any], call_id: str,
-                fields: dict[str, Any], actor: Actor | None = None) -> ToolCall:
-        """Store the arguments (content-addressed), send the proposal, return its call."""
-        ref, digest = self.stack.args.put(arguments)
-        assert digest == args_hash(arguments)
-        command = self._new(run.id, cmd.ProposeToolCall, {**fields, "toolCallId": call_id, "argsRef": ref,
-                                                          "argsHash": digest,
-                                                          "display": self.display(capability, arguments)}, actor)
-        try:
-            answer = self.deliver(run, command)
-        except CommandRejected as exc:
-            if exc.reason != "already_proposed":
-                raise
-            answer = Answer((), None)
-        return ToolCall(run, call_id, capability, digest, answer.version)
-
-    def transaction(self) -> Any:
-        raise ClientError("-", "the test stack has no outbox: transaction() needs Runfacts.connect(outbox=...)")
-
-    # --- waiting ---------------------------------------------------------------------------
+        if run is None:
+            return Answer((), None)
+        found = command_events(run.journal.entries, command.commandId)
+        events = command_answer(run.id, found, f"{command.commandType} {command.commandId}")
+        return Answer(events, version_after(run.journal.entries, found[-1].offset))
 
     def wait(self, run: Run, check: Callable[[Journal], Resolved | None], what: str, timeout: float | None,
              tool_call_id: str | None = None) -> Any:
@@ -195,7 +161,7 @@ class TestClient:
         stack.settle()
         limit_ms = None if timeout is None else stack.now_ms + int(timeout * 1000)
         while True:
-            resolved = check(run.journal)  # type: ignore[arg-type]
+            resolved = check(run.journal)
             if resolved is not None:
                 return resolved.unwrap()
             if stack.hand_out_approvals():
@@ -208,69 +174,3 @@ class TestClient:
                     stack.advance_to(limit_ms)
                 raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id)
             stack.advance_to(max(due, stack.now_ms))
-
-    async def wait_async(self, run: Run, check: Callable[[Journal], Resolved | None], what: str,
-                         timeout: float | None, tool_call_id: str | None = None) -> Any:
-        """`wait`, awaitable (the stack answers without blocking)."""
-        return self.wait(run, check, what, timeout, tool_call_id)
-
-    def view(self, run_id: str, role: str, min_version: int | None, timeout: float | None) -> dict[str, Any]:
-        """The run's `role` view once it reflects `min_version`."""
-        self.stack.settle()
-        if role == "user":
-            found = self.stack.view(run_id)
-        elif role in ("operator", "auditor"):
-            made = user_view(self.stack.states().get(run_id), role)  # type: ignore[arg-type]
-            found = None if made is None else as_json(made)
-        else:
-            raise BadArgument(run_id, "role", role, "must be user, operator or auditor")
-        if found is None or (min_version is not None and found["version"] < min_version):
-            seen = None if found is None else found["version"]
-            raise WaitTimeout(run_id, f"{role} view at version >= {min_version} (latest: {seen})", timeout or 0.0)
-        return found
-
-    # --- for UIs ---------------------------------------------------------------------------
-
-    def approvals(self, *, role: str | None = None, tenant: str | None = None,
-                  personal: bool = False) -> list[Approval]:
-        """Pending approvals (open, not expired at the stack's clock), oldest first, each with its
-        argument display; personal values masked unless `personal` (the stack seals nothing)."""
-        return approvals_of(self.stack.states().values(), role, tenant, self.stack.now(), personal)
-
-    def decide(self, approval: Approval, decision: str, *, approver: str | Actor,
-               timeout: float | None = None, wait: bool = True) -> int | None:
-        """Approve or reject, signed with the stack's approval keys; returns the version."""
-        actor, request = resume_for(approval, decision, approver, self.settings.ui.auth_source)
-        token = sign_approval(request, self.stack.now_ms, environ=self.settings.ui.signing_env)
-        run = Run(self, approval.run_id, self.stack.journal(approval.run_id))  # type: ignore[arg-type]
-        version = self.command(run, cmd.ResumeRun, resume_payload(request, token), actor).version
-        return version if wait else None
-
-    def memory(self, scope: tuple[str, str]) -> list[memory_view.MemoryEntry]:
-        """Confirmed, unexpired, unrevoked memories of `scope` (from the memory projector's topic)."""
-        self.stack.settle()
-        tenant, kind, name = memory_scope("<memory>", scope)
-        found = {memory_view.memory_key(e): e for e in self.stack.memories()}
-        return memory_view.entries(found, (tenant, kind, name), self.stack.now())
-
-    def review_memory(self, run_id: str, memory: ProposedMemory, decision: str, *, reviewer: str | Actor,
-                      timeout: float | None = None) -> int | None:
-        """Confirm or reject a memory candidate as `reviewer`, as `Runfacts.review_memory`."""
-        actor = reviewer if isinstance(reviewer, Actor) else Actor(
-            subjectId=reviewer, roles=("memory_reviewer",), tenant=memory.tenant,
-            authSource=self.settings.ui.auth_source)
-        request = ApprovalRequest(run_id, memory.id, memory.candidate_hash, decision, actor.subjectId)
-        token = sign_approval(request, self.stack.now_ms, environ=self.settings.ui.signing_env)
-        payload = {"memoryId": memory.id, "decision": decision, "candidateHash": memory.candidate_hash,
-                   "reviewToken": token}
-        run = Run(self, run_id, self.stack.journal(run_id))  # type: ignore[arg-type]
-        return self.command(run, cmd.ReviewMemory, payload, actor).version
-
-    def revoke_memory(self, run_id: str, memory: ProposedMemory, *, reviewer: str | Actor, reason: str = "",
-                      timeout: float | None = None) -> int | None:
-        """Withdraw a memory as `reviewer`, as `Runfacts.revoke_memory`."""
-        actor = reviewer if isinstance(reviewer, Actor) else Actor(
-            subjectId=reviewer, roles=("memory_reviewer",), tenant=memory.tenant,
-            authSource=self.settings.ui.auth_source)
-        run = Run(self, run_id, self.stack.journal(run_id))  # type: ignore[arg-type]
-        return self.command(run, cmd.RevokeMemory, {"memoryId": memory.id, "reason": reason}, actor).version

@@ -24,10 +24,18 @@ module:registry` serves: one source, so decider and dispatcher cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from pydantic import TypeAdapter
+
 from runfacts.processors.dispatcher.adapters import ToolAdapter
-from runfacts.processors.policy.capabilities import ApprovalCondition, CapabilityCatalog, CapabilityManifest
+from runfacts.processors.policy.capabilities import (
+    TOOL_MARK,
+    ApprovalCondition,
+    CapabilityCatalog,
+    CapabilityManifest,
+)
 from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.tools.errors import RegistryError
 from runfacts.tools.spec import ToolSpec, build_spec
@@ -85,6 +93,8 @@ class ToolRegistry:
             self._free(capability_id)
             spec = _with_arguments(build_spec(manifest, function, timeout_s), approval_when)
             self._specs[capability_id] = spec if lookup is None else _with_lookup(spec, lookup)
+            with suppress(AttributeError, TypeError):  # `run.propose(function, ...)` takes it for its id
+                setattr(function, TOOL_MARK, capability_id)
             return function
         return register
 
@@ -124,6 +134,11 @@ class ToolRegistry:
             raise RegistryError(capability_id, f"bad declaration: {exc}") from None
 
     # --- what it serves ----------------------------------------------------------------
+
+    def result_types(self) -> dict[str, TypeAdapter[Any]]:
+        """Each tool's declared return type (tools declaring none, or Any, are left out): what
+        a client that learned this registry turns `call.result()` into."""
+        return {cid: spec.result for cid, spec in sorted(self._specs.items()) if spec.result is not None}
 
     @property
     def capability_ids(self) -> tuple[str, ...]:

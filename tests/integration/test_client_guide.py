@@ -56,6 +56,8 @@ def test_every_python_block_of_the_guide_runs_against_the_real_stack(
         assert "'amount_cents = 9000 cents'" in printed
         assert f"{refund['refundId']} 4200" in printed and "completed" in printed
         assert "approval rejected by alice" in printed
+        assert "\nfailed\n" in printed  # §4: the async story, rejected
+        assert "\ncompleted\n" in printed.split("re-authorization asked")[1]  # §6: the agent served the run
         assert re.search(r"re-authorization asked: approval-call-\w+-r1", printed)  # §5: a new approval
         assert "call the customer" in printed
         assert "[('lessons/damaged-no-return', 'rita')]" in printed  # §9: read back from the memory topic

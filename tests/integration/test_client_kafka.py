@@ -176,6 +176,55 @@ def test_waits_are_awaitable_and_served_by_one_follower(stack: AgentStack, rf: R
     assert Runfacts.connect(kafka=rf.kafka, prefix=rf.names.prefix, args_store=stack.args_store) is rf
 
 
+def test_every_command_has_an_awaitable_form_that_never_blocks_the_event_loop(stack: AgentStack,
+                                                                              rf: Runfacts) -> None:
+    """The guide's story in async code: start_run_async ... complete_async, approvals_async and
+    decide_async as the UI; a ticker keeps running meanwhile (no command blocks the loop), and
+    a refusal raises the same typed error as the blocking form."""
+
+    async def story() -> tuple[Any, int, dict[str, Any]]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        beat = asyncio.ensure_future(ticker())
+        run = await rf.start_run_async(goal="ticket:T-3001", summary="Refund", user_id="customer-42",
+                                       run_id="async-T-3001")
+        assert (await rf.start_run_async(goal="ticket:T-3001", summary="Refund", user_id="customer-42",
+                                         run_id="async-T-3001")).id == run.id  # idempotent, as start_run
+        await run.reason_async("damaged on arrival", evidence=["order:order-3001"])
+        call = await run.propose_async(REFUND, {"orderId": "order-3001", "amountMinor": 3001, "currency": "EUR"},
+                                       target="order-3001")
+        again = await run.propose_async(REFUND, {"orderId": "order-3001", "amountMinor": 3001, "currency": "EUR"},
+                                        target="order-3001")
+        assert again.id == call.id  # proposed again: the same call
+        with pytest.raises(CommandRejected) as refused:
+            await run.propose_async("payments.teleport", {"to": "moon"}, target="order-x")
+        assert refused.value.reason == "unknown_capability"
+        pending: list[Any] = []
+        while not pending:
+            pending = [a for a in await rf.approvals_async(role="support_agent") if a.run_id == run.id]
+        before = ticks
+        assert await rf.decide_async(pending[0], "approve", approver="alice") is not None
+        value = await call.result_async(timeout=120)
+        assert (await call.decision_async(timeout=5)).approver == "alice"
+        version = await run.complete_async(outcome="refund:order-3001")
+        assert version is not None
+        view = await run.view_async(min_version=version)
+        beat.cancel()
+        return value, ticks - before, view
+
+    value, ticked, view = asyncio.run(story())
+    [refund] = refunds_of(stack, "order-3001")
+    check_value(value, refund)
+    assert view["status"] == "completed"
+    assert ticked >= 5  # the loop ran while the decision, the dispatch and the completion were awaited
+
+
 def test_bad_input_is_refused_with_typed_errors_naming_the_argument(stack: AgentStack, rf: Runfacts) -> None:
     with pytest.raises(BadArgument, match="goal"):
         rf.start_run(goal="", summary="x", user_id="u", run_id="bad-1")

@@ -22,7 +22,7 @@ def test_every_python_block_of_the_testing_page_runs_and_prints_what_it_says() -
             exec(compile(block, f"docs/testing.md python block {number}", "exec"), namespace)  # noqa: S102
     printed = out.getvalue().splitlines()
     assert printed == [
-        "{'amount_minor': 4200, 'order_id': 'order-001', 'refund_id': 're-1'}",
+        "Refund(refund_id='re-1', order_id='order-001', amount_minor=4200)",
         "['run.completed', 'checkpoint.saved', 'checkpoint.archived']",
         "1",
         "rejected",
@@ -34,4 +34,7 @@ def test_every_python_block_of_the_testing_page_runs_and_prints_what_it_says() -
         "700 1 1",
         "[]",
         "ApprovalExpired",
+        "crashed, refund done: True",
+        "['agent-6'] completed",
+        "1 False",
     ]

@@ -63,8 +63,8 @@ def test_the_guides_story_runs_through_the_client_api_without_a_broker(stack: Te
     assert approval.display is not None and approval.display_digest is not None  # what the approver sees
     assert {f.name: f.value for f in approval.display.fields}["amountMinor"] == "4200"
     rf.decide(approval, "approve", approver="alice")
-    assert call.result(timeout=120) == {"refundId": "re-1", "orderId": "order-001", "amountMinor": 4200}
-    assert asyncio.run(call.result_async(timeout=5))["refundId"] == "re-1"
+    assert call.result(timeout=120).model_dump() == {"refundId": "re-1", "orderId": "order-001", "amountMinor": 4200}
+    assert asyncio.run(call.result_async(timeout=5)).refundId == "re-1"
     version = run.complete(outcome="refund:order-001")
     assert run.view(min_version=version)["status"] == "completed"
     assert stack.event_types(run.id) == HAPPY
@@ -88,7 +88,7 @@ def test_start_run_is_idempotent_and_a_restarted_agent_reattaches_with_open_runs
     rf.decide(approval, "approve", approver="alice")
     [reattached] = rf.open_runs()
     [pending] = reattached.calls()
-    assert pending.id == call.id and pending.result(timeout=1)["refundId"] == "re-1"
+    assert pending.id == call.id and pending.result(timeout=1).refundId == "re-1"
 
 
 def test_a_lost_response_is_reconciled_through_the_tools_lookup_and_the_tool_runs_once(
@@ -97,7 +97,7 @@ def test_a_lost_response_is_reconciled_through_the_tools_lookup_and_the_tool_run
     stack.on_approval(lambda a: rf.decide(a, "approve", approver="alice"))
     stack.lose_response("payments.refund")
     run, call = propose(rf)
-    assert call.result(timeout=60)["refundId"] == "re-1"
+    assert call.result(timeout=60).refundId == "re-1"
     types = stack.event_types(run.id)
     assert types[types.index("tool.call.dispatching"):] == RECONCILED
     [request] = stack.executions("payments.refund")
@@ -112,7 +112,7 @@ def test_a_dispatcher_crash_at_a_named_point_is_survived_by_a_new_incarnation(
     stack.on_approval(lambda a: rf.decide(a, "approve", approver="alice"))
     stack.crash_at(point)
     run, call = propose(rf)
-    assert call.result(timeout=60)["refundId"] == "re-1"
+    assert call.result(timeout=60).refundId == "re-1"
     assert stack.restarts == 1
     assert len(stack.executions("payments.refund")) == 1 and len(shop.ledger) == 1  # never called again blindly
     assert "tool.call.reconciled" in stack.event_types(run.id)
@@ -173,7 +173,7 @@ def test_the_example_refund_agent_runs_unchanged_against_the_test_stack(stack: T
     decisions = iter(["approve", "reject"])
     stack.on_approval(lambda a: rf.decide(a, next(decisions), approver="alice"))  # a person, while it waits
     refund = agent.handle(rf, "T-9001", "order-001", 4200)
-    assert refund == {"refundId": "re-1", "orderId": "order-001", "amountMinor": 4200}
+    assert refund.model_dump() == {"refundId": "re-1", "orderId": "order-001", "amountMinor": 4200}
     assert agent.handle(rf, "T-9002", "order-002", 99900) == "rejected"
     assert {r: s.status for r, s in stack.states().items()} == {"refund-T-9001": "completed",
                                                                  "refund-T-9002": "failed"}
@@ -189,7 +189,7 @@ def test_the_example_agent_resumes_its_open_runs_after_a_restart(stack: TestStac
     [approval] = rf.approvals(role="support_agent")
     rf.decide(approval, "approve", approver="alice")
     resumed = [agent.finish(open_run, call) for open_run in rf.open_runs() for call in open_run.calls()]
-    assert [r["orderId"] for r in resumed] == ["order-003"]
+    assert [r.orderId for r in resumed] == ["order-003"]
     assert stack.states()["refund-T-9003"].status == "completed" and len(shop.ledger) == 1
 
 
@@ -204,9 +204,9 @@ def test_the_example_billing_tools_async_and_failing_ones_included_run_on_the_st
         run = rf.start_run(goal="ticket:B-1", summary="credit", user_id="u-1", run_id="billing-B-1")
         stack.lose_response("billing.credit")  # reconciled through find_credit, the example's lookup
         credit = run.propose("billing.credit", {"account": "acct-7", "amount_minor": 500}, target="acct-7")
-        assert credit.result(timeout=600)["amount_minor"] == 500
+        assert credit.result(timeout=600).amount_minor == 500
         balance = run.propose("billing.balance", {"account": "acct-7"}, target="acct-7")  # an async tool
-        assert balance.result(timeout=60) == {"account": "acct-7", "balance_minor": 500}
+        assert balance.result(timeout=60).model_dump() == {"account": "acct-7", "balance_minor": 500}
         closed = run.propose("billing.credit", {"account": "acct-0", "amount_minor": 5}, target="acct-0")
         with pytest.raises(ToolFailed, match="account_closed"):
             closed.result(timeout=600)
