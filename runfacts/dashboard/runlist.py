@@ -12,12 +12,13 @@ not ~19 KiB decoded), so 10,000 runs stay small; the full State is read when a p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from runfacts.dashboard.runpage import why_asked
 from runfacts.ops.views import REVIEW, Viewer, parse_duration
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.display import display_lines, masked
@@ -41,6 +42,8 @@ class OpenApproval:
     argsHash: str
     expiresAt: datetime
     display: ArgDisplay | None = None  # the arguments as the approver sees them (issue 33)
+    capability: str = ""
+    requesters: tuple[str, ...] = ()  # who the request stands for (personal: auditors read them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,8 @@ def row_of(state: RunState) -> RunRow:
         call = state.toolCalls.get(a.toolCallId)
         approvals.append(OpenApproval(a.approvalId, a.toolCallId, call.action if call else "",
                                       call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
-                                      call.display if call else None))
+                                      call.display if call else None, call.capabilityId if call else a.toolCallId,
+                                      a.requesters))
     memories = tuple(PendingMemory(m.memoryId, m.statementRef, f"{m.scopeKind}:{m.scopeId}", len(m.evidence),
                                    m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
                      for m in state.memories.values() if m.status == "proposed")
@@ -167,9 +171,16 @@ class RunList:
         return max(1, -(-self.total // self.query.per_page))
 
 
-def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: datetime) -> RunList:
-    """The runs this viewer may see that match `query`, newest change first, one page of rows."""
-    matching = [s for s in runs if viewer.may_see(s.userId, s.tenant) and query.matches(s, now)]
+def _same(user_id: str | None) -> str | None:
+    return user_id
+
+
+def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: datetime,
+             owner: Callable[[str | None], str | None] = _same) -> RunList:
+    """The runs this viewer may see that match `query`, newest change first, one page of rows.
+    `owner`: a run's userId as the viewer's subject compares with it (the dashboard reveals a
+    pseudonym with its keys, as the run page does)."""
+    matching = [s for s in runs if viewer.may_see(owner(s.userId), s.tenant) and query.matches(s, now)]
     matching.sort(key=lambda s: (s.updatedAt, s.runId), reverse=True)
     start = (query.page - 1) * query.per_page
     staff = viewer.role in ("operator", "auditor")
@@ -193,15 +204,18 @@ class InboxRow:
     expires_at: datetime
     tenant: str | None  # None: not shown to this viewer
     arguments: tuple[str, ...] = ()  # the display's lines; personal values for auditors only
+    why: str = ""  # why a person decides
+    asked_for: str = MASK  # who the request stands for (auditors), else [redacted]
 
 
-def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
+def inbox(runs: Iterable[RunRow], viewer: Viewer,
+          owner: Callable[[str | None], str | None] = _same) -> list[InboxRow]:
     """Every open approval this viewer's roles may decide, on runs they may see, oldest first
     (earliest expiry first: the approval's age is its TTL minus the time left)."""
     rows = []
     staff = viewer.role in ("operator", "auditor")
     for s in runs:
-        if not viewer.may_see(s.userId, s.tenant):
+        if not viewer.may_see(owner(s.userId), s.tenant):
             continue
         for a in s.approvals:
             if a.requiredRole not in viewer.roles:
@@ -209,7 +223,9 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
             shown = a.display if viewer.role == "auditor" else masked(a.display)
             rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, a.action, a.target, a.risk, a.requiredRole,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
-                                 tuple(display_lines(shown))))
+                                 tuple(display_lines(shown)), why_asked(a.risk, a.requiredRole, a.capability),
+                                 ", ".join(str(owner(r)) for r in a.requesters) if viewer.role == "auditor"
+                                 else MASK))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 

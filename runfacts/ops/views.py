@@ -180,7 +180,10 @@ def revealed_view(view: dict[str, Any] | None, keys: KeyView) -> dict[str, Any] 
         return view
     detail = {name: reveal(value, _SEALED_AS.get(name, name), keys) if name in AUDITOR_FIELDS else value
               for name, value in view["auditor"].items()}
-    return {**view, "auditor": detail}
+    banner = view.get("approvalBanner")
+    if banner and banner.get("summary"):  # the auditor's banner carries the approval's summary
+        banner = {**banner, "summary": reveal(banner["summary"], "summary", keys)}
+    return {**view, "auditor": detail, "approvalBanner": banner}
 
 
 def page_view(view: dict[str, Any] | None, viewer: Viewer) -> dict[str, Any] | None:
