@@ -53,7 +53,7 @@ from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters, preview, run_of
-from runfacts.dashboard.runlist import REVIEWER, ListQuery, inbox, memory_inbox, run_list
+from runfacts.dashboard.runlist import REVIEWER, ListQuery, fleet_health, inbox, memory_inbox, run_list
 from runfacts.dashboard.runpage import earlier_calls, earlier_facts, run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -68,7 +68,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, revealed_view, view_of
+from runfacts.ops.views import ORPHAN_AFTER, Viewer, page_view, revealed_view, view_of
 from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
@@ -109,6 +109,7 @@ class Dashboard:
     audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
     metrics: MetricsFeed | None = None  # the engines' metrics records (health page: commit latency)
     keys: Callable[[], KeyView] = lambda: NO_KEYS  # the data keys personal fields are revealed with
+    orphan_after: timedelta = ORPHAN_AFTER  # a call waiting this long for a dispatcher's claim is an orphan
 
 
 def _now_s() -> int:
@@ -374,7 +375,10 @@ class _Pages:
                                  ("audit", self.d.audit), ("engine metrics", self.d.metrics))
                  if f is not None]
         metrics = self.d.metrics.by_app() if self.d.metrics is not None else None
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics)
+        since, denials = self.d.facts.health_counts() if self.d.facts is not None else (None, None)
+        fleet = fleet_health(self.d.states.all_rows(), viewer, now, limit, since, denials,
+                             owner=self.owner_of, after=self.d.orphan_after)
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:

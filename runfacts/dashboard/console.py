@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from runfacts.dashboard.charts import latency_chart
-from runfacts.dashboard.runlist import InboxRow, ListQuery, MemoryRow, RunList
+from runfacts.dashboard.runlist import FleetHealth, InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
@@ -36,7 +36,9 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .call{border:1px solid #ccc;padding:.5rem;margin:.5rem 0}.turn{margin:.5rem 0}.turn h3{margin:.3rem 0}
 .meter{display:inline-block;width:10rem;height:.7rem;background:#eee;vertical-align:middle}
 .meter span{display:block;height:100%;background:#36c}.facts td{font-size:.9rem}.pager a{margin-right:1rem}
-.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}"""
+.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
+.figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
+flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}"""
 
 
 def _e(value: Any) -> str:
@@ -400,18 +402,46 @@ def latency_section(metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None) -
             '<th>records a batch p50 / p99</th><th>lag it knows now</th></tr>' + "".join(rows) + '</table>')
 
 
+def fleet_section(fleet: FleetHealth | None) -> str:
+    """Fleet-wide health (stuck, retries, orphans, checkpoint lag, policy denials by reason) and
+    the runs that need a look, worst first."""
+    if fleet is None:
+        return ""
+    denials = ", ".join(f"{reason.replace('_', ' ')} {n}" for reason, n in fleet.denials.items()) or "none"
+    facts = "" if fleet.checkpoint_facts_max is None else f"{fleet.checkpoint_facts_max} facts, "
+    cells = (("runs", str(fleet.runs)), ("stuck", f"{fleet.stuck} (longest {relative_span(fleet.longest_stuck)})"),
+             ("retries", str(fleet.retries)), ("orphaned calls", str(fleet.orphans)),
+             ("largest checkpoint lag", f"{facts}{relative_span(fleet.checkpoint_lag_max)}"),
+             ("policy denials", denials))
+    summary = "".join(f'<div class="figure" data-figure="{escape(k)}"><span class="muted">{escape(k)}</span>'
+                      f'<strong>{escape(v)}</strong></div>' for k, v in cells)
+    rows = "".join(
+        f'<tr data-run="{escape(r.run_id)}"><td><a href="/runs/{escape(r.run_id)}">{escape(r.run_id)}</a></td>'
+        f'<td>{escape(r.status)}</td><td>{escape(relative_span(r.stuck)) if r.stuck is not None else NONE_TEXT}</td>'
+        f'<td class="retries">{r.retries}</td><td class="orphans">{r.orphans}</td><td class="checkpoint-lag">'
+        f'{"" if r.checkpoint_facts is None else f"{r.checkpoint_facts} facts, "}{relative_span(r.checkpoint_lag)}'
+        f'</td><td class="denials">{escape(", ".join(f"{k} {n}" for k, n in r.denials.items()) or NONE_TEXT)}</td>'
+        '</tr>' for r in fleet.worst)
+    table = (('<table id="run-health"><tr><th>run</th><th>status</th><th>stuck for</th><th>retries</th>'
+              f'<th>orphaned calls</th><th>checkpoint lag</th><th>policy denials</th></tr>{rows}</table>')
+             if rows else '<p class="muted" id="no-attention">No run needs a look.</p>')
+    return f'<h2>Runs</h2><div id="fleet" class="figures">{summary}</div>{table}'
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
                 stuck_total: int, feeds: Sequence[tuple[str, str]],
-                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
-    """Lag per processor and partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
-    widest = max([x.lag for x in lags] + [1])
+                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                fleet: FleetHealth | None = None) -> str:
+    """Fleet health and the runs that need a look, lag per processor and partition (bars),
+    commit latency, stuck runs, the dashboard's own feeds."""
+    widest = max([x.lag for x in lags] + [100])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
     else:
         rows = "".join(
             f'<tr data-processor="{escape(x.processor)}" data-partition="{x.partition}"><td>{escape(x.processor)}'
             f'</td><td>{escape(x.topic)}[{x.partition}]</td><td>{_e(x.committed)}</td><td>{x.end}</td>'
-            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{max(1, 200 * x.lag // widest)}px">'
+            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{200 * x.lag // widest}px">'
             '</span></td></tr>' for x in lags)
         lag_html = ('<table id="lag"><tr><th>processor</th><th>partition</th><th>committed</th><th>end</th>'
                     f'<th>lag</th><th></th></tr>{rows}</table>')
@@ -419,7 +449,7 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+    return (f'{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
             f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')

@@ -36,7 +36,8 @@ def free_port() -> int:
 
 @contextmanager
 def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0,
-                    policy: Policy | None = None, keys: Callable[[], KeyView] | None = None) -> Iterator[str]:
+                    policy: Policy | None = None, keys: Callable[[], KeyView] | None = None,
+                    **options: Any) -> Iterator[str]:
     """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`, personal
     fields revealed with `keys`); yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
@@ -48,7 +49,7 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
                           lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
                           audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)),
                           metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)),
-                          **({"keys": keys} if keys is not None else {}))
+                          **({"keys": keys} if keys is not None else {}), **options)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))

@@ -11,7 +11,7 @@ checks under artifacts/dashboard/ (gitignored); `_fits` holds the 1,280 px layou
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,8 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     projector = EngineThread(projector_app(prefix=dep.names.prefix),
                              settings(kafka_bootstrap, tmp / "projector", f"roles-projector-{unique}")).start()
     table = KeyTable(KEYS, lambda key, value: None)
-    runs = {"ask": f"run-ask-{unique}", "fail": f"run-fail-{unique}", "erased": f"run-erased-{unique}"}
+    runs = {"ask": f"run-ask-{unique}", "fail": f"run-fail-{unique}", "erased": f"run-erased-{unique}",
+            "orphan": f"run-orphan-{unique}"}
 
     def sealed(*commands: Any, subject: str = CUSTOMER) -> None:
         dep.send(*(protect(c, table, random_nonce, subject=c.payload.userId if isinstance(c, cmd.CreateRun)
@@ -100,15 +101,17 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     erased_create = erased_create.model_copy(update={"payload": erased_create.payload.model_copy(
         update={"userId": ERASED_CUSTOMER, "goalSummary": "close the account of customer-99"})})
     sealed(erased_create, subject=ERASED_CUSTOMER)
+    sealed(create(run=runs["orphan"], at=now, tenant="acme"), propose_lookup(run=runs["orphan"], at=now))
     dep.wait_state(ask, lambda s: "approval-tool-call-2" in s.approvals)
     dep.wait_state(fail, lambda s: s.toolCalls["tool-call-010"].execution == "failed")
     dep.wait_state(gone, lambda s: s.status == "running")
+    dep.wait_state(runs["orphan"], lambda s: s.toolCalls.get("tool-call-010") is not None)
     table.erase(subject_ref(ERASED_CUSTOMER, KEYS))
     users = _people(tmp / "users.toml")
     from console_support import reauthorizing_policy
 
     policy = reauthorizing_policy(tmp / "policy.toml")
-    with serve_dashboard(dep, users, policy=policy, keys=table.view) as base:
+    with serve_dashboard(dep, users, policy=policy, keys=table.view, orphan_after=timedelta(0)) as base:
         yield dep, base, runs
     engine.stop()
     projector.stop()
@@ -299,6 +302,23 @@ def test_health_shows_no_lag_for_the_projector_at_idle(world, page):
         page.wait_for_timeout(1000)
     assert lags == [0, 0, 0], lags  # a committed transaction's marker is no record to process
     _fits(page, "roles-health-operator")
+
+
+# --- issue 35.5: health per run and fleet-wide ------------------------------------------------------
+
+def test_health_lists_the_orphaned_call_and_the_fleets_figures(world, page):
+    dep, base, runs = world
+    _as(page, base, "olga")
+    page.goto(f"{base}/health")
+    row = page.locator(f'#run-health tr[data-run="{runs["orphan"]}"]')
+    assert row.locator(".orphans").inner_text() == "1"  # authorized, never claimed: no dispatcher runs here
+    assert "facts" in row.locator(".checkpoint-lag").inner_text()
+    orphans = int(page.locator('#fleet [data-figure="orphaned calls"] strong').inner_text())
+    assert orphans >= 1
+    assert page.locator('#fleet [data-figure="policy denials"] strong').inner_text() == "none"
+    _as(page, base, "alice")
+    page.goto(f"{base}/health")
+    assert page.locator("#not-allowed").count() == 1
 
 
 # --- 8. dead letters: run key, payload preview, no redrive of an undecodable letter -----------------
