@@ -114,7 +114,7 @@ def records_between(kafka: KafkaSettings, topic: str, partition: int, start: int
                 if error.code() == KafkaError._PARTITION_EOF:
                     return count
                 raise InfrastructureError(f"counting the records of {topic}[{partition}]: {error}", retryable=True)
-            if msg.offset() >= end:
+            if (msg.offset() or 0) >= end:
                 return count
             count += 1
         raise InfrastructureError(f"counting the records of {topic}[{partition}] from {start} to {end}: no end "
