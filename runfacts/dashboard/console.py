@@ -36,9 +36,16 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .call{border:1px solid #ccc;padding:.5rem;margin:.5rem 0}.turn{margin:.5rem 0}.turn h3{margin:.3rem 0}
 .meter{display:inline-block;width:10rem;height:.7rem;background:#eee;vertical-align:middle}
 .meter span{display:block;height:100%;background:#36c}.facts td{font-size:.9rem}.pager a{margin-right:1rem}
+.state-completed,.state-open{color:#070}.state-failed,.state-needs_review,.state-rejected,.state-cancelled{color:#b00}
+.state-waiting_for_approval,.state-waiting_for_review,.state-paused,.state-expired{color:#a50}
 .bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
 .figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
 flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}"""
+
+
+def _words(code: str) -> str:
+    """A status or reason code in words ('waiting_for_approval' -> 'waiting for approval')."""
+    return code.replace("_", " ")
 
 
 def _e(value: Any) -> str:
@@ -112,8 +119,9 @@ def _subject(page: RunPage) -> str:
 def _summary(page: RunPage) -> str:
     tenant = f" · tenant <span id=\"tenant\">{_e(page.tenant)}</span>" if page.tenant is not None else ""
     review = ' · <strong id="needs-review">needs review</strong>' if page.needs_review else ""
-    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status {_e(page.status)}'
-            f' ({_e(page.status_reason)}) since {stamp(page.status_since)}{tenant}{review} · checkpoint '
+    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status '
+            f'{_e(_words(page.status))} ({_e(_words(page.status_reason))}) since {stamp(page.status_since)}'
+            f'{tenant}{review} · checkpoint '
             f'{_e(page.checkpoint)} · versions {_e(", ".join(f"{k} {v}" for k, v in page.versions.items()))}</p>')
 
 
@@ -281,7 +289,8 @@ def runs_table(runs: RunList, now: datetime) -> str:
         tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
         rows.append(
             f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
-            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td>{escape(r.status)}'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td><span class="state '
+            f'state-{escape(r.status)}">{escape(_words(r.status))}</span>'
             f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
             f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
             f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'

@@ -176,7 +176,8 @@ def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "", aski
     goal = f'<p id="goal">{escape(auditor["goalSummary"])}</p>' if auditor else ""
     return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{goal}'
             f'<p id="status-line">{escape(view["statusLine"])}</p>'
-            f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
+            f'<p>status: <strong id="run-status" class="state state-{escape(view["status"])}" data-status="'
+            f'{escape(view["status"])}">{escape(view["status"].replace("_", " "))}</strong>'
             f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf, asking)}{_actions(view, csrf)}'
             f'{_progress(view["progress"])}{_operator(view.get("operator"))}{console}</section>')
 

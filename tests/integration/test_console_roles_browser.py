@@ -360,10 +360,14 @@ def _csrf(page: Any) -> str:
 
 # --- 10. layout: times with their zone, durations in words -----------------------------------------
 
-def test_times_carry_their_zone(world, page):
+def test_times_carry_their_zone_and_states_read_as_words(world, page):
     dep, base, runs = world
     _as(page, base, "alice")
+    page.locator(f'#runs tr[data-run="{runs["ask"]}"]').wait_for()
+    assert "waiting for approval" in page.locator(f'#runs tr[data-run="{runs["ask"]}"]').inner_text()
     _run(page, base, runs["ask"])
+    assert page.locator("#run-status").inner_text() == "waiting for approval"
+    assert "waiting_for_approval" not in page.locator("main").inner_text()
     assert " UTC" in page.locator("#approval-banner").inner_text()
     stamps = page.locator("#timeline time")
     assert stamps.count() > 0 and all(" UTC" in stamps.nth(i).inner_text() for i in range(stamps.count()))
