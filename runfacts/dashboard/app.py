@@ -202,7 +202,7 @@ class _Pages:
 
     def runs_html(self, session: Session, query: ListQuery) -> str:
         runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC),
-                        owner=self.owner_of)
+                        owner=self.owners())
         return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str, facts_from: int | None = None,
@@ -218,9 +218,11 @@ class _Pages:
         asking = next((a for a in page.approvals if banner and a.approval_id == banner["approvalId"]), None)
         return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking)
 
-    def owner_of(self, user_id: str | None) -> str | None:
-        """A run's userId as a viewer's subject compares with it (a pseudonym revealed)."""
-        return None if user_id is None else str(reveal(user_id, "userId", self.d.keys()))
+    def owners(self) -> Callable[[str | None], str | None]:
+        """A run's userId as a viewer's subject compares with it (a pseudonym revealed), with the
+        keys read once for a whole page (a key view unwraps every data key: not once a row)."""
+        keys = self.d.keys()
+        return lambda user_id: None if user_id is None else str(reveal(user_id, "userId", keys))
 
     def earlier_html(self, session: Session, run_id: str, part: str, before: str) -> str | None:
         """The page of facts (or tool calls) just before `before`; None: not this viewer's run."""
@@ -281,7 +283,7 @@ class _Pages:
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy), self.owner_of)
+        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy), self.owners())
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:
@@ -377,7 +379,7 @@ class _Pages:
         metrics = self.d.metrics.by_app() if self.d.metrics is not None else None
         since, denials = self.d.facts.health_counts() if self.d.facts is not None else (None, None)
         fleet = fleet_health(self.d.states.all_rows(), viewer, now, limit, since, denials,
-                             owner=self.owner_of, after=self.d.orphan_after)
+                             owner=self.owners(), after=self.d.orphan_after)
         body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 

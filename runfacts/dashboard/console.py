@@ -326,7 +326,8 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
             f'<br><span class="why">{_e(r.why)}</span><br><span class="muted">for {_e(r.asked_for)} · argsHash '
             f'<code>{_e(r.args_hash[:12])}</code></span></td><td>{arguments_list(r.arguments)}</td>'
             f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
-            f'action="{action}">{_csrf(csrf)}<button class="approve" name="decision" value="approve">Approve</button> '
+            f'action="{action}">{_csrf(csrf)}{_version(r.version)}<button class="approve" name="decision" '
+            'value="approve">Approve</button> '
             f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
     head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "expires in",
                                             *(("tenant",) if staff else ()), ""))

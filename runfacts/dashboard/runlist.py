@@ -78,6 +78,7 @@ class RunRow:
     retries: int = 0  # attempts past the first over the run's calls (`ops.views.retries`)
     claimable: tuple[datetime, ...] = ()  # since when each call waiting for a dispatcher's claim waits
     checkpoint_lag: timedelta = timedelta(0)  # `ops.views.checkpoint_lag`
+    version: int = 0  # the run's version: an inbox decision carries it as expectedVersion
 
     def stuck_for(self, now: datetime) -> timedelta | None:
         """How long a run that has not ended has been in its status (`ops.views.stuck_for`)."""
@@ -103,7 +104,7 @@ def row_of(state: RunState) -> RunRow:
     claimable = tuple(c.claimableSince or c.proposedAt for c in state.toolCalls.values() if c.awaiting_claim)
     return RunRow(state.runId, state.userId, state.tenant, str(state.status), state.statusReason, state.statusSince,
                   state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories,
-                  retries(state), claimable, checkpoint_lag(state))
+                  retries(state), claimable, checkpoint_lag(state), state.version)
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,7 @@ class InboxRow:
     arguments: tuple[str, ...] = ()  # the display's lines; personal values for auditors only
     why: str = ""  # why a person decides
     asked_for: str = MASK  # who the request stands for (auditors), else [redacted]
+    version: int = 0  # the run's version the row shows (the decision's expectedVersion)
 
 
 def inbox(runs: Iterable[RunRow], viewer: Viewer,
@@ -294,7 +296,7 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
                                  tuple(display_lines(shown)), why_asked(a.risk, a.requiredRole, a.capability),
                                  ", ".join(str(owner(r)) for r in a.requesters) if viewer.role == "auditor"
-                                 else MASK))
+                                 else MASK, s.version))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 

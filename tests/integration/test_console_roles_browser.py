@@ -205,6 +205,15 @@ def test_a_stale_pages_approve_is_refused_with_stale_version(world, page):
     state = dep.state(runs["ask"])
     assert state is not None and state.approvals["approval-tool-call-2"].status == "open"
 
+    page.goto(f"{base}/approvals")  # the inbox's rows carry the run's version too
+    row = page.locator(f'#inbox tr[data-run="{runs["ask"]}"]')
+    assert row.locator('input[name="version"]').get_attribute("value") == version
+    page.evaluate(f"document.querySelector('#inbox tr[data-run=\"{runs['ask']}\"] input[name=version]')"
+                  f".value = '{int(version) - 1}'")
+    row.locator("button.approve").click()
+    page.locator('#command-status[data-outcome="rejected"]').wait_for(timeout=30_000)
+    assert "stale_version" in page.locator("#command-status").inner_text()
+
 
 # --- 3. who proposed, who decided ------------------------------------------------------------------
 
