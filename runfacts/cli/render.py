@@ -101,11 +101,13 @@ def _table(title: str, columns: list[str], rows: list[dict[str, Any]]) -> Any:
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"{len(rows)} runs", title_justify="left")
-    for col in ("run", "status", "reason", "stuck for", "node", "approvals", "in flight", "version"):
+    for col in ("run", "status", "reason", "stuck for", "node", "approvals", "in flight", "retries", "orphans",
+                "checkpoint lag", "version"):
         table.add_column(col)
     for r in rows:
         table.add_row(r["runId"], r["status"], r["statusReason"] or "-", duration(r["stuckSeconds"]),
-                      r["node"] or "-", str(r["pendingApprovals"]), str(r["inFlight"]), str(r["version"]))
+                      r["node"] or "-", str(r["pendingApprovals"]), str(r["inFlight"]), str(r["retries"]),
+                      str(len(r["orphanedCalls"])), duration(r["checkpointLagSeconds"]), str(r["version"]))
     return table
 
 

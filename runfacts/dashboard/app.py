@@ -52,8 +52,8 @@ from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
-from runfacts.dashboard.letters import DeadLetters
-from runfacts.dashboard.runlist import REVIEWER, ListQuery, inbox, memory_inbox, run_list
+from runfacts.dashboard.letters import DeadLetters, preview, run_of
+from runfacts.dashboard.runlist import REVIEWER, ListQuery, fleet_health, inbox, memory_inbox, run_list
 from runfacts.dashboard.runpage import earlier_calls, earlier_facts, run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
@@ -68,7 +68,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import Viewer, page_view, revealed_view, view_of
+from runfacts.ops.views import ORPHAN_AFTER, Viewer, page_view, revealed_view, view_of
 from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
@@ -109,6 +109,7 @@ class Dashboard:
     audit: FactsFeed | None = None  # the audit topic's records (raw), for the run page's chain check
     metrics: MetricsFeed | None = None  # the engines' metrics records (health page: commit latency)
     keys: Callable[[], KeyView] = lambda: NO_KEYS  # the data keys personal fields are revealed with
+    orphan_after: timedelta = ORPHAN_AFTER  # a call waiting this long for a dispatcher's claim is an orphan
 
 
 def _now_s() -> int:
@@ -200,7 +201,8 @@ class _Pages:
         return response
 
     def runs_html(self, session: Session, query: ListQuery) -> str:
-        runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC))
+        runs = run_list(self.d.states.all_rows(), _viewer(session, self.d.policy), query, datetime.now(UTC),
+                        owner=self.owners())
         return console.runs_table(runs, datetime.now(UTC))
 
     def run_html(self, session: Session, run_id: str, facts_from: int | None = None,
@@ -211,8 +213,16 @@ class _Pages:
         if view is None or not isinstance(state, RunState):
             return html.run_fragment(view, session.csrf)
         entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
-        page = run_page(state, entries, viewer, self.audit_status(run_id), facts_from, calls_from)
-        return html.run_fragment(view, session.csrf, run_console(page, session.csrf))
+        page = run_page(state, entries, viewer, self.audit_status(run_id), facts_from, calls_from, self.d.keys())
+        banner = view.get("approvalBanner")
+        asking = next((a for a in page.approvals if banner and a.approval_id == banner["approvalId"]), None)
+        return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking)
+
+    def owners(self) -> Callable[[str | None], str | None]:
+        """A run's userId as a viewer's subject compares with it (a pseudonym revealed), with the
+        keys read once for a whole page (a key view unwraps every data key: not once a row)."""
+        keys = self.d.keys()
+        return lambda user_id: None if user_id is None else str(reveal(user_id, "userId", keys))
 
     def earlier_html(self, session: Session, run_id: str, part: str, before: str) -> str | None:
         """The page of facts (or tool calls) just before `before`; None: not this viewer's run."""
@@ -222,8 +232,8 @@ class _Pages:
             return None
         entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
         if part == "facts":
-            return console.facts_fragment(run_id, earlier_facts(entries, viewer, int(before)))
-        return console.calls_fragment(run_id, earlier_calls(state, entries, viewer, before))
+            return console.facts_fragment(run_id, earlier_facts(entries, viewer, int(before), self.d.keys()))
+        return console.calls_fragment(run_id, earlier_calls(state, entries, viewer, before, self.d.keys()))
 
     async def earlier(self, request: Request) -> Response:
         """GET /runs/{run}/facts|calls?before=…: an older page of the run's facts or tool calls."""
@@ -273,7 +283,7 @@ class _Pages:
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy))
+        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy), self.owners())
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:
@@ -317,7 +327,8 @@ class _Pages:
                                           session.identity.subject, session.csrf), 503)
         message = f'<p id="redrive-status" role="status">{escape(note)}</p>' if note else ""
         body = (f"<h1>Dead letters ({len(letters)})</h1>{message}"
-                + console.letters_table(letters, session.csrf, True))
+                + console.letters_table(letters, session.csrf, True,
+                                        {x.position: (run_of(x), *preview(x)) for x in letters}))
         return HTMLResponse(html.page("Dead letters", body, session.identity.subject, session.csrf), status)
 
     async def redrive(self, request: Request) -> Response:
@@ -366,7 +377,10 @@ class _Pages:
                                  ("audit", self.d.audit), ("engine metrics", self.d.metrics))
                  if f is not None]
         metrics = self.d.metrics.by_app() if self.d.metrics is not None else None
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics)
+        since, denials = self.d.facts.health_counts() if self.d.facts is not None else (None, None)
+        fleet = fleet_health(self.d.states.all_rows(), viewer, now, limit, since, denials,
+                             owner=self.owners(), after=self.d.orphan_after)
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet)
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
@@ -567,7 +581,7 @@ async def _command(d: Dashboard, request: Request, session: Session | None, buil
         return JSONResponse({"accepted": False, "message": f"no run {run_id}"}, 404)
     try:
         command = build(state, session, {**form, **request.path_params})
-        command = command.model_copy(update={"expectedVersion": view["version"]})
+        command = command.model_copy(update={"expectedVersion": _shown_version(form, view)})
     except (ControlError, ValueError) as exc:
         return JSONResponse({"accepted": False, "message": str(exc)}, 409)
     tel = telemetry.current()
@@ -583,6 +597,18 @@ async def _command(d: Dashboard, request: Request, session: Session | None, buil
     return JSONResponse({"accepted": outcome.accepted, "message": outcome.describe(),
                          "commandId": command.commandId, "events": [e.eventType for e in outcome.events]},
                         200 if outcome.accepted else 409)
+
+
+def _shown_version(form: Any, view: Mapping[str, Any]) -> int:
+    """The version of the run the page showed when the button was pressed (the form's hidden
+    `version`): a page older than the run gets the decider's `stale_version`. A form without it
+    (a hand-made POST) is taken at the version the dashboard shows now."""
+    shown = str(form.get("version", "")).strip()
+    if not shown:
+        return int(view["version"])
+    if not shown.isdigit():
+        raise ValueError(f"version={shown!r}: the form's version must be the run version the page showed")
+    return int(shown)
 
 
 def _issue(session: Session) -> Issue:

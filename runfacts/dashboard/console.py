@@ -12,12 +12,12 @@ Content-Security-Policy (script-src 'self') holds; live parts are swapped by the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
 from runfacts.dashboard.charts import latency_chart
-from runfacts.dashboard.runlist import InboxRow, ListQuery, MemoryRow, RunList
+from runfacts.dashboard.runlist import FleetHealth, InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
     NONE_TEXT,
@@ -36,7 +36,16 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .call{border:1px solid #ccc;padding:.5rem;margin:.5rem 0}.turn{margin:.5rem 0}.turn h3{margin:.3rem 0}
 .meter{display:inline-block;width:10rem;height:.7rem;background:#eee;vertical-align:middle}
 .meter span{display:block;height:100%;background:#36c}.facts td{font-size:.9rem}.pager a{margin-right:1rem}
-.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}"""
+.state-completed,.state-open{color:#070}.state-failed,.state-needs_review,.state-rejected,.state-cancelled{color:#b00}
+.state-waiting_for_approval,.state-waiting_for_review,.state-paused,.state-expired{color:#a50}
+.bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
+.figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
+flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}"""
+
+
+def _words(code: str) -> str:
+    """A status or reason code in words ('waiting_for_approval' -> 'waiting for approval')."""
+    return code.replace("_", " ")
 
 
 def _e(value: Any) -> str:
@@ -49,8 +58,8 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_audit(page)}{_meters(page)}'
-            f'{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
+            f'{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
 
 
 def earlier_control(run_id: str, part: str, earlier: int, before: Any) -> str:
@@ -90,11 +99,29 @@ def _audit(page: RunPage) -> str:
             f'head #{a.sequence} <code>{escape(a.head[:16])}</code> · <strong>{state}</strong>{behind}</p>')
 
 
+SUBJECT = {
+    "erased": "The run's data subject was erased: their keys are gone, so every personal field (goal, user, "
+              "the people who acted, the tools' words) reads [erased] for every role, auditors included. "
+              "The facts, ids, hashes and the audit chain stay.",
+    "protected": "Personal fields are sealed; auditors read them here, other roles read [redacted].",
+    "plain": "This run's personal fields were recorded without the privacy envelope (not erasable by key).",
+}
+
+
+def _subject(page: RunPage) -> str:
+    if not page.subject:
+        return ""
+    return (f'<p id="subject-status" class="subject subject-{escape(page.subject)}" data-subject="'
+            f'{escape(page.subject)}"><strong>data subject: {escape(page.subject)}</strong> — '
+            f'{escape(SUBJECT[page.subject])}</p>')
+
+
 def _summary(page: RunPage) -> str:
     tenant = f" · tenant <span id=\"tenant\">{_e(page.tenant)}</span>" if page.tenant is not None else ""
     review = ' · <strong id="needs-review">needs review</strong>' if page.needs_review else ""
-    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status {_e(page.status)}'
-            f' ({_e(page.status_reason)}) since {_e(page.status_since)}{tenant}{review} · checkpoint '
+    return (f'<p id="run-summary">goal <span id="goal-summary">{_e(page.goal)}</span> · status '
+            f'{_e(_words(page.status))} ({_e(_words(page.status_reason))}) since {stamp(page.status_since)}'
+            f'{tenant}{review} · checkpoint '
             f'{_e(page.checkpoint)} · versions {_e(", ".join(f"{k} {v}" for k, v in page.versions.items()))}</p>')
 
 
@@ -116,20 +143,47 @@ def _approvals(page: RunPage, csrf: str) -> str:
         action = ""
         if a.can_reauthorize:
             action = (f'<form class="command" method="post" action="/runs/{escape(page.run_id)}/reauthorize/'
-                      f'{escape(a.approval_id)}">{_csrf(csrf)}<button class="reauthorize" '
+                      f'{escape(a.approval_id)}">{_csrf(csrf)}{_version(page.version)}<button class="reauthorize" '
                       f'data-approval="{escape(a.approval_id)}">Request re-authorization</button></form>')
         elif a.awaits_reauthorization:  # the policy lets this viewer's roles not propose a call
             action = ('<span class="reauthorize-note">waiting for re-authorization: the agent proposes the call '
                       'again (tool.call.propose), then the new approval is decided</span>')
+        decided = (f'<br><span class="decided-by">by {_e(a.decided_by)}</span>, {_e(a.decided_at)}'
+                   if a.decided_by != NONE_TEXT else "")
         rows.append(
-            f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}</td>'
-            f'<td>{_e(a.tool_call_id)}</td><td>role {_e(a.required_role)}</td><td>{_e(a.requested_by)}</td>'
-            f'<td class="approval-status">{_e(a.status)}</td><td>{_e(a.decided_by)}</td><td>{_e(a.decided_at)}</td>'
-            f'<td>{arguments_list(a.arguments)}</td>'
-            f'<td><code>{_e(a.args_hash[:16])}</code></td><td>{_e(a.expires_at)}</td><td>{action}</td></tr>')
-    return ('<h2>Approvals</h2><table id="approvals"><tr><th>approval</th><th>call</th><th>asked</th>'
-            '<th>requested by</th><th>status</th><th>decided by</th><th>when</th><th>arguments</th><th>argsHash</th>'
-            f'<th>expires</th><th></th></tr>{"".join(rows)}</table>')
+            f'<tr data-approval="{escape(a.approval_id)}" data-status="{escape(a.status)}"><td>{_e(a.approval_id)}'
+            f'<br><span class="muted">{_e(a.tool_call_id)} · role {_e(a.required_role)} · argsHash '
+            f'<code>{_e(a.args_hash[:12])}</code></span></td>'
+            f'<td><span class="asked-by">{_e(a.asked_by)}</span><br><span class="muted">for {_e(a.requested_by)}'
+            f'</span><br><span class="why">{_e(a.why)}</span></td>'
+            f'<td>{arguments_list(a.arguments)}{changed_list(a.changed)}</td>'
+            f'<td><span class="approval-status state-{escape(a.status)}">{_e(a.status)}</span>{decided}</td>'
+            f'<td>{stamp(a.expires_at)}</td><td>{action}</td></tr>')
+    return ('<h2>Approvals</h2><table id="approvals"><tr><th>approval</th><th>asked by, why</th><th>arguments</th>'
+            f'<th>status</th><th>expires</th><th></th></tr>{"".join(rows)}</table>')
+
+
+def _version(version: int) -> str:
+    """The version of the run the page shows: the command carries it as expectedVersion, so a
+    stale page is refused (`stale_version`)."""
+    return f'<input type="hidden" name="version" value="{version}">'
+
+
+def changed_list(changed: Sequence[str]) -> str:
+    """What the arguments change from the previous proposal of the same action and target."""
+    if not changed:
+        return ""
+    return ('<p class="changed"><strong>changed since the previous proposal:</strong></p><ul class="changes">'
+            + "".join(f"<li><code>{escape(line)}</code></li>" for line in changed) + "</ul>")
+
+
+def stamp(at: datetime | None, now: datetime | None = None) -> str:
+    """An absolute time with its zone ('2026-12-06 10:42 UTC'), relative in words when `now` is given."""
+    if at is None:
+        return NONE_TEXT
+    absolute = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    rel = f" ({relative(at, now)})" if now is not None else ""
+    return f'<time datetime="{escape(at.isoformat())}">{escape(absolute)}{escape(rel)}</time>'
 
 
 def arguments_list(lines: Sequence[str]) -> str:
@@ -142,7 +196,7 @@ def arguments_list(lines: Sequence[str]) -> str:
 def _track(name: str, steps: Sequence[Any], current: str, happy: Sequence[str]) -> str:
     done = [s.name for s in steps]
     items = "".join(f'<li class="step step-{escape(s.name)}" data-step="{escape(s.name)}">{_e(s.name)} '
-                    f'<span class="muted">{_e(s.at)}{" · " + escape(s.detail) if s.detail else ""}</span></li>'
+                    f'<span class="muted">{stamp(s.at)}{" · " + escape(s.detail) if s.detail else ""}</span></li>'
                     for s in steps)
     ahead = "".join(f'<li class="muted step-ahead">{escape(n)}</li>' for n in happy if n not in done
                     and n != current and _after(current, n, happy))
@@ -160,9 +214,20 @@ def _call(c: CallTracks) -> str:
     return (f'<div class="call" data-call="{escape(c.tool_call_id)}"><h3>{_e(c.tool_call_id)} · {_e(c.action)} '
             f'({_e(c.capability)})</h3><p>attempts {c.attempts} · external request '
             f'<code>{_e(c.external_request_id)}</code> · error class {_e(c.error_class)} · reconciliation '
-            f'{_e(c.reconciliation)} · closed {_e(c.closed_reason)}{key}</p><div class="tracks">'
+            f'{_e(c.reconciliation)} · closed {_e(c.closed_reason)}{key}</p>{_failures(c)}<div class="tracks">'
             f'{_track("execution", c.execution_steps, c.execution, EXECUTION_STEPS)}'
             f'{_track("verification", c.verification_steps, c.verification, VERIFICATION_STEPS)}</div></div>')
+
+
+def _failures(c: CallTracks) -> str:
+    """Every failed or lost attempt of the call: when, the error, retryable, the provider's words."""
+    if not c.failures:
+        return ""
+    rows = "".join(f'<tr class="failure" data-attempt="{f.attempt}"><td>{f.attempt}</td><td>{stamp(f.at)}</td>'
+                   f'<td>{_e(f.error_class)}</td><td>{_e(f.retryable)}</td><td class="error-detail">{_e(f.detail)}'
+                   '</td></tr>' for f in c.failures)
+    return ('<table class="failures"><caption>Errors</caption><tr><th>attempt</th><th>when</th><th>error</th>'
+            f'<th>retryable</th><th>what the tool said</th></tr>{rows}</table>')
 
 
 def _calls(page: RunPage) -> str:
@@ -176,9 +241,9 @@ def _calls(page: RunPage) -> str:
 def _turns(turns: Sequence[Turn]) -> str:
     groups = []
     for turn in turns:
-        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{_e(f.at)}</td>'
-                       f'<td>{_e(f.actor)}</td><td>{_e(f.words)}</td><td><code>{_e(f.event_id)}</code></td></tr>'
-                       for f in turn.facts)
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{stamp(f.at)}</td>'
+                       f'<td class="actor">{_e(f.actor)}</td><td>{_e(f.words)}</td>'
+                       f'<td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
         groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
     return "".join(groups)
 
@@ -224,7 +289,8 @@ def runs_table(runs: RunList, now: datetime) -> str:
         tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
         rows.append(
             f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
-            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td>{escape(r.status)}'
+            f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td><span class="state '
+            f'state-{escape(r.status)}">{escape(_words(r.status))}</span>'
             f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
             f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
             f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'
@@ -240,7 +306,7 @@ def runs_table(runs: RunList, now: datetime) -> str:
 def countdown(expires_at: datetime, now: datetime) -> str:
     """Time left as text, kept current by the script (data-expires: epoch ms)."""
     left = (expires_at - now).total_seconds()
-    label = "expired" if left <= 0 else f"{int(left // 60)} min {int(left % 60):02d} s"
+    label = "expired" if left <= 0 else span_words(left)
     return (f'<span class="countdown" data-expires="{int(expires_at.timestamp() * 1000)}">'
             f'{escape(label)}</span>')
 
@@ -257,12 +323,13 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
         out.append(
             f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
-            f'</td><td>{arguments_list(r.arguments)}</td><td>{_e(r.required_role)}</td>'
-            f'<td><code>{_e(r.args_hash[:16])}</code></td>'
+            f'<br><span class="why">{_e(r.why)}</span><br><span class="muted">for {_e(r.asked_for)} · argsHash '
+            f'<code>{_e(r.args_hash[:12])}</code></span></td><td>{arguments_list(r.arguments)}</td>'
             f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
-            f'action="{action}">{_csrf(csrf)}<button class="approve" name="decision" value="approve">Approve</button> '
+            f'action="{action}">{_csrf(csrf)}{_version(r.version)}<button class="approve" name="decision" '
+            'value="approve">Approve</button> '
             f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "role", "argsHash", "expires in",
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "expires in",
                                             *(("tenant",) if staff else ()), ""))
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
 
@@ -292,24 +359,33 @@ def memory_table(rows: Sequence[MemoryRow], now: datetime, csrf: str, may_decide
     return f'<table id="memories"><tr>{head}</tr>{"".join(out)}</table>'
 
 
-def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool) -> str:
-    """Dead letters (runfacts.ops.dlq.DeadLetter) with reason, position, schema; redrive buttons."""
+def letters_table(letters: Sequence[Any], csrf: str, may_redrive: bool,
+                  previews: Mapping[str, tuple[str, str, str]] | None = None) -> str:
+    """Dead letters (runfacts.ops.dlq.DeadLetter): the run, where it came from, why, what it carries
+    (`previews` by position: the run key, a redacted preview, or why it does not decode:
+    `letters.preview`); a redrive button where one can land."""
     if not letters:
         return '<p id="no-letters" class="muted">No dead letters.</p>'
     rows = []
     for x in letters:
         r = x.reasons
         version = f" v{r['schemaVersion']}" if r["schemaVersion"] else ""
+        run, body, problem = (previews or {}).get(x.position, ("", "", ""))
         button = ""
-        if may_redrive and r["topic"] and not x.redriven_to:
+        if may_redrive and r["topic"] and not x.redriven_to and not problem:
             button = (f'<form method="post" action="/dead-letters/redrive">{_csrf(csrf)}<input type="hidden" '
                       f'name="position" value="{escape(x.position)}"><button class="redrive">Redrive</button></form>')
+        elif problem:
+            button = '<span class="muted">not redrivable: it does not decode</span>'
+        run_link = f'<a href="/runs/{escape(run)}">{escape(run)}</a>' if run else NONE_TEXT
+        shown = f'<code>{escape(body)}</code>' if body else f'<span class="problem">{escape(problem)}</span>'
         rows.append(
-            f'<tr data-position="{escape(x.position)}"><td>{escape(x.position)}</td>'
-            f'<td>{_e(r["topic"])}[{_e(r["partition"])}]@{_e(r["offset"])}</td>'
-            f'<td>{_e(r["schema"] + version)}</td><td>{_e(r["app"])}</td>'
-            f'<td>{_e(r["error"])}</td><td class="redriven-to">{_e(x.redriven_to)}</td><td>{button}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("dead letter", "from", "schema", "app", "reason", "redriven to", ""))
+            f'<tr data-position="{escape(x.position)}" data-run="{escape(run)}"><td>{escape(x.position)}<br>'
+            f'<span class="muted">from {_e(r["topic"])}[{_e(r["partition"])}]@{_e(r["offset"])}</span></td>'
+            f'<td class="run">{run_link}</td><td>{_e(r["schema"] + version)}<br><span class="muted">refused by '
+            f'{_e(r["app"])}</span></td><td>{_e(r["error"])}</td><td class="payload">{shown}</td>'
+            f'<td class="redriven-to">{_e(x.redriven_to)}</td><td>{button}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("dead letter", "run", "schema", "reason", "payload", "redriven to", ""))
     return f'<table id="letters"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
@@ -336,18 +412,46 @@ def latency_section(metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None) -
             '<th>records a batch p50 / p99</th><th>lag it knows now</th></tr>' + "".join(rows) + '</table>')
 
 
+def fleet_section(fleet: FleetHealth | None) -> str:
+    """Fleet-wide health (stuck, retries, orphans, checkpoint lag, policy denials by reason) and
+    the runs that need a look, worst first."""
+    if fleet is None:
+        return ""
+    denials = ", ".join(f"{reason.replace('_', ' ')} {n}" for reason, n in fleet.denials.items()) or "none"
+    facts = "" if fleet.checkpoint_facts_max is None else f"{fleet.checkpoint_facts_max} facts, "
+    cells = (("runs", str(fleet.runs)), ("stuck", f"{fleet.stuck} (longest {relative_span(fleet.longest_stuck)})"),
+             ("retries", str(fleet.retries)), ("orphaned calls", str(fleet.orphans)),
+             ("largest checkpoint lag", f"{facts}{relative_span(fleet.checkpoint_lag_max)}"),
+             ("policy denials", denials))
+    summary = "".join(f'<div class="figure" data-figure="{escape(k)}"><span class="muted">{escape(k)}</span>'
+                      f'<strong>{escape(v)}</strong></div>' for k, v in cells)
+    rows = "".join(
+        f'<tr data-run="{escape(r.run_id)}"><td><a href="/runs/{escape(r.run_id)}">{escape(r.run_id)}</a></td>'
+        f'<td>{escape(r.status)}</td><td>{escape(relative_span(r.stuck)) if r.stuck is not None else NONE_TEXT}</td>'
+        f'<td class="retries">{r.retries}</td><td class="orphans">{r.orphans}</td><td class="checkpoint-lag">'
+        f'{"" if r.checkpoint_facts is None else f"{r.checkpoint_facts} facts, "}{relative_span(r.checkpoint_lag)}'
+        f'</td><td class="denials">{escape(", ".join(f"{k} {n}" for k, n in r.denials.items()) or NONE_TEXT)}</td>'
+        '</tr>' for r in fleet.worst)
+    table = (('<table id="run-health"><tr><th>run</th><th>status</th><th>stuck for</th><th>retries</th>'
+              f'<th>orphaned calls</th><th>checkpoint lag</th><th>policy denials</th></tr>{rows}</table>')
+             if rows else '<p class="muted" id="no-attention">No run needs a look.</p>')
+    return f'<h2>Runs</h2><div id="fleet" class="figures">{summary}</div>{table}'
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
                 stuck_total: int, feeds: Sequence[tuple[str, str]],
-                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> str:
-    """Lag per processor and partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
-    widest = max([x.lag for x in lags] + [1])
+                metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                fleet: FleetHealth | None = None) -> str:
+    """Fleet health and the runs that need a look, lag per processor and partition (bars),
+    commit latency, stuck runs, the dashboard's own feeds."""
+    widest = max([x.lag for x in lags] + [100])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
     else:
         rows = "".join(
             f'<tr data-processor="{escape(x.processor)}" data-partition="{x.partition}"><td>{escape(x.processor)}'
             f'</td><td>{escape(x.topic)}[{x.partition}]</td><td>{_e(x.committed)}</td><td>{x.end}</td>'
-            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{max(1, 200 * x.lag // widest)}px">'
+            f'<td class="lag">{x.lag}</td><td><span class="bar" style="width:{200 * x.lag // widest}px">'
             '</span></td></tr>' for x in lags)
         lag_html = ('<table id="lag"><tr><th>processor</th><th>partition</th><th>committed</th><th>end</th>'
                     f'<th>lag</th><th></th></tr>{rows}</table>')
@@ -355,11 +459,21 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+    return (f'{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
             f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
             + f'<h2>Dashboard feeds</h2><ul id="feeds">{feed_rows}</ul>')
+
+
+def span_words(seconds: float) -> str:
+    """A duration in its two largest units: '29 d 23 h', '3 h 05 min', '14 min 05 s', '12 s' (the
+    page's script counts down with the same words)."""
+    left = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60), ("min", 60, "s", 1)):
+        if left >= size:
+            return f"{left // size} {unit} {(left % size) // small_size:02d} {small}"
+    return f"{left} s"
 
 
 def relative_span(span: timedelta) -> str:

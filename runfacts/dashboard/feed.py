@@ -178,7 +178,7 @@ class ViewFeed:
             decoded = self._apply(run_id, value, at)
             span.set("runfacts.version", _version(decoded))
         if time.monotonic() >= self._gauge_at:  # O(runs): at most every few seconds
-            tel.gauge(telemetry.STUCK_RUNS, self.stuck_count(datetime.now(UTC)))
+            self.gauges(tel, datetime.now(UTC))
             self._gauge_at = time.monotonic() + 5.0
 
     def _apply(self, run_id: str, value: bytes | None, at: tuple[int, int]) -> Any:
@@ -210,6 +210,10 @@ class ViewFeed:
     def stuck_count(self, now: datetime) -> int:
         """Runs that have not ended and sat in their status longer than `stuck_after` (StateFeed)."""
         return 0
+
+    def gauges(self, tel: telemetry.Telemetry, now: datetime) -> None:
+        """The fleet's health gauges (StateFeed: every run it follows)."""
+        tel.gauge(telemetry.STUCK_RUNS, self.stuck_count(now))
 
     def _run(self) -> None:
         try:
@@ -294,6 +298,20 @@ class StateFeed(ViewFeed):
         limit = self.settings.stuck_after
         return sum(1 for r in self.all_rows() if (r.stuck_for(now) or timedelta(0)) > limit)
 
+    def gauges(self, tel: telemetry.Telemetry, now: datetime) -> None:
+        """Fleet-wide, over every run followed: runs stuck longer than `stuck_after` and the
+        longest stuck time, tool calls no dispatcher owns (orphans), attempts past the first
+        (retries) and the largest checkpoint lag of a run not ended (seconds). Policy denials by
+        reason are the run decider's counter (`runfacts.policy.denials`)."""
+        rows, limit = self.all_rows(), self.settings.stuck_after
+        stuck = [r.stuck_for(now) or timedelta(0) for r in rows]
+        tel.gauge(telemetry.STUCK_RUNS, sum(1 for x in stuck if x > limit))
+        tel.gauge(telemetry.STUCK_LONGEST, max((x.total_seconds() for x in stuck), default=0.0))
+        tel.gauge(telemetry.ORPHANED_CALLS, sum(r.orphans(now) for r in rows))
+        tel.gauge(telemetry.RETRIED_ATTEMPTS, sum(r.retries for r in rows))
+        tel.gauge(telemetry.CHECKPOINT_LAG, max((r.checkpoint_lag.total_seconds() for r in rows
+                                                 if r.stuck_for(now) is not None), default=0.0))
+
 
 Held = list[tuple[int, int, bytes]]  # (offset, timestamp ms, record bytes) in log order
 
@@ -315,6 +333,8 @@ class FactsFeed(ViewFeed):
         self._held_bytes = 0
         self._decoded: dict[str, list[Entry | None]] = {}
         self._codec = Codec()
+        self.since_checkpoint: dict[str, int] = {}  # run -> facts after its last checkpoint.saved
+        self.denials: dict[str, dict[str, int]] = {}  # run -> policy denials (command.rejected) by reason
 
     def __len__(self) -> int:
         return len(self.index)
@@ -330,7 +350,33 @@ class FactsFeed(ViewFeed):
         key, value, offset = msg.key(), msg.value(), msg.offset()
         if key is None or value is None or offset is None:
             return
+        self.count(key.decode(), _event_type(msg.headers()), value)
         self.add(key.decode(), offset, msg.timestamp()[1], value, msg.partition())
+
+    def count(self, run_id: str, event_type: str | None, value: bytes) -> None:
+        """Health counts from a fact's type header (no decoding): facts past the run's last
+        checkpoint; a policy denial (a `command.rejected` whose reason is a policy's: the one
+        kind of fact decoded here, they are rare) by its reason code."""
+        with self._lock:
+            if event_type == "checkpoint.saved":
+                self.since_checkpoint[run_id] = 0
+            else:
+                self.since_checkpoint[run_id] = self.since_checkpoint.get(run_id, 0) + 1
+        if event_type != "command.rejected":
+            return
+        try:
+            reason = getattr(decode_event(self._codec, value).payload, "reasonCode", "")
+        except InvalidInput:
+            return
+        if reason in telemetry.POLICY_REASONS:
+            with self._lock:
+                counts = self.denials.setdefault(run_id, {})
+                counts[reason] = counts.get(reason, 0) + 1
+
+    def health_counts(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """(facts past the last checkpoint, policy denials by reason) per run: copies."""
+        with self._lock:
+            return dict(self.since_checkpoint), {r: dict(c) for r, c in self.denials.items()}
 
     def add(self, run_id: str, offset: int, at_ms: int, value: bytes, partition: int = -1) -> None:
         """One fact of `run_id` (its record bytes) and notify subscribers; a new run's facts are
@@ -405,6 +451,13 @@ class FactsFeed(ViewFeed):
             if run_id in self._held:
                 self._decoded[run_id] = decoded
         return [e for e in decoded if e is not None]
+
+
+def _event_type(headers: Any) -> str | None:
+    for name, value in headers or ():
+        if name == "eventType" and value is not None:
+            return bytes(value).decode(errors="replace")
+    return None
 
 
 def _component(group_prefix: str, kafka: KafkaSettings) -> str:

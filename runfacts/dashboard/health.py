@@ -1,21 +1,27 @@
 """The console's health page, shell: consumer lag per processor and partition, read from Kafka,
 and the engines' metrics records (commit latency, batch sizes) from the metrics topic (`MetricsFeed`).
 
-Lag is what the engine's `runfacts.consumer.lag` gauge reports, computed from outside: a
-partition's end (the high watermark, by the one topic reader's `watermarks`) minus the
-processor group's committed offset (`Consumer.committed` under the group id, without joining
-the group). A group that never committed shows its whole partition as lag. On a secured
-cluster the dashboard principal needs Describe on those groups (else: the error on the page).
+Lag is the records a processor group has still to process, computed from outside: between the
+group's committed offset (`Consumer.committed` under the group id, without joining the group)
+and the partition's end (the high watermark, by the one topic reader's `watermarks`). Topics
+written in Kafka transactions hold a commit marker after each transaction's records: a group
+that processed everything has committed the offset of that marker, so the high watermark is
+one (or more) past it. Those markers are no records, so where the end is past the committed
+offset the records in between are counted with a read_committed reader (up to `COUNT_LIMIT`;
+beyond that the offset difference, an upper bound). A group that never committed shows its
+whole partition as lag. On a secured cluster the dashboard principal needs Describe on those
+groups (else: the error on the page).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from runfacts.dashboard.feed import ViewFeed
 from runfacts.logread import partition_count, watermarks
@@ -44,10 +50,13 @@ class Lag:
     partition: int
     committed: int | None  # None: the group never committed here
     end: int
+    waiting: int | None = None  # the records counted past the committed offset (None: not counted)
 
     @property
     def lag(self) -> int:
-        return self.end - (self.committed if self.committed is not None else 0)
+        if self.waiting is not None:
+            return self.waiting
+        return max(0, self.end - (self.committed if self.committed is not None else 0))
 
 
 def processors(names: TopicNames) -> list[Processor]:
@@ -71,10 +80,47 @@ def consumer_lag(kafka: KafkaSettings, procs: list[Processor], timeout_s: float 
                 raise InfrastructureError(f"committed offsets of group {proc.group}: {exc}", retryable=True) from exc
             for tp in committed:
                 _low, high = watermarks(consumer, TopicPartition(proc.topic, tp.partition), timeout_s)
-                rows.append(Lag(proc.label, proc.topic, tp.partition, tp.offset if tp.offset >= 0 else None, high))
+                done = tp.offset if tp.offset >= 0 else None
+                waiting = None if done is None or high <= done else records_between(
+                    kafka, proc.topic, tp.partition, done, high, timeout_s)
+                rows.append(Lag(proc.label, proc.topic, tp.partition, done, high, waiting))
         finally:
             consumer.close()
     return rows
+
+
+COUNT_LIMIT = 10_000
+"""Records counted one by one past a committed offset; more than that: the offset difference."""
+
+
+def records_between(kafka: KafkaSettings, topic: str, partition: int, start: int, end: int,
+                    timeout_s: float = 10.0) -> int:
+    """The committed records in [start, end) of one partition (transaction markers and aborted
+    records are not counted); over `COUNT_LIMIT` offsets apart: end - start."""
+    if end - start > COUNT_LIMIT:
+        return end - start
+    reader = Consumer(kafka.client_config(**{"group.id": "runfacts-dashboard-lag", "enable.auto.commit": False,
+                                              "isolation.level": "read_committed", "enable.partition.eof": True}))
+    count = 0
+    try:
+        reader.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return count
+                raise InfrastructureError(f"counting the records of {topic}[{partition}]: {error}", retryable=True)
+            if (msg.offset() or 0) >= end:
+                return count
+            count += 1
+        raise InfrastructureError(f"counting the records of {topic}[{partition}] from {start} to {end}: no end "
+                                  f"reached in {timeout_s:g} s", retryable=True)
+    finally:
+        reader.close()
 
 
 @dataclass

@@ -16,6 +16,7 @@ from html import escape
 from typing import Any
 
 from runfacts.dashboard.console import STYLE as CONSOLE_STYLE
+from runfacts.dashboard.console import arguments_list, changed_list
 from runfacts.dashboard.runpage import text
 
 SCRIPT = """(function () {
@@ -82,11 +83,20 @@ SCRIPT = """(function () {
       if (pinned) listen(pinned);
     }
   });
+  function words(left) {  // console.span_words: the two largest units
+    const units = [['d', 86400, 'h', 3600], ['h', 3600, 'min', 60], ['min', 60, 's', 1]];
+    for (const [unit, size, small, smallSize] of units) {
+      if (left >= size) {
+        return Math.floor(left / size) + ' ' + unit + ' '
+          + String(Math.floor((left % size) / smallSize)).padStart(2, '0') + ' ' + small;
+      }
+    }
+    return left + ' s';
+  }
   function tick() {
     document.querySelectorAll('.countdown[data-expires]').forEach(function (el) {
       const left = Math.floor((Number(el.dataset.expires) - Date.now()) / 1000);
-      el.textContent = left <= 0 ? 'expired'
-        : Math.floor(left / 60) + ' min ' + String(left % 60).padStart(2, '0') + ' s';
+      el.textContent = left <= 0 ? 'expired' : words(left);
     });
   }
   setInterval(tick, 1000);
@@ -154,10 +164,11 @@ def live(stream: str, fragment: str) -> str:
     return f'<div id="live" data-stream="{escape(stream)}">{fragment}</div>'
 
 
-def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "") -> str:
+def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "", asking: Any = None) -> str:
     """One run as the viewer may see it (a user view plus buttons): status, approval banner,
     actions, progress, operations detail for operators and auditors, then `console` (the
-    timeline, tool-call tracks and approvals: `console.run_console`)."""
+    timeline, tool-call tracks and approvals: `console.run_console`). `asking`: the banner's
+    approval as the run page reads it (`runpage.ApprovalRow`: arguments, who asked, why)."""
     if view is None:
         return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
     run = escape(view["runId"])
@@ -165,17 +176,23 @@ def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "") -> s
     goal = f'<p id="goal">{escape(auditor["goalSummary"])}</p>' if auditor else ""
     return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{goal}'
             f'<p id="status-line">{escape(view["statusLine"])}</p>'
-            f'<p>status: <strong id="run-status">{escape(view["status"])}</strong>'
-            f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf)}{_actions(view, csrf)}'
+            f'<p>status: <strong id="run-status" class="state state-{escape(view["status"])}" data-status="'
+            f'{escape(view["status"])}">{escape(view["status"].replace("_", " "))}</strong>'
+            f'{" (working)" if view["isBusy"] else ""}</p>{_banner(view, csrf, asking)}{_actions(view, csrf)}'
             f'{_progress(view["progress"])}{_operator(view.get("operator"))}{console}</section>')
 
 
 def when(epoch_ms: int) -> str:
-    """An epoch-ms timestamp as ISO-8601 UTC (seconds)."""
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="seconds")
+    """An epoch-ms timestamp with its zone ('2026-12-06 10:42:05 UTC')."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _banner(view: dict[str, Any], csrf: str) -> str:
+def _version(view: dict[str, Any]) -> str:
+    """The version of the view on screen: the command carries it as expectedVersion."""
+    return f'<input type="hidden" name="version" value="{int(view["version"])}">'
+
+
+def _banner(view: dict[str, Any], csrf: str, asking: Any = None) -> str:
     banner = view["approvalBanner"]
     if banner is None:
         return ""
@@ -183,13 +200,19 @@ def _banner(view: dict[str, Any], csrf: str) -> str:
     buttons = ""
     if view["canDecide"]:
         action = f'/runs/{escape(view["runId"])}/approvals/{escape(banner["approvalId"])}'
-        buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}'
+        buttons = (f'<form class="command" method="post" action="{action}">{_csrf(csrf)}{_version(view)}'
                    '<button id="approve" name="decision" value="approve">Approve</button> '
                    '<button id="reject" name="decision" value="reject">Reject</button></form>')
+    context = ""
+    if asking is not None and asking.approval_id == banner["approvalId"]:
+        context = (f'<dl class="asking"><dt>arguments</dt><dd id="approval-arguments">'
+                   f'{arguments_list(asking.arguments)}{changed_list(asking.changed)}</dd><dt>asked by</dt>'
+                   '<dd id="approval-asked-by">'
+                   f'{escape(asking.asked_by)}</dd><dt>why</dt><dd id="approval-why">{escape(asking.why)}</dd></dl>')
     return (f'<div id="approval-banner" class="banner" data-approval="{escape(banner["approvalId"])}">'
             f'<strong>Approval needed</strong>: <span id="approval-asks">{escape(banner["asks"])}</span> '
-            f'(role {escape(banner["requiredRole"])}, expires {escape(when(banner["expiresAt"]))}){summary}'
-            f'{buttons}</div>')
+            f'(asked of a {escape(banner["requiredRole"].replace("_", " "))}, expires '
+            f'{escape(when(banner["expiresAt"]))}){summary}{context}{buttons}</div>')
 
 
 def _progress(progress: dict[str, Any]) -> str:
@@ -218,14 +241,14 @@ def _actions(view: dict[str, Any], csrf: str) -> str:
     run = escape(view["runId"])
     forms = []
     if view["canStop"]:
-        forms.append(f'<form class="command" method="post" action="/runs/{run}/stop">{_csrf(csrf)}'
+        forms.append(f'<form class="command" method="post" action="/runs/{run}/stop">{_csrf(csrf)}{_version(view)}'
                      '<button id="stop">Stop</button></form>')
     if view["canCancel"]:
-        forms.append(f'<form class="command" method="post" action="/runs/{run}/cancel">{_csrf(csrf)}'
+        forms.append(f'<form class="command" method="post" action="/runs/{run}/cancel">{_csrf(csrf)}{_version(view)}'
                      '<button id="cancel">Cancel</button></form>')
     for call in view["canRetry"]:
         forms.append(f'<form class="command" method="post" action="/runs/{run}/retry/{escape(call)}">'
-                     f'{_csrf(csrf)}<button>Retry {escape(call)}</button></form>')
+                     f'{_csrf(csrf)}{_version(view)}<button>Retry {escape(call)}</button></form>')
     return f'<div id="actions">{"".join(forms)}</div>' if forms else ""
 
 

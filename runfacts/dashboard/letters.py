@@ -6,11 +6,14 @@ is what the dashboard principal's ACLs grant (`runfacts.security.acls`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from runfacts.logread import read_to_end
 from runfacts.ops.dlq import DeadLetter, read_letters, redrive, redrive_plan
-from runfacts.schemas.errors import ConfigError
+from runfacts.schemas.codec import Codec
+from runfacts.schemas.errors import ConfigError, InvalidInput
+from runfacts.schemas.pii import redact
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, service_redrive_targets
 
@@ -40,9 +43,38 @@ class DeadLetters:
         plan = [x for x in redrive_plan(letters, {}) if x.position == position]
         if not plan:
             raise ConfigError("position", position, "already redriven, or it names no original topic")
+        problem = preview(plan[0])[1]
+        if problem:
+            raise ConfigError("position", position, f"its record {problem}: a redrive would only make a new "
+                              "dead letter of it. Fix the producer and send the record again; the letter stays "
+                              "listed as evidence")
         targets = service_redrive_targets(self.names)
         if plan[0].reasons["topic"] not in targets:
             raise ConfigError("position", position, f"its original topic {plan[0].reasons['topic']} is not one the "
                               f"console redrives to ({', '.join(targets)}): a copy of a fact goes back to the log "
                               "only by an admin's `runfacts dlq redrive`")
         return redrive(self.kafka, self.topic, plan)
+
+
+PREVIEW_CHARS = 300
+_codec = Codec()
+
+
+def preview(letter: DeadLetter) -> tuple[str, str]:
+    """(what the letter carries, why it cannot be decoded): the record decoded with its personal
+    fields redacted, as short JSON (`PREVIEW_CHARS`); or ("", "does not decode: ...")."""
+    value = letter.record.value
+    if value is None:
+        return "", "is empty (a tombstone)"
+    try:
+        model = _codec.decode(value)
+    except (InvalidInput, ValueError, KeyError, TypeError) as exc:
+        return "", f"does not decode: {str(exc)[:200]}"
+    body = json.dumps(redact(model).model_dump(mode="json"), separators=(", ", ": "), default=str)
+    return (body if len(body) <= PREVIEW_CHARS else body[:PREVIEW_CHARS] + f"... [+{len(body) - PREVIEW_CHARS}]"), ""
+
+
+def run_of(letter: DeadLetter) -> str:
+    """The run the letter's record is keyed by (its key, the run id), or ''."""
+    key = letter.record.key
+    return key.decode(errors="replace") if key else ""

@@ -12,13 +12,14 @@ not ~19 KiB decoded), so 10,000 runs stay small; the full State is read when a p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from runfacts.ops.views import REVIEW, Viewer, parse_duration
+from runfacts.dashboard.runpage import why_asked
+from runfacts.ops.views import ORPHAN_AFTER, REVIEW, Viewer, checkpoint_lag, parse_duration, retries
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.display import display_lines, masked
 from runfacts.schemas.common import ArgDisplay
@@ -41,6 +42,8 @@ class OpenApproval:
     argsHash: str
     expiresAt: datetime
     display: ArgDisplay | None = None  # the arguments as the approver sees them (issue 33)
+    capability: str = ""
+    requesters: tuple[str, ...] = ()  # who the request stands for (personal: auditors read them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +75,18 @@ class RunRow:
     in_flight: int
     approvals: tuple[OpenApproval, ...]
     memories: tuple[PendingMemory, ...] = ()
+    retries: int = 0  # attempts past the first over the run's calls (`ops.views.retries`)
+    claimable: tuple[datetime, ...] = ()  # since when each call waiting for a dispatcher's claim waits
+    checkpoint_lag: timedelta = timedelta(0)  # `ops.views.checkpoint_lag`
+    version: int = 0  # the run's version: an inbox decision carries it as expectedVersion
 
     def stuck_for(self, now: datetime) -> timedelta | None:
         """How long a run that has not ended has been in its status (`ops.views.stuck_for`)."""
         return None if self.status in TERMINAL else max(now - self.statusSince, timedelta(0))
+
+    def orphans(self, now: datetime, after: timedelta = ORPHAN_AFTER) -> int:
+        """Calls no dispatcher owns: waiting for a claim longer than `after` (`ops.views.orphaned_calls`)."""
+        return 0 if self.status in TERMINAL else sum(1 for since in self.claimable if now - since > after)
 
 
 def row_of(state: RunState) -> RunRow:
@@ -85,12 +96,75 @@ def row_of(state: RunState) -> RunRow:
         call = state.toolCalls.get(a.toolCallId)
         approvals.append(OpenApproval(a.approvalId, a.toolCallId, call.action if call else "",
                                       call.target if call else "", a.risk, a.requiredRole, a.argsHash, a.expiresAt,
-                                      call.display if call else None))
+                                      call.display if call else None, call.capabilityId if call else a.toolCallId,
+                                      a.requesters))
     memories = tuple(PendingMemory(m.memoryId, m.statementRef, f"{m.scopeKind}:{m.scopeId}", len(m.evidence),
                                    m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
                      for m in state.memories.values() if m.status == "proposed")
+    claimable = tuple(c.claimableSince or c.proposedAt for c in state.toolCalls.values() if c.awaiting_claim)
     return RunRow(state.runId, state.userId, state.tenant, str(state.status), state.statusReason, state.statusSince,
-                  state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories)
+                  state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories,
+                  retries(state), claimable, checkpoint_lag(state), state.version)
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    """One run's health: stuck time, retries, orphaned calls, checkpoint lag (facts past its last
+    checkpoint when the facts feed counted them, and time), policy denials by reason."""
+
+    run_id: str
+    status: str
+    stuck: timedelta | None
+    retries: int
+    orphans: int
+    checkpoint_facts: int | None  # None: not counted (the facts feed is not followed)
+    checkpoint_lag: timedelta
+    denials: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class FleetHealth:
+    """Every visible run's health summed, and the runs that need a look, worst first."""
+
+    runs: int
+    stuck: int
+    longest_stuck: timedelta
+    retries: int
+    orphans: int
+    checkpoint_facts_max: int | None
+    checkpoint_lag_max: timedelta
+    denials: Mapping[str, int]
+    worst: tuple[HealthRow, ...]
+
+
+def fleet_health(runs: Iterable[RunRow], viewer: Viewer, now: datetime, stuck_after: timedelta,
+                 since_checkpoint: Mapping[str, int] | None = None,
+                 denials: Mapping[str, Mapping[str, int]] | None = None, show: int = 20,
+                 owner: Callable[[str | None], str | None] | None = None,
+                 after: timedelta = ORPHAN_AFTER) -> FleetHealth:
+    """The health of the runs this viewer may see: totals, and the `show` runs that need a look
+    (orphaned calls, stuck longer than `stuck_after`, retried, denied, or past their checkpoint)."""
+    owner_of = owner or _same
+    rows = []
+    for s in runs:
+        if not viewer.may_see(owner_of(s.userId), s.tenant):
+            continue
+        rows.append(HealthRow(s.runId, s.status, s.stuck_for(now), s.retries, s.orphans(now, after),
+                              None if since_checkpoint is None else since_checkpoint.get(s.runId, 0),
+                              s.checkpoint_lag, dict((denials or {}).get(s.runId, {}))))
+    total: dict[str, int] = {}
+    for r in rows:
+        for reason, n in r.denials.items():
+            total[reason] = total.get(reason, 0) + n
+    stuck = [r for r in rows if r.stuck is not None and r.stuck > stuck_after]
+    attention = [r for r in rows if r.orphans or r in stuck or r.retries or r.denials]
+    attention.sort(key=lambda r: (-r.orphans, -(r.stuck or timedelta(0)).total_seconds(), -r.retries, r.run_id))
+    facts = [r.checkpoint_facts for r in rows if r.checkpoint_facts is not None]
+    return FleetHealth(len(rows), len(stuck), max((r.stuck for r in stuck if r.stuck), default=timedelta(0)),
+                       sum(r.retries for r in rows), sum(r.orphans for r in rows),
+                       max(facts, default=0) if since_checkpoint is not None else None,
+                       max((r.checkpoint_lag for r in rows if r.status not in TERMINAL), default=timedelta(0)),
+                       dict(sorted(total.items())), tuple(attention[:show]))
 
 
 @dataclass(frozen=True)
@@ -167,9 +241,16 @@ class RunList:
         return max(1, -(-self.total // self.query.per_page))
 
 
-def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: datetime) -> RunList:
-    """The runs this viewer may see that match `query`, newest change first, one page of rows."""
-    matching = [s for s in runs if viewer.may_see(s.userId, s.tenant) and query.matches(s, now)]
+def _same(user_id: str | None) -> str | None:
+    return user_id
+
+
+def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: datetime,
+             owner: Callable[[str | None], str | None] = _same) -> RunList:
+    """The runs this viewer may see that match `query`, newest change first, one page of rows.
+    `owner`: a run's userId as the viewer's subject compares with it (the dashboard reveals a
+    pseudonym with its keys, as the run page does)."""
+    matching = [s for s in runs if viewer.may_see(owner(s.userId), s.tenant) and query.matches(s, now)]
     matching.sort(key=lambda s: (s.updatedAt, s.runId), reverse=True)
     start = (query.page - 1) * query.per_page
     staff = viewer.role in ("operator", "auditor")
@@ -193,15 +274,19 @@ class InboxRow:
     expires_at: datetime
     tenant: str | None  # None: not shown to this viewer
     arguments: tuple[str, ...] = ()  # the display's lines; personal values for auditors only
+    why: str = ""  # why a person decides
+    asked_for: str = MASK  # who the request stands for (auditors), else [redacted]
+    version: int = 0  # the run's version the row shows (the decision's expectedVersion)
 
 
-def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
+def inbox(runs: Iterable[RunRow], viewer: Viewer,
+          owner: Callable[[str | None], str | None] = _same) -> list[InboxRow]:
     """Every open approval this viewer's roles may decide, on runs they may see, oldest first
     (earliest expiry first: the approval's age is its TTL minus the time left)."""
     rows = []
     staff = viewer.role in ("operator", "auditor")
     for s in runs:
-        if not viewer.may_see(s.userId, s.tenant):
+        if not viewer.may_see(owner(s.userId), s.tenant):
             continue
         for a in s.approvals:
             if a.requiredRole not in viewer.roles:
@@ -209,7 +294,9 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer) -> list[InboxRow]:
             shown = a.display if viewer.role == "auditor" else masked(a.display)
             rows.append(InboxRow(s.runId, a.approvalId, a.toolCallId, a.action, a.target, a.risk, a.requiredRole,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
-                                 tuple(display_lines(shown))))
+                                 tuple(display_lines(shown)), why_asked(a.risk, a.requiredRole, a.capability),
+                                 ", ".join(str(owner(r)) for r in a.requesters) if viewer.role == "auditor"
+                                 else MASK, s.version))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 

@@ -16,15 +16,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runfacts.client.outcomes import Entry
 from runfacts.dashboard.auditcheck import AuditStatus
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
+from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, reveal
+from runfacts.privacy.fields import reveal_dict
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
 from runfacts.processors.policy.display import display_lines, masked
-from runfacts.schemas.common import EventBase
+from runfacts.schemas.common import Actor, ArgDisplay, EventBase
 from runfacts.schemas.pii import MASK, redact
 
 NONE_TEXT = "—"
@@ -48,8 +50,8 @@ def text(value: Any) -> str:
         return NONE_TEXT
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
+    if isinstance(value, datetime):  # with its zone in words: '2026-12-06 10:42:05 UTC'
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return str(value)
 
 
@@ -99,6 +101,21 @@ class CallTracks:
     execution_steps: tuple[Step, ...]
     verification_steps: tuple[Step, ...]
     closed_reason: str
+    failures: tuple[Failure, ...] = ()  # every failed or lost attempt, oldest first
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One attempt that failed (or whose response was lost): when, the error class, whether
+    it may be retried, and the provider's words (personal by the contract: auditors read them,
+    everyone else reads that they are withheld)."""
+
+    attempt: int
+    at: datetime
+    kind: str  # "failed" | "result_unknown"
+    error_class: str
+    retryable: str
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -118,6 +135,9 @@ class ApprovalRow:
     can_reauthorize: bool
     awaits_reauthorization: bool = False  # expired, the run waits: someone must propose the call again
     arguments: tuple[str, ...] = ()  # what the approver is (was) shown; personal values for auditors only
+    asked_by: str = NONE_TEXT  # who proposed the call that asks (the approval.required fact's proposedBy)
+    why: str = NONE_TEXT  # why a person must decide, in words
+    changed: tuple[str, ...] = ()  # what differs from the previous proposal of the same action and target
 
 
 @dataclass(frozen=True)
@@ -154,6 +174,7 @@ class RunPage:
     facts_before: int | None = None  # the offset of the first fact shown (None: no fact)
     earlier_calls: int = 0  # tool calls proposed before the first one shown
     calls_before: str | None = None  # the first tool call shown (None: no call)
+    subject: str = ""  # the run's data subject: "erased", "protected", "plain", "" (no keys held here)
 
 
 @dataclass(frozen=True)
@@ -175,22 +196,49 @@ class CallsPage:
     before: str | None
 
 
-def _shown(event: EventBase, viewer: Viewer) -> EventBase:
-    """The event as this viewer may read it: auditors all of it; everyone else without the
-    personal fields and without free text (`detail`, a cancel's `reason`), as in the views."""
+def _shown(event: EventBase, viewer: Viewer, keys: KeyView = NO_KEYS) -> EventBase:
+    """The event as this viewer may read it: auditors all of it, its personal fields revealed
+    with the dashboard's keys (plain, or `[erased]`); everyone else without the personal fields
+    and without free text (`detail`, a cancel's `reason`), as in the views."""
     if viewer.role == "auditor":
-        return event
+        if not keys.configured:
+            return event
+        return type(event).model_validate(reveal_dict(event.model_dump(mode="json"), event.eventType, keys))
     hidden = redact(event)
     free = {k: "" for k in FREE_TEXT.get(event.eventType, ("detail",)) if k in type(hidden.payload).model_fields}
     return hidden.model_copy(update={"payload": hidden.payload.model_copy(update=free)}) if free else hidden
 
 
-def _actor(payload: Any, producer: str) -> str:
-    actor = getattr(payload, "actor", None)
+SOURCES = {  # who sends the command behind a fact that names no actor (the event type says it)
+    **dict.fromkeys(("tool.call.dispatching", "tool.call.accepted", "tool.call.completed", "tool.call.failed",
+                     "tool.call.result_unknown", "tool.call.reconciliation_requested", "tool.call.reconciled",
+                     "verification.updated"), "dispatcher"),
+    **dict.fromkeys(("turn.started", "turn.completed", "reasoning.recorded", "tool.call.proposed",
+                     "progress.updated", "run.completed", "budget.debited", "checkpoint.saved"), "agent"),
+    **dict.fromkeys(("approval.expired", "memory.expired"), "run decider (timer)"),
+}
+
+
+def actor_words(actor: Actor | None) -> str:
+    """`alice (support_agent via dashboard)`; a subject redacted for this viewer reads by its roles."""
     if actor is None:
-        return producer
+        return NONE_TEXT
     roles = ", ".join(actor.roles) or "no role"
     return f"{actor.subjectId} ({roles} via {actor.authSource})"
+
+
+def _named_actor(payload: Any) -> Actor | None:
+    actor = getattr(payload, "actor", None) or getattr(payload, "proposedBy", None)
+    return actor if isinstance(actor, Actor) else None
+
+
+def _actor(event: EventBase, caused_by: str | None) -> str:
+    """Who caused the fact: the actor it names, else the actor another fact of the same command
+    names (`causationId`) or the sender their types imply, else its producer."""
+    actor = _named_actor(event.payload)
+    if actor is not None:
+        return actor_words(actor)
+    return caused_by or SOURCES.get(event.eventType, event.producer)
 
 
 def words(event: EventBase) -> str:
@@ -222,7 +270,8 @@ def words(event: EventBase) -> str:
         "tool.call.accepted": lambda: f"{p.toolCallId} accepted by the provider (attempt {p.attempt})",
         "tool.call.completed": lambda: f"{p.toolCallId} completed (attempt {p.attempt}, result {p.resultRef})",
         "tool.call.failed": lambda: f"{p.toolCallId} failed: {_code(p.errorClass)} (attempt {p.attempt}, "
-                                    f"{'retryable' if p.retryable else 'not retryable'})",
+                                    f"{'retryable' if p.retryable else 'not retryable'})"
+                                    + (f" — {p.detail}" if p.detail else ""),
         "tool.call.result_unknown": lambda: f"{p.toolCallId}: response lost (attempt {p.attempt}"
                                             + (f", {p.lastError}" if p.lastError else "") + ") — outcome unknown",
         "tool.call.reconciliation_requested": lambda: f"{p.toolCallId}: reconciliation requested for request "
@@ -233,8 +282,8 @@ def words(event: EventBase) -> str:
                                         + (f" (evidence {p.evidenceRef})" if p.evidenceRef else ""),
         "approval.required": lambda: f"Approval {p.approvalId} asked of role {p.requiredRole} for {p.toolCallId}, "
                                      f"expires {text(p.expiresAt)}",
-        "approval.granted": lambda: f"Approval {p.approvalId} granted",
-        "approval.rejected": lambda: f"Approval {p.approvalId} rejected",
+        "approval.granted": lambda: f"Approval {p.approvalId} granted by {actor_words(p.actor)}",
+        "approval.rejected": lambda: f"Approval {p.approvalId} rejected by {actor_words(p.actor)}",
         "approval.expired": lambda: f"Approval {p.approvalId} expired (at {text(p.expiresAt)})",
         "approval.consumed": lambda: f"Approval {p.approvalId} used by {p.toolCallId}",
         "approval.invalidated": lambda: f"Approval {p.approvalId} invalidated: {_code(p.reason)}",
@@ -309,40 +358,53 @@ def page_start(turns: Sequence[Span], end: int, limit: int = FACTS_A_PAGE) -> in
 
 
 def timeline(entries: Sequence[Entry], viewer: Viewer, start: int = 0, end: int | None = None,
-             turns: Sequence[Span] | None = None) -> tuple[Turn, ...]:
+             turns: Sequence[Span] | None = None, keys: KeyView = NO_KEYS) -> tuple[Turn, ...]:
     """The facts [start, end) grouped by turn, in log order; a turn cut at `start` reads
-    '… (continued)'."""
+    '… (continued)'. Each fact's actor is who caused it (`_actor`)."""
     end = len(entries) if end is None else end
+    shown = {i: _shown(entries[i].event, viewer, keys) for i in range(start, end)}
+    causes: dict[str, str] = {}  # the facts of one command sit together: any of them may name its actor
+    for i in range(start, end):
+        actor, cause = _named_actor(shown[i].payload), entries[i].causation_id
+        if actor is not None and cause is not None:
+            causes[cause] = actor_words(actor)
+    for i in range(start, end):  # else the sender the first fact's type implies
+        cause, source = entries[i].causation_id, SOURCES.get(entries[i].event_type)
+        if cause is not None and source is not None:
+            causes.setdefault(cause, source)
     groups = []
     for label, first, last in spans(entries) if turns is None else turns:
         lo, hi = max(first, start), min(last, end)
         if lo >= hi:
             continue
         facts = []
-        for entry in entries[lo:hi]:
-            event = _shown(entry.event, viewer)
-            facts.append(Fact(entry.offset, event.occurredAt, _actor(event.payload, event.producer), event.eventId,
+        for i in range(lo, hi):
+            event = shown[i]
+            caused_by = causes.get(entries[i].causation_id or "")
+            facts.append(Fact(entries[i].offset, event.occurredAt, _actor(event, caused_by), event.eventId,
                               event.eventType, words(event)))
         groups.append(Turn(label if lo == first else f"{label} (continued)", tuple(facts)))
     return tuple(groups)
 
 
-def earlier_facts(entries: Sequence[Entry], viewer: Viewer, before: int) -> FactsPage:
+def earlier_facts(entries: Sequence[Entry], viewer: Viewer, before: int, keys: KeyView = NO_KEYS) -> FactsPage:
     """The page of facts just before offset `before` (a boundary a page gave out)."""
     end = _index_of(entries, before)
     turns = spans(entries)
     start = page_start(turns, end)
-    return FactsPage(timeline(entries, viewer, start, end, turns), start,
+    return FactsPage(timeline(entries, viewer, start, end, turns, keys), start,
                      entries[start].offset if start < end else None)
 
 
-def earlier_calls(state: RunState, entries: Sequence[Entry], viewer: Viewer, before: str) -> CallsPage:
+def earlier_calls(state: RunState, entries: Sequence[Entry], viewer: Viewer, before: str,
+                  keys: KeyView = NO_KEYS) -> CallsPage:
     """The page of tool calls proposed just before call `before` (a boundary a page gave out);
     an unknown call id: the newest page."""
     ids = list(state.toolCalls)
     end = ids.index(before) if before in ids else len(ids)
     start = max(0, end - CALLS_A_PAGE)
-    return CallsPage(_call_tracks(state, entries, viewer, ids[start:end]), start, ids[start] if start < end else None)
+    return CallsPage(_call_tracks(state, entries, viewer, ids[start:end], keys), start,
+                     ids[start] if start < end else None)
 
 
 def _index_of(entries: Sequence[Entry], offset: int) -> int:
@@ -351,15 +413,22 @@ def _index_of(entries: Sequence[Entry], offset: int) -> int:
 
 
 def _call_tracks(state: RunState, entries: Sequence[Entry], viewer: Viewer,
-                 calls: Sequence[str]) -> tuple[CallTracks, ...]:
-    """The two tracks of each tool call of `calls`, in that order."""
-    steps = _steps(entries, calls)
-    return tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer) for c in calls)
+                 calls: Sequence[str], keys: KeyView = NO_KEYS) -> tuple[CallTracks, ...]:
+    """The two tracks of each tool call of `calls`, in that order, with its failed attempts."""
+    steps, failures = _steps(entries, calls, viewer, keys)
+    return tuple(_tracks(state.toolCalls[c], steps.get(c, ([], [])), viewer, tuple(failures.get(c, ())))
+                 for c in calls)
 
 
-def _steps(entries: Sequence[Entry], calls: Sequence[str]) -> dict[str, tuple[list[Step], list[Step]]]:
-    """Per tool call of `calls`: its execution and verification steps from the facts."""
+WITHHELD = "[withheld: personal by the contract, auditors read it]"
+
+
+def _steps(entries: Sequence[Entry], calls: Sequence[str], viewer: Viewer, keys: KeyView = NO_KEYS,
+           ) -> tuple[dict[str, tuple[list[Step], list[Step]]], dict[str, list[Failure]]]:
+    """Per tool call of `calls`: its execution and verification steps from the facts, and its
+    failed (or lost) attempts with the error's words as this viewer may read them."""
     found: dict[str, tuple[list[Step], list[Step]]] = {}
+    failures: dict[str, list[Failure]] = {}
     wanted = set(calls)
     for entry in entries:
         call, kind = entry.tool_call_id, entry.event_type
@@ -382,17 +451,35 @@ def _steps(entries: Sequence[Entry], calls: Sequence[str]) -> dict[str, tuple[li
         if kind == "tool.call.reconciled":
             detail.append(f"outcome {p.outcome}")
         execution.append(Step(_CALL_EVENTS[kind], event.occurredAt, ", ".join(detail)))
-    return found
+        if kind in ("tool.call.failed", "tool.call.result_unknown"):
+            failures.setdefault(call, []).append(_failure(event, viewer, keys))
+    return found, failures
 
 
-def _tracks(call: ToolCallState, steps: tuple[list[Step], list[Step]], viewer: Viewer) -> CallTracks:
+def _failure(event: EventBase, viewer: Viewer, keys: KeyView) -> Failure:
+    p: Any = event.payload
+    said = p.detail if event.eventType == "tool.call.failed" else p.lastError
+    if said and viewer.role == "auditor":
+        said = str(reveal(said, "detail" if event.eventType == "tool.call.failed" else "lastError", keys))
+    elif said:
+        said = WITHHELD
+    if event.eventType == "tool.call.failed":
+        retry = ("yes" + (f", after {p.retryAfterMs} ms" if p.retryAfterMs else "")) if p.retryable else "no"
+        return Failure(p.attempt, event.occurredAt, "failed", p.errorClass, retry, text(said))
+    return Failure(p.attempt, event.occurredAt, "result_unknown", "response lost", "reconciled first",
+                   text(said))
+
+
+def _tracks(call: ToolCallState, steps: tuple[list[Step], list[Step]], viewer: Viewer,
+            failures: tuple[Failure, ...] = ()) -> CallTracks:
     execution, verification = steps
     if not execution:  # facts compacted away or not read yet: the State's own times
         execution = [Step("proposed", call.proposedAt)]
     return CallTracks(
         call.toolCallId, call.capabilityId, call.action, call.execution, call.verification, call.attempts,
         call.idempotencyKey if viewer.role in OPERATOR_ROLES else None, text(call.externalRequestId),
-        text(call.errorClass), call.reconciliation, tuple(execution), tuple(verification), text(call.closedReason))
+        text(call.errorClass), call.reconciliation, tuple(execution), tuple(verification), text(call.closedReason),
+        failures)
 
 
 def may_reauthorize(state: RunState, approval_id: str, viewer: Viewer) -> bool:
@@ -415,31 +502,100 @@ def awaits_reauthorization(state: RunState, approval_id: str) -> bool:
     return approval.toolCallId in state.toolCalls
 
 
-def _arguments(state: RunState, tool_call_id: str, auditor: bool) -> tuple[str, ...]:
-    """The lines of the call's argument display (personal values masked unless auditor)."""
+def _arguments(state: RunState, tool_call_id: str, auditor: bool, keys: KeyView = NO_KEYS) -> tuple[str, ...]:
+    """The lines of the call's argument display (personal values masked unless auditor, who
+    reads them revealed)."""
     call = state.toolCalls.get(tool_call_id)
     if call is None or call.display is None:
         return ()
-    return tuple(display_lines(call.display if auditor else masked(call.display)))
+    return tuple(display_lines(_revealed_display(call.display, keys) if auditor else masked(call.display)))
+
+
+def _revealed_display(display: ArgDisplay, keys: KeyView) -> ArgDisplay:
+    if not keys.configured:
+        return display
+    return display.model_copy(update={"fields": tuple(
+        f.model_copy(update={"personalValue": str(reveal(f.personalValue, "personalValue", keys))})
+        if f.personalValue is not None else f for f in display.fields)})
+
+
+def why_asked(risk: str, required_role: str, capability: str) -> str:
+    """Why a person decides, in words."""
+    return f"{capability} at {risk} risk needs a {required_role.replace('_', ' ')}'s approval"
+
+
+def changed_since(state: RunState, tool_call_id: str, auditor: bool, keys: KeyView = NO_KEYS) -> tuple[str, ...]:
+    """What the call's arguments change from the previous proposal of the same action on the
+    same target in this run (its display lines that differ); () when there is none."""
+    call = state.toolCalls.get(tool_call_id)
+    if call is None or call.display is None:
+        return ()
+    ids = list(state.toolCalls)
+    earlier = [state.toolCalls[c] for c in ids[:ids.index(tool_call_id)]]
+    before = next((c for c in reversed(earlier) if c.action == call.action and c.target == call.target
+                   and c.display is not None), None)
+    if before is None or before.display is None:
+        return ()
+    now, then = _arguments(state, tool_call_id, auditor, keys), _arguments(state, before.toolCallId, auditor, keys)
+    names = lambda lines: {line.split(" = ", 1)[0]: line for line in lines}  # noqa: E731
+    old, new = names(then), names(now)
+    out = [f"{new[n]} (was {old[n].split(' = ', 1)[1]})" if n in old else f"{new[n]} (new)"
+           for n in new if old.get(n) != new[n]]
+    out += [f"{n} removed" for n in old if n not in new]
+    return tuple(out) or (f"same arguments as {before.toolCallId}",)
+
+
+def proposers(entries: Sequence[Entry], viewer: Viewer, keys: KeyView = NO_KEYS) -> dict[str, str]:
+    """Per approval: who proposed the call that asks it (the approval.required fact's
+    proposedBy), as this viewer may read it."""
+    found = {}
+    for entry in entries:
+        if entry.event_type == "approval.required":
+            event = _shown(entry.event, viewer, keys)
+            p: Any = event.payload
+            found[p.approvalId] = actor_words(p.proposedBy)
+    return found
+
+
+def _person(value: str | None, field: str, keys: KeyView) -> str:
+    return NONE_TEXT if not value else str(reveal(value, field, keys))
+
+
+def subject_status(state: RunState, keys: KeyView) -> str:
+    """Whether the run's data subject was erased (its keys gone: personal fields read `[erased]`),
+    is protected (sealed and pseudonymised, readable with the keys), or was recorded in plain;
+    "" when this dashboard holds no keys."""
+    if not keys.configured:
+        return ""
+    if not is_protected(state.userId):
+        return "plain"
+    return "erased" if reveal(state.userId, "userId", keys) == ERASED else "protected"
 
 
 def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None,
-             facts_from: int | None = None, calls_from: str | None = None) -> RunPage:
+             facts_from: int | None = None, calls_from: str | None = None, keys: KeyView = NO_KEYS) -> RunPage:
     """The run page's content for this viewer (who may see the run: checked by the caller): the
     newest page of facts and of tool calls, or everything from `facts_from` (an offset) and
-    `calls_from` (a tool call) on, as a page that has unfolded older ones asks."""
+    `calls_from` (a tool call) on, as a page that has unfolded older ones asks. An auditor reads
+    the personal fields revealed with `keys` (`[erased]` once the subject's keys are gone)."""
     auditor = viewer.role == "auditor"
     turns = spans(entries)
     start = page_start(turns, len(entries)) if facts_from is None else _index_of(entries, facts_from)
     ids = list(state.toolCalls)
     first_call = ids.index(calls_from) if calls_from in ids else max(0, len(ids) - CALLS_A_PAGE)
-    calls = _call_tracks(state, entries, viewer, ids[first_call:])
+    calls = _call_tracks(state, entries, viewer, ids[first_call:], keys)
+    asked = proposers(entries, viewer, keys)
     approvals = tuple(
-        ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole, ", ".join(a.requesters) if auditor else MASK, a.status,
-                    (a.decidedBy if auditor else MASK) if a.decidedBy else NONE_TEXT, text(a.decidedAt),
-                    a.argsHash, a.expiresAt, a.summary if auditor else MASK,
+        ApprovalRow(a.approvalId, a.toolCallId, a.requiredRole,
+                    ", ".join(_person(r, "userId", keys) for r in a.requesters) if auditor else MASK, a.status,
+                    (_person(a.decidedBy, "subjectId", keys) if auditor else MASK) if a.decidedBy else NONE_TEXT,
+                    text(a.decidedAt), a.argsHash, a.expiresAt,
+                    _person(a.summary, "summary", keys) if auditor else MASK,
                     may_reauthorize(state, a.approvalId, viewer), awaits_reauthorization(state, a.approvalId),
-                    _arguments(state, a.toolCallId, auditor))
+                    _arguments(state, a.toolCallId, auditor, keys), asked.get(a.approvalId, NONE_TEXT),
+                    why_asked(a.risk, a.requiredRole, state.toolCalls[a.toolCallId].capabilityId
+                              if a.toolCallId in state.toolCalls else a.toolCallId),
+                    changed_since(state, a.toolCallId, auditor, keys))
         for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
     meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
@@ -447,8 +603,9 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
     return RunPage(
         run_id=state.runId, version=state.version, status=state.status, status_reason=text(state.statusReason),
         status_since=state.statusSince, tenant=state.tenant if viewer.role in OPERATOR_ROLES else None,
-        goal=state.goalSummary if auditor else MASK, needs_review=state.status in REVIEW,
-        turns=timeline(entries, viewer, start, len(entries), turns), calls=calls, approvals=approvals, meters=meters,
+        goal=_person(state.goalSummary, "goalSummary", keys) if auditor else MASK,
+        needs_review=state.status in REVIEW, turns=timeline(entries, viewer, start, len(entries), turns, keys),
+        calls=calls, approvals=approvals, meters=meters, subject=subject_status(state, keys),
         progress={"verified": list(state.progress.verifiedItems), "open": list(state.progress.openItems),
                   "next": text(state.progress.nextSafeAction)},
         checkpoint=f"node {cp.node}, saved {text(cp.savedAt)}" if cp else NONE_TEXT,

@@ -114,8 +114,34 @@ class RunFilter:
         return True
 
 
+ORPHAN_AFTER = timedelta(minutes=1)
+"""A call ready for a dispatcher's claim that no dispatcher has claimed for this long is an orphan."""
+
+
+def orphaned_calls(state: RunState, now: datetime, after: timedelta = ORPHAN_AFTER) -> list[str]:
+    """The run's calls no dispatcher owns: authorized (or found not_found after a lost response),
+    waiting for a claim longer than `after`, in a run that has not ended."""
+    if state.terminal:
+        return []
+    return [c.toolCallId for c in state.toolCalls.values()
+            if c.awaiting_claim and now - (c.claimableSince or c.proposedAt) > after]
+
+
+def retries(state: RunState) -> int:
+    """Attempts past the first, over the run's tool calls (settled calls compacted away are not counted)."""
+    return sum(max(0, c.attempts - 1) for c in state.toolCalls.values())
+
+
+def checkpoint_lag(state: RunState) -> timedelta:
+    """How far the run's state has moved past its last checkpoint: the time between the
+    checkpoint (the run's creation when it has none) and the state's last change."""
+    since = state.checkpoint.savedAt if state.checkpoint is not None else state.createdAt
+    return max(state.updatedAt - since, timedelta(0))
+
+
 def list_rows(states: list[RunState], flt: RunFilter, now: datetime) -> list[dict[str, Any]]:
-    """One row per matching run, longest stuck first."""
+    """One row per matching run, longest stuck first: stuck time, retries, orphaned calls and
+    checkpoint lag besides status and counts."""
     rows = []
     for s in states:
         if not flt.matches(s, now):
@@ -125,7 +151,9 @@ def list_rows(states: list[RunState], flt: RunFilter, now: datetime) -> list[dic
                      "stuckSeconds": None if stuck is None else round(stuck.total_seconds(), 1),
                      "node": s.checkpoint.node if s.checkpoint else None, "version": s.version,
                      "pendingApprovals": len(s.open_approvals()),
-                     "inFlight": len(s.in_flight_calls()), "lastError": s.lastError})
+                     "inFlight": len(s.in_flight_calls()), "lastError": s.lastError,
+                     "retries": retries(s), "orphanedCalls": orphaned_calls(s, now),
+                     "checkpointLagSeconds": round(checkpoint_lag(s).total_seconds(), 1)})
     return sorted(rows, key=lambda r: (-(r["stuckSeconds"] or -1), r["runId"]))
 
 
@@ -180,7 +208,10 @@ def revealed_view(view: dict[str, Any] | None, keys: KeyView) -> dict[str, Any] 
         return view
     detail = {name: reveal(value, _SEALED_AS.get(name, name), keys) if name in AUDITOR_FIELDS else value
               for name, value in view["auditor"].items()}
-    return {**view, "auditor": detail}
+    banner = view.get("approvalBanner")
+    if banner and banner.get("summary"):  # the auditor's banner carries the approval's summary
+        banner = {**banner, "summary": reveal(banner["summary"], "summary", keys)}
+    return {**view, "auditor": detail, "approvalBanner": banner}
 
 
 def page_view(view: dict[str, Any] | None, viewer: Viewer) -> dict[str, Any] | None:

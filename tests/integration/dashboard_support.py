@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from runfacts.dashboard.health import MetricsFeed, consumer_lag, processors
 from runfacts.dashboard.letters import DeadLetters
 from runfacts.dashboard.session import SessionSigner
 from runfacts.ops.client import CommandClient, ReaderSettings
+from runfacts.privacy.envelope import KeyView
 from runfacts.processors.policy.access import Policy
 from runfacts.security.identity import load_users
 
@@ -35,9 +36,10 @@ def free_port() -> int:
 
 @contextmanager
 def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.0,
-                    policy: Policy | None = None) -> Iterator[str]:
-    """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`);
-    yields its base URL."""
+                    policy: Policy | None = None, keys: Callable[[], KeyView] | None = None,
+                    **options: Any) -> Iterator[str]:
+    """The dashboard over `dep`'s topics on a free port (buttons and tenancy by `policy`, personal
+    fields revealed with `keys`); yields its base URL."""
     views = ViewFeed(dep.kafka, FeedSettings(dep.names.user_view, decode_view))
     states = StateFeed(dep.kafka, FeedSettings(dep.names.state))
     client = CommandClient(dep.kafka, dep.names, settings=ReaderSettings(outcome_timeout_s=outcome_timeout_s))
@@ -46,7 +48,8 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
                           facts=facts, policy=policy, dead_letters=DeadLetters(dep.kafka, dep.names),
                           lag=lambda: consumer_lag(dep.kafka, processors(dep.names)),
                           audit=FactsFeed(dep.kafka, FeedSettings(dep.names.audit)),
-                          metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)))
+                          metrics=MetricsFeed(dep.kafka, FeedSettings(dep.names.metrics)),
+                          **({"keys": keys} if keys is not None else {}), **options)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(dashboard), host="127.0.0.1", port=port,
                                            log_level="warning", timeout_graceful_shutdown=1))

@@ -144,3 +144,26 @@ def test_page_view_of_the_published_record_equals_the_view_of_the_state_when_dec
     ((_topic, _key, value),) = publisher("v")(state)
 
     assert decode_view(value) == view_of(state, "user")
+
+
+def test_runs_list_rows_carry_retries_orphans_and_checkpoint_lag():
+    from decider_support import OPERATOR, command, propose_lookup
+
+    from runfacts.schemas import commands as cmd
+
+    orphan = Scenario().given(create(), propose_lookup()).s  # authorized, never claimed
+    retried = Scenario().given(create(), propose_refund(), resume(), claim(), failed(retryable=True),
+                               command(cmd.RetryToolCall, OPERATOR, toolCallId="tool-call-031"),
+                               claim(attempt=2, epoch=2)).s.model_copy(update={"runId": "run-retried"})
+    at = orphan.toolCalls["tool-call-010"].claimableSince
+    assert at is not None
+
+    soon = {r["runId"]: r for r in list_rows([orphan, retried], RunFilter(), at + timedelta(seconds=30))}
+    later = {r["runId"]: r for r in list_rows([orphan, retried], RunFilter(), at + timedelta(minutes=5))}
+
+    assert soon[orphan.runId]["orphanedCalls"] == []  # a dispatcher may still claim it
+    assert later[orphan.runId]["orphanedCalls"] == ["tool-call-010"]
+    assert later["run-retried"]["orphanedCalls"] == [] and later["run-retried"]["retries"] == 1
+    assert later[orphan.runId]["retries"] == 0
+    lag = (orphan.updatedAt - orphan.createdAt).total_seconds()  # no checkpoint: since it was created
+    assert later[orphan.runId]["checkpointLagSeconds"] == round(lag, 1) and lag > 0
