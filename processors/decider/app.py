@@ -54,7 +54,7 @@ from runfacts.partitioning import misplaced_run_record
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
-from runfacts.processors.decider.state_json import Parts, dump_state, load_state
+from runfacts.processors.decider.state_json import Parts, dump_state, lacks_evidence, load_state, with_evidence
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source
@@ -267,6 +267,9 @@ class DeciderShell:
     timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
         default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
+    history: Callable[[str], Iterable[tuple[str, str]]] | None = None
+    """A run's (eventId, eventType) in log order (`history.EventHistory`): rebuilds the evidence of
+    a state stored before the run kept it (`state_json.lacks_evidence`). None: not rebuilt."""
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -371,6 +374,8 @@ class DeciderShell:
         if cached is not None and cached[0] == raw:
             return cached[1]
         state = load_state(raw)
+        if self.history is not None and lacks_evidence(raw):
+            state = with_evidence(state, self.history(state.runId))
         self._remember(key, Cached(raw, state, {}))
         return state
 
