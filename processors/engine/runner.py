@@ -150,10 +150,12 @@ class Engine:
             with _signals(self.stop):
                 self._loop()
         except BaseException as exc:
-            fenced = self._is_fencing(exc)
+            # diagnose before aborting: the abort ends the transaction whose age tells a pause past
+            # the transaction timeout from another process with this instance id
+            diagnosis = self._fenced(exc) if self._is_fencing(exc) else None
             self._fail(exc)
-            if fenced:
-                raise self._fenced(exc) from exc
+            if diagnosis is not None:
+                raise diagnosis from exc
             raise
         finally:
             trimmer.stop()
@@ -200,6 +202,7 @@ class Engine:
                 crash_point("engine.after_consume_before_process")
                 self._begin()
                 self._process(msgs)
+                crash_point("engine.in_transaction")  # a batch processed, its transaction open
             now = time.monotonic()
             if now >= next_timers:
                 self._fire_timers()
@@ -386,7 +389,7 @@ class Engine:
         self._tel.add(FENCED_METRIC, 1, self._labels)
         tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else settings.instance_id
         txn = getattr(self, "_txn", None)
-        open_s = time.monotonic() - txn.opened_at if isinstance(txn, ExactlyOnce) and txn.open else 0.0
+        open_s = txn.open_for() if isinstance(txn, ExactlyOnce) else 0.0
         if open_s * 1000 >= settings.transaction_timeout_ms:
             # the coordinator aborts a transaction open past its timeout and bumps the epoch: the
             # producer then reads as fenced although no other process holds the id (not counted
