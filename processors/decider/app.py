@@ -41,9 +41,11 @@ state and view record the command produced; counters for commands, retries, poli
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
@@ -59,6 +61,7 @@ from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source
 from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
 from runfacts.schemas.errors import InvalidInput
@@ -334,7 +337,9 @@ class DeciderShell:
         state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
-        events, new = decide_evolve(command, state, self.ctx)
+        events, new = decide_evolve(command, state, self._context_for(command, ctx))
+        if isinstance(command, cmd.DrainVersion) and events and isinstance(events[0], ev.VersionDrained):
+            self._note_drain(events[0], ctx)
         dumped, bound = None, 0
         if new is not None and new is not state:
             bound = self._size_bound(key, ctx)
@@ -382,6 +387,25 @@ class DeciderShell:
     def _remember(self, key: bytes, entry: Cached) -> None:
         for gone in self.cache.put(key, entry):
             self.timer_memo.pop(gone, None)  # a memo must not keep an evicted state alive
+
+    def _context_for(self, command: CommandBase, ctx: Context) -> DecideContext:
+        """The decide context; for `run.create`, with the versions this partition drained."""
+        if not isinstance(command, cmd.CreateRun):
+            return self.ctx
+        drained = _drained(ctx.store("orphans").get(DRAINED_KEY))
+        return replace(self.ctx, drained=drained) if drained else self.ctx
+
+    @staticmethod
+    def _note_drain(event: ev.VersionDrained, ctx: Context) -> None:
+        """The partition's drained set after `event` (in the same transaction as the fact)."""
+        store = ctx.store("orphans")
+        drained = set(_drained(store.get(DRAINED_KEY)))
+        pair = (event.payload.dimension, event.payload.version)
+        if event.payload.undo:
+            drained.discard(pair)
+        else:
+            drained.add(pair)
+        store.put(DRAINED_KEY, json.dumps(sorted(drained)).encode())
 
     @staticmethod
     def _orphan_key(command: CommandBase) -> bytes:
@@ -466,6 +490,16 @@ class DeciderShell:
             dead_letter_topic=self.names.dlq, flush=self.flush, metrics_topic=self.names.metrics,
             changelogs={"runs": self.names.state},
         )
+
+
+DRAINED_KEY = b"\x00drained"
+"""Under this key the `orphans` store holds the partition's drained versions (JSON [[dimension,
+version], ...]); no orphan key starts with NUL (they are `<runId>\x00<commandId>`)."""
+
+
+@lru_cache(maxsize=64)
+def _drained(raw: bytes | None) -> frozenset[tuple[str, str]]:
+    return frozenset() if raw is None else frozenset((d, v) for d, v in json.loads(raw))
 
 
 def _span_attributes(command: CommandBase) -> dict[str, str]:

@@ -45,7 +45,7 @@ PURE = [
     "runfacts.connectors.outbox.sql", "runfacts.connectors.outbox.debezium",
     "runfacts.connectors.relay.decisions",
     # operator views and renderings
-    "runfacts.ops.control", "runfacts.ops.views", "runfacts.dashboard.html",
+    "runfacts.ops.control", "runfacts.ops.views", "runfacts.ops.versions", "runfacts.dashboard.html",
     "runfacts.dashboard.runpage", "runfacts.dashboard.console", "runfacts.dashboard.runlist",
     "runfacts.dashboard.charts",
     # the client's pure parts (which facts end a wait, approvals in plain words, timelines)
