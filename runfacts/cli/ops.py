@@ -276,8 +276,9 @@ def runs_drain(version: str = typer.Option(..., "--version", help="The version n
             _err().print(f"partition of {command.runId}: {outcome.describe()}")
             raise typer.Exit(REJECTED_EXIT)
     left = [r for r in version_rows(states) if (r["dimension"], r["version"]) == (dimension, version)]
-    row = left[0] if left else {"dimension": dimension, "version": version, "runs": 0, "active": 0, "inFlight": 0,
-                                "waitingForApproval": 0}
+    empty: dict[str, Any] = {"dimension": dimension, "version": version, "runs": 0, "active": 0, "inFlight": 0,
+                             "waitingForApproval": 0}
+    row = left[0] if left else empty
     if as_json:
         typer.echo(json.dumps({"drained": not undo, **row}, indent=2))
         return
