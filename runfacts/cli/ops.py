@@ -262,27 +262,31 @@ def runs_drain(version: str = typer.Option(..., "--version", help="The version n
                                              "policy (found from the runs and the decider's versions if omitted)."),
                undo: bool = typer.Option(False, "--undo", help="End the drain: new runs may start on it again."),
                reason: str = typer.Option("", "--reason", help="Why (kept in the audit trail)."),
+               progress: bool = typer.Option(False, "--progress", help="Only report the runs still on the "
+                                             "version (sends nothing)."),
                timeout: float = TIMEOUT, as_json: bool = JSON_OUT) -> None:
     """Stop new runs starting on a version (audited: one version.drained per partition), then report
-    the runs still pinned to it. Run it again to see the drain's progress (it is idempotent)."""
-    identity = _identity()
+    the runs still pinned to it; --progress reports only (the drain's progress, read from run state)."""
     kafka, names, _ = _setup(timeout)
     states = list(_all_states().values())
     dimension = dimension or _dimension_of(version, states, kafka, names)
-    issue = _issue(identity)
-    for command in control.drain_commands(dimension, version, _partitions(kafka, names), issue, undo, reason):
-        outcome = _send_quietly(command, timeout)
-        if outcome.rejection is not None:
-            _err().print(f"partition of {command.runId}: {outcome.describe()}")
-            raise typer.Exit(REJECTED_EXIT)
+    if not progress:
+        issue = _issue(_identity())
+        for command in control.drain_commands(dimension, version, _partitions(kafka, names), issue, undo, reason):
+            outcome = _send_quietly(command, timeout)
+            if outcome.rejection is not None:
+                _err().print(f"partition of {command.runId}: {outcome.describe()}")
+                raise typer.Exit(REJECTED_EXIT)
     left = [r for r in version_rows(states) if (r["dimension"], r["version"]) == (dimension, version)]
     empty: dict[str, Any] = {"dimension": dimension, "version": version, "runs": 0, "active": 0, "inFlight": 0,
                              "waitingForApproval": 0}
     row = left[0] if left else empty
     if as_json:
-        typer.echo(json.dumps({"drained": not undo, **row}, indent=2))
+        typer.echo(json.dumps({"sent": not progress, "undo": undo, **row}, indent=2))
         return
-    typer.echo(f"{'drain of' if not undo else 'drain ended for'} {dimension} {version} recorded on every partition; "
+    done = "" if progress else \
+        f"{'drain of' if not undo else 'drain ended for'} {dimension} {version} recorded on every partition; "
+    typer.echo(f"{done}{dimension} {version}: "
                f"{row['active']} run(s) still active on it ({row['inFlight']} with calls in flight, "
                f"{row['waitingForApproval']} waiting for approval), {row['runs'] - row['active']} ended")
 

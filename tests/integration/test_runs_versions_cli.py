@@ -49,6 +49,8 @@ def test_drain_refuses_new_runs_and_migrate_moves_a_waiting_run_after_an_upgrade
         drained = _cli(dep, users, "runs", "drain", "--version", VERSIONS.modelRoute, "--json")  # dimension found
         assert drained.exit_code == 0, drained.output
         assert json.loads(drained.output)["active"] == 1
+        watched = _cli(dep, users, "runs", "drain", "--version", VERSIONS.modelRoute, "--progress")
+        assert watched.exit_code == 0 and "1 run(s) still active on it" in watched.output, watched.output
         client = CommandClient(dep.kafka, dep.names)
         try:
             refused = client.send(create(run=f"run-new-{unique}", at=datetime.now(UTC))).rejection
