@@ -183,7 +183,7 @@ class Engine:
         except BaseException as exc:
             # diagnose before aborting: the abort ends the transaction whose age tells a pause past
             # the transaction timeout from another process with this instance id
-            diagnosis = self._fenced(exc) if self._is_fencing(exc) else None
+            diagnosis = self._fenced(exc) if self._is_fencing(exc) else self._timed_out(exc)
             self._fail(exc)
             if diagnosis is not None:
                 raise diagnosis from exc
@@ -453,6 +453,23 @@ class Engine:
         except KafkaException as probe:
             return bool(probe.args) and probe.args[0].code() in FENCED
         return False
+
+    def _timed_out(self, exc: BaseException) -> InfrastructureError | None:
+        """A producer error met with a transaction open past its timeout (not a fencing): the client
+        timed the transaction out itself (librdkafka: "message(s) timed out ... requires epoch bump",
+        then every produce fails in a bad state) before it heard of the broker's abort. Named as the
+        pause or starvation it is, not as a broker that might be down."""
+        txn = getattr(self, "_txn", None)
+        open_s = txn.open_for() if isinstance(txn, ExactlyOnce) else 0.0
+        kafka = exc if isinstance(exc, KafkaException) else exc.__cause__
+        if open_s * 1000 < self.settings.transaction_timeout_ms or not isinstance(kafka, KafkaException):
+            return None
+        tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else self.settings.instance_id
+        return InfrastructureError(
+            f"producer {tid}: a transaction open for {open_s:.1f} s, past its transaction timeout "
+            f"(RUNFACTS_TRANSACTION_TIMEOUT_MS={self.settings.transaction_timeout_ms}), failed: a starved, paused "
+            f"or overloaded process; nothing of it was committed; a restart resumes from the last commit ({exc})",
+            retryable=True)
 
     def _fenced(self, exc: BaseException) -> ProducerFenced:
         """Name the cause: a restart of this instance elsewhere (once), two live instances sharing
