@@ -21,6 +21,7 @@ from runfacts.connectors.versions import publish_versions
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP_NAME
 from runfacts.processors.decider.app import DeciderShell, InputLimits
 from runfacts.processors.decider.context import DEFAULT_VERSIONS, DecideContext
+from runfacts.processors.decider.history import EventHistory
 from runfacts.processors.decider.security import policy_checks
 from runfacts.processors.engine.api import Application
 from runfacts.processors.engine.settings import common_config, load_settings, stable_instance_id
@@ -81,8 +82,9 @@ def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", 
     publish_versions(common_config(load_settings()), names, ctx.current_versions)
     views = (publisher(names.user_view),) if user_view == "true" else ()
     limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
+    history = EventHistory(common_config(load_settings()), names.events)  # runs stored before their evidence
     return DeciderShell(names, ctx, views=views, limits=limits,
-                        sources=load_source_keys_if_configured()).application()
+                        sources=load_source_keys_if_configured(), history=history).application()
 
 
 def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",

@@ -127,6 +127,23 @@ class DebitBudget(CommandBase):
     payload: DebitBudgetPayload
 
 
+class DrainVersionPayload(Record):
+    """Payload of DrainVersion."""
+
+    dimension: str
+    version: str
+    undo: bool = False
+    reason: str = ""
+
+
+class DrainVersion(CommandBase):
+    """Stop new runs starting on a version (operator; one per partition)."""
+
+    commandType: Literal["version.drain"] = "version.drain"
+    schemaVersion: Literal[1] = 1
+    payload: DrainVersionPayload
+
+
 class EraseSubjectPayload(Record):
     """Payload of EraseSubject."""
 
@@ -178,13 +195,14 @@ class MigrateRunPayload(Record):
     """Payload of MigrateRun."""
 
     versions: RunVersions
+    toNode: str | None = None
 
 
 class MigrateRun(CommandBase):
     """Move a paused run to new versions explicitly."""
 
     commandType: Literal["run.migrate"] = "run.migrate"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: MigrateRunPayload
 
 
@@ -526,6 +544,7 @@ Command = Annotated[
     | CompleteTurn
     | CreateRun
     | DebitBudget
+    | DrainVersion
     | EraseSubject
     | FailRun
     | FireTimer
@@ -562,6 +581,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "turn.complete": CompleteTurn,
     "run.create": CreateRun,
     "budget.debit": DebitBudget,
+    "version.drain": DrainVersion,
     "subject.erase": EraseSubject,
     "run.fail": FailRun,
     "timer.fire": FireTimer,

@@ -777,6 +777,24 @@ class VerificationUpdated(EventBase):
     payload: VerificationUpdatedPayload
 
 
+class VersionDrainedPayload(Record):
+    """Payload of VersionDrained."""
+
+    dimension: str
+    version: str
+    undo: bool = False
+    reason: str = ""
+    actor: Actor
+
+
+class VersionDrained(EventBase):
+    """A partition's decider stopped (or, undone, resumed) new runs on a version."""
+
+    eventType: Literal["version.drained"] = "version.drained"
+    schemaVersion: Literal[1] = 1
+    payload: VersionDrainedPayload
+
+
 Event = Annotated[
     ApprovalConsumed
     | ApprovalExpired
@@ -822,7 +840,8 @@ Event = Annotated[
     | ToolCallRetryRequested
     | TurnCompleted
     | TurnStarted
-    | VerificationUpdated,
+    | VerificationUpdated
+    | VersionDrained,
     Field(discriminator="eventType"),
 ]
 """Any current event, discriminated on eventType."""
@@ -874,4 +893,5 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "turn.completed": TurnCompleted,
     "turn.started": TurnStarted,
     "verification.updated": VerificationUpdated,
+    "version.drained": VersionDrained,
 }

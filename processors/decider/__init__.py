@@ -6,7 +6,8 @@ Pure: core (decide, decide_evolve), context (DecideContext, Draft, Rejected), ru
 track), memory (memory candidates and their review), state (RunState), evolve (the fold; its
 cases in evolve.run, the run's own facts, and evolve.tools, the tool-call track), timers
 (which timers a run needs), state_json. Shell: app (DeciderShell, the engine application),
-codec (the shell-side reader), security (policy and keyring -> the DecideContext checks).
+codec (the shell-side reader), security (policy and keyring -> the DecideContext checks),
+history (a run's past events, for states stored before they kept their evidence).
 The worker factory is runfacts.workers:decider.
 """
 

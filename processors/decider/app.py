@@ -41,9 +41,11 @@ state and view record the command produced; counters for commands, retries, poli
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
@@ -54,11 +56,12 @@ from runfacts.partitioning import misplaced_run_record
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
-from runfacts.processors.decider.state_json import Parts, dump_state, load_state
+from runfacts.processors.decider.state_json import Parts, dump_state, lacks_evidence, load_state, with_evidence
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source
 from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, TimerKind
 from runfacts.schemas.errors import InvalidInput
@@ -265,6 +268,9 @@ class DeciderShell:
     timer_memo: dict[bytes, tuple[RunState | None, dict[str, TimerSpec]]] = field(
         default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
+    history: Callable[[str], Iterable[tuple[str, str]]] | None = None
+    """A run's (eventId, eventType) in log order (`history.EventHistory`): rebuilds the evidence of
+    a state stored before the run kept it (`state_json.lacks_evidence`). None: not rebuilt."""
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -329,7 +335,9 @@ class DeciderShell:
         state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
-        events, new = decide_evolve(command, state, self.ctx)
+        events, new = decide_evolve(command, state, self._context_for(command, ctx))
+        if isinstance(command, cmd.DrainVersion) and events and isinstance(events[0], ev.VersionDrained):
+            self._note_drain(events[0], ctx)
         dumped, bound = None, 0
         if new is not None and new is not state:
             bound = self._size_bound(key, ctx)
@@ -369,12 +377,33 @@ class DeciderShell:
         if cached is not None and cached[0] == raw:
             return cached[1]
         state = load_state(raw)
+        if self.history is not None and lacks_evidence(raw):
+            state = with_evidence(state, self.history(state.runId))
         self._remember(key, Cached(raw, state, {}))
         return state
 
     def _remember(self, key: bytes, entry: Cached) -> None:
         for gone in self.cache.put(key, entry):
             self.timer_memo.pop(gone, None)  # a memo must not keep an evicted state alive
+
+    def _context_for(self, command: CommandBase, ctx: Context) -> DecideContext:
+        """The decide context; for `run.create`, with the versions this partition drained."""
+        if not isinstance(command, cmd.CreateRun):
+            return self.ctx
+        drained = _drained(ctx.store("orphans").get(DRAINED_KEY))
+        return replace(self.ctx, drained=drained) if drained else self.ctx
+
+    @staticmethod
+    def _note_drain(event: ev.VersionDrained, ctx: Context) -> None:
+        """The partition's drained set after `event` (in the same transaction as the fact)."""
+        store = ctx.store("orphans")
+        drained = set(_drained(store.get(DRAINED_KEY)))
+        pair = (event.payload.dimension, event.payload.version)
+        if event.payload.undo:
+            drained.discard(pair)
+        else:
+            drained.add(pair)
+        store.put(DRAINED_KEY, json.dumps(sorted(drained)).encode())
 
     @staticmethod
     def _orphan_key(command: CommandBase) -> bytes:
@@ -459,6 +488,16 @@ class DeciderShell:
             dead_letter_topic=self.names.dlq, flush=self.flush, metrics_topic=self.names.metrics,
             changelogs={"runs": self.names.state},
         )
+
+
+DRAINED_KEY = b"\x00drained"
+"""Under this key the `orphans` store holds the partition's drained versions (JSON [[dimension,
+version], ...]); no orphan key starts with NUL (they are `<runId>\x00<commandId>`)."""
+
+
+@lru_cache(maxsize=64)
+def _drained(raw: bytes | None) -> frozenset[tuple[str, str]]:
+    return frozenset() if raw is None else frozenset((d, v) for d, v in json.loads(raw))
 
 
 def _span_attributes(command: CommandBase) -> dict[str, str]:

@@ -75,6 +75,9 @@ class DecideContext:
     """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
     verify_review_token: ReviewCheck | None = None  # None: memory reviews need no signed token
+    drained: frozenset[tuple[str, str]] = frozenset()
+    """(dimension, version) pairs this partition drained (`version.drained`): no run starts on them.
+    The shell sets it from the partition's store for `run.create` (docs/decider.md "Draining")."""
 
 
 class Draft(NamedTuple):

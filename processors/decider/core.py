@@ -21,7 +21,7 @@ from functools import cache
 
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import fold
-from runfacts.processors.decider.run_commands import HANDLERS, create_run, erase_subject, follow_ups
+from runfacts.processors.decider.run_commands import HANDLERS, create_run, drain_version, erase_subject, follow_ups
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -59,6 +59,8 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
                        f"via {command.actor.authSource or '<none>'}")
     if isinstance(command, cmd.EraseSubject):  # not a run: no state before or after
         return erase_subject(command, state)
+    if isinstance(command, cmd.DrainVersion):  # not a run either: the shell keeps the partition's drains
+        return drain_version(command, state)
     if isinstance(command, cmd.CreateRun):
         if state is not None:
             raise Rejected(command, "run_exists")

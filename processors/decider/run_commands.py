@@ -6,9 +6,11 @@ the whole command contract.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
+from runfacts.partitioning import partition_for
 from runfacts.processors.decider import memory as memory_commands
 from runfacts.processors.decider import tool_commands as tools
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
@@ -16,7 +18,7 @@ from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.decider.timers import CLAIM_WAIT, claim_due
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
-from runfacts.schemas.common import CommandBase
+from runfacts.schemas.common import CommandBase, RunVersions
 
 ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review", "needs_review"})
 
@@ -33,11 +35,23 @@ def create_run(c: cmd.CreateRun, ctx: DecideContext) -> list[Draft]:
     p = c.payload
     if p.versions != ctx.current_versions:
         raise Rejected(c, "incompatible_versions", _diff(p.versions, ctx.current_versions))
+    if ctx.drained:
+        _refuse_drained(c, p.versions, ctx.drained)
     return [
         draft(ev.RunCreated, goalRef=p.goalRef, goalSummary=p.goalSummary, userId=p.userId,
               tenant=p.tenant, budget=p.budget, versions=p.versions, actor=c.actor),
         draft(ev.RunStarted, versions=p.versions),
     ]
+
+
+def _refuse_drained(c: cmd.CreateRun, versions: RunVersions, drained: frozenset[tuple[str, str]]) -> None:
+    pinned = versions.model_dump()
+    for dimension in DRAIN_DIMENSIONS:
+        if (dimension, pinned[dimension]) in drained:
+            version = pinned[dimension]
+            raise Rejected(c, "version_draining", f"{dimension} {version} is draining (runfacts runs drain): no new "
+                           f"run starts on it; start runs once the decider runs the version that replaces it, or "
+                           f"end the drain: runfacts runs drain --version {version} --dimension {dimension} --undo")
 
 
 def _diff(have: object, want: object) -> str:
@@ -268,7 +282,7 @@ def migrate(c: cmd.MigrateRun, state: RunState, ctx: DecideContext) -> list[Draf
     if old == c.payload.versions:
         raise Rejected(c, "already_current")
     return [draft(ev.RunMigrated, fromVersions=old, toVersions=c.payload.versions, actor=c.actor),
-            draft(ev.CheckpointSaved, node="migrated", stateHash=state_hash(state),
+            draft(ev.CheckpointSaved, node=c.payload.toNode or "migrated", stateHash=state_hash(state),
                   versions=c.payload.versions)]
 
 
@@ -396,3 +410,36 @@ def erase_subject(c: cmd.EraseSubject, state: RunState | None) -> list[Draft]:
     if c.runId != erasure_run_id(p.subjectRef):
         raise Rejected(c, "invalid_erasure_run", f"runId must be {erasure_run_id(p.subjectRef)}")
     return [draft(ev.SubjectErased, subjectRef=p.subjectRef, requestRef=p.requestRef, actor=c.actor)]
+
+
+# --- draining a version: `version.drain` -> `version.drained` (docs/decider.md "Draining")
+# Not a run: `runfacts runs drain` sends one to every partition, under runId `drain-<digest>-<n>`
+# (`drain_run_ids`: the first n whose id lands on that partition), no state before or after. The
+# shell keeps the partition's drained set in its store; `create_run` refuses those versions.
+DRAIN_RUN_PREFIX = "drain-"
+DRAIN_DIMENSIONS = ("stateSchema", "modelRoute", "toolManifest", "policy")
+
+
+def drain_run_ids(dimension: str, version: str, partitions: int) -> list[str]:
+    """For each partition of the commands topic, the run id a drain of (dimension, version) goes
+    to it under (the same ids for the same drain: a re-sent drain is the same facts)."""
+    digest = hashlib.sha256(f"{dimension}\x00{version}".encode()).hexdigest()[:16]
+    found: dict[int, str] = {}
+    n = 0
+    while len(found) < partitions:
+        run_id = f"{DRAIN_RUN_PREFIX}{digest}-{n}"
+        found.setdefault(partition_for(run_id.encode(), partitions), run_id)
+        n += 1
+    return [found[p] for p in range(partitions)]
+
+
+def drain_version(c: cmd.DrainVersion, state: RunState | None) -> list[Draft]:
+    """One `version.drained` fact, or a rejection naming what is wrong."""
+    p = c.payload
+    if state is not None or not c.runId.startswith(DRAIN_RUN_PREFIX):
+        raise Rejected(c, "invalid_drain_run", f"a drain goes under a runId {DRAIN_RUN_PREFIX}<digest>-<n> "
+                       "(runfacts runs drain), never a run's")
+    if p.dimension not in DRAIN_DIMENSIONS:
+        raise Rejected(c, "invalid_dimension", f"{p.dimension!r}: one of {', '.join(DRAIN_DIMENSIONS)}")
+    return [draft(ev.VersionDrained, dimension=p.dimension, version=p.version, undo=p.undo, reason=p.reason,
+                  actor=c.actor)]

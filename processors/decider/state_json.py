@@ -12,13 +12,22 @@ states, contract tests over the golden states).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 from pydantic import BaseModel
+from pydantic_core import from_json
 
-from runfacts.processors.decider.state import DEDUPE_WINDOW, STATE_FORMAT, RunState, command_digest
-from runfacts.processors.engine.versions import Migrations
+from runfacts.processors.decider.state import (
+    DEDUPE_WINDOW,
+    EVIDENCE_TYPES,
+    EVIDENCE_WINDOW,
+    STATE_FORMAT,
+    RunState,
+    command_digest,
+)
+from runfacts.processors.engine.versions import FIELD, UNMARKED, Migrations
 from runfacts.processors.policy.access import requesters
 from runfacts.schemas.common import Actor
 
@@ -73,6 +82,28 @@ def load_state(raw: bytes) -> RunState:
     if RUN_STATE.is_current(raw):
         return RunState.model_validate_json(raw)
     return RunState.model_validate(RUN_STATE.read_json(raw))
+
+
+def lacks_evidence(raw: bytes) -> bool:
+    """A record stored before the run kept its evidence (`RunState.evidence`, added at version 2
+    by e740ec1 without a version bump): version 1, or 2 without the key. Read as it is, its
+    evidence is empty although the run has evidence-grade events: `with_evidence` rebuilds it."""
+    if RUN_STATE.is_current(raw) or b'"evidence":' in raw:
+        return False
+    value = from_json(raw)  # only old records get here (once per run, the first time it is loaded)
+    version = value.get(FIELD, UNMARKED) if isinstance(value, dict) else None
+    return type(version) is int and version <= EVIDENCE_UNMARKED
+
+
+EVIDENCE_UNMARKED = 2
+"""The last version whose records may lack `evidence` (it was added within version 2)."""
+
+
+def with_evidence(state: RunState, events: Iterable[tuple[str, str]]) -> RunState:
+    """`state` with its evidence window rebuilt from the run's events ((eventId, eventType), in log
+    order): what folding them through today's `evolve` keeps (the last `EVIDENCE_WINDOW`)."""
+    ids = [event_id for event_id, event_type in events if event_type in EVIDENCE_TYPES]
+    return state.model_copy(update={"evidence": tuple(ids[-EVIDENCE_WINDOW:])})
 
 
 def _fields(value: Any) -> Any:

@@ -150,6 +150,8 @@ class ExactlyOnce:
         self.open = False
         self.opened_at = 0.0
         """time.monotonic() when the open transaction began (a fencing past the timeout names it)."""
+        self.abort_failed = False
+        """The last abort raised: its transaction was not ended by us (`open_for` still counts it)."""
         self.wedged = False
         self.renew = False
         """A timed-out EndTxn / offsets commit (or a wedge) happened: replace the producer
@@ -164,6 +166,12 @@ class ExactlyOnce:
             call(self.producer.begin_transaction)
             self.open = True
             self.opened_at = time.monotonic()
+            self.abort_failed = False
+
+    def open_for(self) -> float:
+        """Seconds the current transaction has been open (0.0: none); one whose abort failed still
+        counts, so a fencing found by that abort is diagnosed against the transaction's age."""
+        return time.monotonic() - self.opened_at if self.open or self.abort_failed else 0.0
 
     def commit(self, tasks: Sequence[Task]) -> None:
         try:
@@ -240,6 +248,7 @@ class ExactlyOnce:
             try:
                 call(self.producer.abort_transaction, self.timeout_s)
             except BaseException as exc:
+                self.abort_failed = True
                 self.renew = self.renew or renewal_needed(exc)
                 raise
 

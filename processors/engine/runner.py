@@ -30,6 +30,12 @@ One loop iteration:
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
+One exception: a stored record written by a newer runfacts (`versions.NewerStoredVersion`, on a
+record or a timer) halts only its partition: the batch is aborted and rolled back, the partition
+is paused (its records and timers wait, its offsets stay where they were committed) and named in
+`Engine.halted`, the log and the gauge `runfacts.engine.halted_partitions`; the other partitions
+go on. The fix is to upgrade this process; an upgraded instance that takes the partition over
+resumes it from its last commit. (A crash loop stopped every partition for one record.)
 SIGTERM / SIGINT / stop(): finish the batch, commit, close the stores, leave the group.
 Telemetry (when enabled): records processed, transaction commit latency, and consumer lag
 per partition from librdkafka's statistics. Metrics (when the application names a metrics topic
@@ -73,6 +79,7 @@ from runfacts.processors.engine.settings import (
 )
 from runfacts.processors.engine.store import RocksBackend, StoreMemory
 from runfacts.processors.engine.task import Task
+from runfacts.processors.engine.versions import NewerStoredVersion
 from runfacts.schemas.errors import InfrastructureError
 
 log = logging.getLogger("runfacts.engine")
@@ -89,6 +96,28 @@ class EngineStats:
     restored: int = 0
     timers_fired: int = 0
     producers_renewed: int = 0
+    halts: int = 0
+
+
+HALTED_METRIC = "runfacts.engine.halted_partitions"
+"""Gauge: partitions this instance holds halted (a stored record newer than its code)."""
+
+
+class PartitionHalted(Exception):
+    """A partition's record or timer met a stored record written by a newer runfacts."""
+
+    def __init__(self, partition: int, cause: Exception, newer: NewerStoredVersion) -> None:
+        self.partition, self.cause, self.newer = partition, cause, newer
+        super().__init__(f"partition {partition}: {cause}")
+
+
+def newer_stored(exc: BaseException | None) -> NewerStoredVersion | None:
+    """The `NewerStoredVersion` behind `exc` (itself, or along its causes), if any."""
+    while exc is not None:
+        if isinstance(exc, NewerStoredVersion):
+            return exc
+        exc = exc.__cause__
+    return None
 
 
 class ProducerOutput:
@@ -129,6 +158,8 @@ class Engine:
         self._store_memory = StoreMemory(memory) if memory else None
         self._metrics: MetricsReporter | None = None
         self._partition_count: int | None = None
+        self.halted: dict[int, str] = {}
+        """Partitions halted on a stored record newer than this code -> why (see the module docstring)."""
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and return (safe from signals and threads)."""
@@ -150,10 +181,12 @@ class Engine:
             with _signals(self.stop):
                 self._loop()
         except BaseException as exc:
-            fenced = self._is_fencing(exc)
+            # diagnose before aborting: the abort ends the transaction whose age tells a pause past
+            # the transaction timeout from another process with this instance id
+            diagnosis = self._fenced(exc) if self._is_fencing(exc) else self._timed_out(exc)
             self._fail(exc)
-            if fenced:
-                raise self._fenced(exc) from exc
+            if diagnosis is not None:
+                raise diagnosis from exc
             raise
         finally:
             trimmer.stop()
@@ -199,10 +232,13 @@ class Engine:
             if msgs:
                 crash_point("engine.after_consume_before_process")
                 self._begin()
-                self._process(msgs)
+                if not self._halting(self._process, msgs):
+                    continue
+                crash_point("engine.in_transaction")  # a batch processed, its transaction open
             now = time.monotonic()
             if now >= next_timers:
-                self._fire_timers()
+                if not self._halting(self._fire_timers):
+                    continue
                 next_timers = now + s.timer_interval_ms / 1000
             next_timers = min(next_timers, self._timer_due_at(now))
             due = soon if len(msgs) < s.consume_batch else interval  # caught up, or working off a backlog
@@ -219,14 +255,22 @@ class Engine:
 
     def _process(self, msgs: list[Any]) -> None:
         """Step 3: each run of consecutive messages of one partition goes to its Task in one call."""
-        tasks = self._tasks
+        tasks, halted = self._tasks, self.halted
         for partition, run in groupby(msgs, _partition):
             batch = list(run)
+            if partition in halted:  # fetched before the pause took effect: left for the next owner
+                continue
             task = tasks.get(partition)  # type: ignore[arg-type]  # None (error events) finds no task
-            if task is not None and not any(map(_error, batch)):
-                task.process_batch(batch)
-            else:
-                self._unowned_or_errors(batch)
+            try:
+                if task is not None and not any(map(_error, batch)):
+                    task.process_batch(batch)
+                else:
+                    self._unowned_or_errors(batch)
+            except Exception as exc:
+                newer = newer_stored(exc)
+                if newer is None or partition is None:
+                    raise
+                raise PartitionHalted(partition, exc, newer) from exc
         self._uncommitted += len(msgs)
         self.stats.processed += len(msgs)
         if self._metrics is not None:
@@ -257,18 +301,50 @@ class Engine:
         """When (on the monotonic clock of `now`) the earliest timer of any partition falls due:
         a timer set to fire sooner than the next `timer_interval_ms` check fires at its time (the
         dispatcher's look at a call it started, 10 ms on, waited up to the 100 ms interval)."""
-        dues = [due for task in self._tasks.values() if (due := task.timers.next_due()) is not None]
+        dues = [due for task in self._tasks.values()
+                if task.partition not in self.halted and (due := task.timers.next_due()) is not None]
         if not dues:
             return float("inf")
         return now + max(0.0, min(dues) / 1000 - self._clock())
 
+    def _halting(self, step: Callable[..., None], *args: Any) -> bool:
+        """Run `step`; False when it halted a partition (the batch was rolled back: start over)."""
+        try:
+            step(*args)
+        except PartitionHalted as halt:
+            self._halt(halt)
+            return False
+        return True
+
+    def _halt(self, halt: PartitionHalted) -> None:
+        """Abort and roll the batch back, then pause the partition: its records and timers wait."""
+        why = (f"{self.app.name} partition {halt.partition} halted: {halt.cause}. Its runs wait (nothing of "
+               "the batch committed; its offsets stay at the last commit) while the other partitions go on; "
+               "upgrade this process (or let an upgraded instance take the partition over) and it resumes "
+               "from there")
+        log.error("%s", why)
+        self._rollback(halt.cause)
+        self._aborts_in_row = 0  # not a transient abort: no back-off towards giving up
+        self.halted[halt.partition] = why
+        self.stats.halts += 1
+        self._consumer.pause([TopicPartition(src.topic, halt.partition) for src in self.app.sources])
+        self._tel.gauge(HALTED_METRIC, len(self.halted), self._labels)
+
     def _fire_timers(self) -> None:
         now_ms = int(self._clock() * 1000)
         for task in list(self._tasks.values()):
+            if task.partition in self.halted:
+                continue
             due = task.timers.next_due()
             if due is not None and due <= now_ms:
                 self._begin()
-                fired = task.fire_timers(now_ms, self.settings.timer_batch)
+                try:
+                    fired = task.fire_timers(now_ms, self.settings.timer_batch)
+                except Exception as exc:
+                    newer = newer_stored(exc)
+                    if newer is None:
+                        raise
+                    raise PartitionHalted(task.partition, exc, newer) from exc
                 self._uncommitted += fired
                 self.stats.timers_fired += fired
 
@@ -378,6 +454,23 @@ class Engine:
             return bool(probe.args) and probe.args[0].code() in FENCED
         return False
 
+    def _timed_out(self, exc: BaseException) -> InfrastructureError | None:
+        """A producer error met with a transaction open past its timeout (not a fencing): the client
+        timed the transaction out itself (librdkafka: "message(s) timed out ... requires epoch bump",
+        then every produce fails in a bad state) before it heard of the broker's abort. Named as the
+        pause or starvation it is, not as a broker that might be down."""
+        txn = getattr(self, "_txn", None)
+        open_s = txn.open_for() if isinstance(txn, ExactlyOnce) else 0.0
+        kafka = exc if isinstance(exc, KafkaException) else exc.__cause__
+        if open_s * 1000 < self.settings.transaction_timeout_ms or not isinstance(kafka, KafkaException):
+            return None
+        tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else self.settings.instance_id
+        return InfrastructureError(
+            f"producer {tid}: a transaction open for {open_s:.1f} s, past its transaction timeout "
+            f"(RUNFACTS_TRANSACTION_TIMEOUT_MS={self.settings.transaction_timeout_ms}), failed: a starved, paused "
+            f"or overloaded process; nothing of it was committed; a restart resumes from the last commit ({exc})",
+            retryable=True)
+
     def _fenced(self, exc: BaseException) -> ProducerFenced:
         """Name the cause: a restart of this instance elsewhere (once), two live instances sharing
         one id (fenced again and again: each start fences the other), or a transaction left open past
@@ -386,7 +479,7 @@ class Engine:
         self._tel.add(FENCED_METRIC, 1, self._labels)
         tid = self._pconf.get("transactional.id") if hasattr(self, "_pconf") else settings.instance_id
         txn = getattr(self, "_txn", None)
-        open_s = time.monotonic() - txn.opened_at if isinstance(txn, ExactlyOnce) and txn.open else 0.0
+        open_s = txn.open_for() if isinstance(txn, ExactlyOnce) else 0.0
         if open_s * 1000 >= settings.transaction_timeout_ms:
             # the coordinator aborts a transaction open past its timeout and bumps the epoch: the
             # producer then reads as fenced although no other process holds the id (not counted
@@ -508,6 +601,8 @@ class Engine:
 
     def _close_tasks(self, partitions: frozenset[int]) -> None:
         for p in partitions:
+            if self.halted.pop(p, None) is not None:  # handed over: its next owner resumes it
+                self._tel.gauge(HALTED_METRIC, len(self.halted), self._labels)
             task = self._tasks.pop(p, None)
             if task is not None:
                 task.rollback()

@@ -12,14 +12,21 @@ runfacts, so the fix is to upgrade this process, not to drop the record. Golden 
 released shape are in tests/contract/golden-state/ (tests/contract/test_golden_state.py reads them).
 
 Adding a shape: bump `current`, add `steps[current - 1]`, add a fixture of the old shape.
+`shape_of(model)` is a stored model's field set (names and types, nested models too): the
+contract test keeps one per released version (golden-state/shapes.json) and fails when the code's
+shape drifts from its version's, so a field is never added without a bump (the `evidence` field,
+added at version 2 without one, is what that test is for).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import from_json
 
 from runfacts.schemas.errors import RunfactsError
@@ -106,3 +113,46 @@ def check_layout(kind: str, raw: bytes | None, current: int) -> int:
     if version < UNMARKED:
         raise StoredVersionError(kind, version, f"not a version (expected {UNMARKED}..{current})")
     return version
+
+
+Shape = dict[str, dict[str, str]]
+"""A stored model's shape: model name -> field name -> its type, for it and every nested model."""
+_CLASS = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
+_DOTTED = re.compile(r"\b(?:typing|datetime|[a-z_]+(?:\.[a-z_]+)+)\.(\w+)")
+
+
+def shape_of(model: type[BaseModel]) -> Shape:
+    """The field set of `model` as stored: every field's name and type (literal values included;
+    docstrings and defaults left out), and the same for every model a field holds."""
+    out: Shape = {}
+    _shape(model, out)
+    return dict(sorted(out.items()))
+
+
+def _shape(model: type[BaseModel], out: Shape) -> None:
+    if model.__name__ in out:
+        return
+    out[model.__name__] = fields = {}
+    for name, info in model.model_fields.items():
+        fields[name] = _DOTTED.sub(r"\1", _CLASS.sub(r"\1", repr(info.annotation)))
+        for nested in _models(info.annotation):
+            _shape(nested, out)
+
+
+def _models(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    for arg in typing.get_args(annotation):
+        yield from _models(arg)
+
+
+def shape_drift(recorded: Shape, current: Shape) -> list[str]:
+    """How `current` differs from `recorded`, one line per field added, removed or changed."""
+    lines = []
+    for model in sorted(set(recorded) | set(current)):
+        before, now = recorded.get(model, {}), current.get(model, {})
+        lines += [f"{model}.{f} added ({now[f]})" for f in now if f not in before]
+        lines += [f"{model}.{f} removed" for f in before if f not in now]
+        lines += [f"{model}.{f}: {before[f]} -> {now[f]}" for f in now if f in before and before[f] != now[f]]
+    return lines

@@ -361,8 +361,8 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      # run-end hygiene and memory: facts of the run's end and of its review, not steps
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
                      "memory.rejected", "memory.revoked", "memory.expired",
-                     # an erasure (runId erasure-<ref>) is no run's step
-                     "subject.erased"})
+                     # an erasure (runId erasure-<ref>) and a drain (runId drain-<digest>-<n>) are no run's step
+                     "subject.erased", "version.drained"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

@@ -20,16 +20,27 @@ from rich.console import Console
 
 from runfacts import telemetry
 from runfacts.cli.dashboard import app as dashboard_app
-from runfacts.cli.render import inspect_panel, print_outcome, progress_bar, runs_table, view_panel
+from runfacts.cli.render import (
+    inspect_panel,
+    migration_panel,
+    print_outcome,
+    progress_bar,
+    runs_table,
+    versions_table,
+    view_panel,
+)
 from runfacts.client.approvals import asks, display_lines, masked
+from runfacts.connectors.versions import published_versions
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient, ReaderSettings, StateReader
 from runfacts.ops.control import ControlError, Issue, Outcome
+from runfacts.ops.versions import migration_plan, pinned, version_rows
 from runfacts.ops.views import RunFilter, list_rows, operator_summary, parse_duration, view_of
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state_json import load_state
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
-from runfacts.schemas.common import ApprovalDecision, CommandBase
+from runfacts.schemas.common import ApprovalDecision, CommandBase, RunVersions
 from runfacts.schemas.errors import RunfactsError
 from runfacts.security.approvals import ApprovalRequest, sign_approval
 from runfacts.security.identity import Identity, cli_identity, hash_secret, load_users
@@ -220,8 +231,13 @@ def runs_list(status: str = typer.Option(None, "--status", help="Only runs in th
               stuck: str = typer.Option(None, "--stuck-longer-than",
                                         help="Only runs in their status longer than this (e.g. 10m, 2h)."),
               needs_review: bool = typer.Option(False, "--needs-review", help="Only runs waiting for a person."),
+              versions: bool = typer.Option(False, "--versions", help="Count runs per pinned version instead: "
+                                            "state schema, model route, tool manifest, policy."),
               as_json: bool = JSON_OUT) -> None:
     """List runs (longest stuck first), filtered by status, stuck time or needing review."""
+    if versions:
+        _print_versions(version_rows(list(_all_states().values())), as_json)
+        return
     try:
         stuck_for = parse_duration(stuck) if stuck else None
     except ValueError as exc:
@@ -231,6 +247,130 @@ def runs_list(status: str = typer.Option(None, "--status", help="Only runs in th
         typer.echo(json.dumps(rows, indent=2))
     else:
         Console().print(runs_table(rows))
+
+
+def _print_versions(rows: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        Console().print(versions_table(rows))
+
+
+@runs_app.command("drain")
+def runs_drain(version: str = typer.Option(..., "--version", help="The version no new run may start on."),
+               dimension: str = typer.Option(None, "--dimension", help="stateSchema, modelRoute, toolManifest or "
+                                             "policy (found from the runs and the decider's versions if omitted)."),
+               undo: bool = typer.Option(False, "--undo", help="End the drain: new runs may start on it again."),
+               reason: str = typer.Option("", "--reason", help="Why (kept in the audit trail)."),
+               progress: bool = typer.Option(False, "--progress", help="Only report the runs still on the "
+                                             "version (sends nothing)."),
+               timeout: float = TIMEOUT, as_json: bool = JSON_OUT) -> None:
+    """Stop new runs starting on a version (audited: one version.drained per partition), then report
+    the runs still pinned to it; --progress reports only (the drain's progress, read from run state)."""
+    kafka, names, _ = _setup(timeout)
+    states = list(_all_states().values())
+    dimension = dimension or _dimension_of(version, states, kafka, names)
+    if not progress:
+        issue = _issue(_identity())
+        for command in control.drain_commands(dimension, version, _partitions(kafka, names), issue, undo, reason):
+            outcome = _send_quietly(command, timeout)
+            if outcome.rejection is not None:
+                _err().print(f"partition of {command.runId}: {outcome.describe()}")
+                raise typer.Exit(REJECTED_EXIT)
+    left = [r for r in version_rows(states) if (r["dimension"], r["version"]) == (dimension, version)]
+    empty: dict[str, Any] = {"dimension": dimension, "version": version, "runs": 0, "active": 0, "inFlight": 0,
+                             "waitingForApproval": 0}
+    row = left[0] if left else empty
+    if as_json:
+        typer.echo(json.dumps({"sent": not progress, "undo": undo, **row}, indent=2))
+        return
+    done = "" if progress else \
+        f"{'drain of' if not undo else 'drain ended for'} {dimension} {version} recorded on every partition; "
+    typer.echo(f"{done}{dimension} {version}: "
+               f"{row['active']} run(s) still active on it ({row['inFlight']} with calls in flight, "
+               f"{row['waitingForApproval']} waiting for approval), {row['runs'] - row['active']} ended")
+
+
+def _dimension_of(version: str, states: list[RunState], kafka: KafkaSettings, names: TopicNames) -> str:
+    current = published_versions(kafka.client_config(), names, "cli")
+    found = {d for s in states for d, v in pinned(s).model_dump().items() if v == version}
+    found |= {d for d, v in (current.model_dump().items() if current else ()) if v == version}
+    if len(found) != 1:
+        why = "no run is pinned to it and the decider does not run it" if not found else \
+            f"it names a version of {', '.join(sorted(found))}"
+        raise typer.BadParameter(f"{version}: {why}; name --dimension (stateSchema, modelRoute, toolManifest or "
+                                 "policy)", param_hint="--dimension")
+    return found.pop()
+
+
+def _partitions(kafka: KafkaSettings, names: TopicNames) -> int:
+    """How many partitions the commands topic has (a drain goes to each)."""
+    from confluent_kafka import Consumer
+
+    from runfacts.logread import partition_count
+    from runfacts.topics import group_prefix, reader_group
+    consumer = Consumer(kafka.client_config(**{"group.id": reader_group(group_prefix(names.prefix, "cli"))}))
+    try:
+        return partition_count(consumer, names.commands, 10.0)
+    finally:
+        consumer.close()
+
+
+def _send_quietly(command: CommandBase, timeout: float) -> Outcome:
+    kafka, names, settings = _setup(timeout)
+    client = CommandClient(kafka, names, settings=settings, sources=load_source_keys_if_configured(),
+                           protect=protector_if_configured(kafka, names.keys))
+    try:
+        return client.send(command)
+    finally:
+        client.close()
+
+
+@runs_app.command("migrate")
+def runs_migrate(run_id: str = typer.Argument(..., help="The run to move to the decider's current versions."),
+                 to_node: str = typer.Option(..., "--to-node", help="The node the run resumes from."),
+                 dry_run: bool = typer.Option(False, "--dry-run", help="Only report what the migration would do."),
+                 versions: str = typer.Option(None, "--versions", help="The versions to move to, as JSON "
+                                              "(default: those the decider published)."),
+                 timeout: float = TIMEOUT, yes: bool = YES, as_json: bool = JSON_OUT) -> None:
+    """Report what moving a run to the current versions would do (approvals that lapse, calls that
+    re-verify, fields this code does not know), then, unless --dry-run, send the audited MigrateRun."""
+    kafka, names, settings = _setup(timeout)
+    raw = StateReader(kafka, names, settings).latest_raw(run_id)
+    if raw is None:
+        raise RunNotFound(f"run {run_id} not found in {names.state} (check the id and RUNFACTS_KAFKA_TOPIC_PREFIX)")
+    target = _target_versions(versions, kafka, names)
+    try:
+        state: RunState | None = load_state(raw)
+    except (ValueError, RunfactsError):  # unknown fields (pydantic) or a newer format: refused, never dropped
+        state = None
+    plan = migration_plan(raw, state, target, to_node, _now())
+    if as_json:
+        typer.echo(json.dumps(plan.as_json(), indent=2))
+    else:
+        Console().print(migration_panel(plan.as_json()))
+    if plan.refused is not None:
+        raise typer.Exit(REJECTED_EXIT)
+    if dry_run:
+        return
+    if not yes and sys.stdin.isatty():
+        typer.confirm(f"migrate {run_id} as reported?", abort=True)
+    assert state is not None
+    _send(control.migrate_command(state, target, to_node, _issue(_identity())), timeout)
+
+
+def _target_versions(text: str | None, kafka: KafkaSettings, names: TopicNames) -> RunVersions:
+    if text:
+        try:
+            return RunVersions.model_validate_json(text)
+        except ValueError as exc:
+            raise typer.BadParameter(f"not run versions as JSON ({str(exc).splitlines()[0]})",
+                                     param_hint="--versions") from None
+    found = published_versions(kafka.client_config(), names, "cli")
+    if found is None:
+        raise typer.BadParameter(f"the decider has published no versions on {names.decider_versions}: start it, "
+                                 "or pass --versions JSON", param_hint="--versions")
+    return found
 
 
 @users_app.command("hash")

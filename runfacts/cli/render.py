@@ -111,6 +111,32 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def versions_table(rows: list[dict[str, Any]]) -> Table:
+    """`runs list --versions`: runs per pinned version."""
+    table = Table(title="runs per pinned version", title_justify="left")
+    for col in ("dimension", "version", "runs", "active", "calls in flight", "waiting for approval"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["dimension"], r["version"], str(r["runs"]), str(r["active"]), str(r["inFlight"]),
+                      str(r["waitingForApproval"]))
+    return table
+
+
+def migration_panel(plan: dict[str, Any]) -> Panel:
+    """`runs migrate --dry-run`: what the migration would do, or why it is refused."""
+    lines = [f"run {plan['runId']} ({plan['status']}), node {plan['node'] or '-'} -> {plan['toNode']}"]
+    lines += [f"  {d}: {c['from']} -> {c['to']}" for d, c in plan["changes"].items()] or ["  versions unchanged"]
+    lines.append(f"approvals that lapse (a new approval is asked): {len(plan['approvalsThatLapse'])}")
+    lines += [f"  {a['approvalId']} ({a['status']}, expired {a['expiresAt']})" for a in plan["approvalsThatLapse"]]
+    lines.append(f"calls that re-verify before anything new runs: {len(plan['callsThatReverify'])}")
+    lines += [f"  {c['toolCallId']} {c['capabilityId']} {c['execution']}: {c['then']}"
+              for c in plan["callsThatReverify"]]
+    lines.append(f"fields this runfacts does not know: {', '.join(plan['unknownFields']) or 'none'}")
+    if plan["refused"]:
+        lines.append(f"[bold red]refused: {escape(plan['refused'])}[/]")
+    return Panel("\n".join(lines), title="migration (dry run)" if not plan["refused"] else "migration refused")
+
+
 def print_outcome(console: Console, outcome: Outcome) -> None:
     """The accepted events, one per line, or the rejection in red."""
     if outcome.rejection is not None:

@@ -70,6 +70,10 @@ class StateReader:
         raw = self._latest(self.names.state, run_id, progress)
         return None if raw is None else load_state(raw)
 
+    def latest_raw(self, run_id: str, progress: Progress | None = None) -> bytes | None:
+        """The run's current state record as stored (None: no such run): for what `load_state` refuses."""
+        return self._latest(self.names.state, run_id, progress)
+
     def latest_view(self, run_id: str, progress: Progress | None = None) -> dict[str, Any] | None:
         """The run's current user view as the decider published it to the view topic (None: no
         such run, or archived)."""

@@ -1,7 +1,8 @@
 """Operations: what the operator commands read and send.
 
-Pure: control (commands from a RunState), views (operator and dashboard views). Shells:
-client (StateReader over the run-state topic, CommandClient), dlq (dead letters: read,
+Pure: control (commands from a RunState), views (operator and dashboard views), versions (runs
+per pinned version; what migrating a run would do). Shells: client (CommandClient; StateReader
+from runfacts.client.reader), dlq (dead letters: read,
 plan, re-drive in one transaction), erasure (recorded erasures whose keys are not yet
 tombstoned: `runfacts erase status|resume`).
 """

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from runfacts.processors.decider.run_commands import DRAIN_DIMENSIONS, drain_run_ids
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase
+from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import RunfactsError
 
 
@@ -88,6 +89,24 @@ def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.Retry
         known = ", ".join(state.toolCalls) or "none"
         raise ControlError(f"run {state.runId} has no tool call {tool_call_id} (tool calls: {known})")
     return cmd.RetryToolCall(**_envelope(state, issue), payload=cmd.RetryToolCallPayload(toolCallId=tool_call_id))
+
+
+def migrate_command(state: RunState, versions: RunVersions, node: str, issue: Issue) -> cmd.MigrateRun:
+    """Move the run to `versions` (the decider's current ones), resuming at `node` (audited: run.migrated)."""
+    return cmd.MigrateRun(**_envelope(state, issue), payload=cmd.MigrateRunPayload(versions=versions, toNode=node))
+
+
+def drain_commands(dimension: str, version: str, partitions: int, issue: Issue, undo: bool = False,
+                   reason: str = "") -> list[cmd.DrainVersion]:
+    """One `version.drain` per partition of the commands topic (each partition's decider refuses
+    new runs on the version once it has recorded it); ids `<command id>-p<n>`."""
+    if dimension not in DRAIN_DIMENSIONS:
+        raise ControlError(f"dimension {dimension!r}: one of {', '.join(DRAIN_DIMENSIONS)}")
+    payload = cmd.DrainVersionPayload(dimension=dimension, version=version, undo=undo, reason=reason)
+    return [cmd.DrainVersion(commandId=f"{issue.command_id}-p{n}", runId=run_id, actor=issue.actor,
+                             issuedAt=issue.issued_at, correlationId=issue.correlation_id or f"ops:{issue.command_id}",
+                             payload=payload)
+            for n, run_id in enumerate(drain_run_ids(dimension, version, partitions))]
 
 
 def reauthorize_command(state: RunState, approval_id: str, issue: Issue) -> cmd.ProposeToolCall:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfacts.schemas.spec import versions
 from runfacts.schemas.spec.fields import (
     ARG_DISPLAY,
     BOOLEAN,
@@ -170,7 +171,8 @@ _DECIDER = [
     ]),
     command("MigrateRun", "run.migrate", "Move a paused run to new versions explicitly.", [
         f("versions", VERSIONS),
-    ]),
+        opt("toNode", STRING, "The node the run resumes from (its checkpoint's); null: `migrated`. v1: absent."),
+    ], version=2),  # v2: toNode (runfacts runs migrate --to-node)
 ]
 
 
@@ -205,4 +207,5 @@ _PRIVACY = [  # crypto-shredding (issue 23): the subject is named by its referen
     ]),
 ]
 
-COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY)
+COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY
+                                       + versions.COMMANDS)

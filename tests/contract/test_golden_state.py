@@ -7,10 +7,14 @@ marked (`stateFormat` 2, the dedupe window as command ids), with the window as d
 (`stateFormat` 3) and with an approval's requesters (`stateFormat` 4, c84833a); dispatcher
 progress before and after `polls` and marked; the timer index; the user view. A record newer
 than this code knows is refused, naming the fix.
+
+Each stored kind's field set per version is recorded in golden-state/shapes.json: a shape that
+changes without a version bump (and a fixture of the old shape) fails here, saying what to do.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -22,12 +26,24 @@ from runfacts.processors.dispatcher.core import PROGRESS, Progress, load_progres
 from runfacts.processors.engine.api import TIMER_STORE
 from runfacts.processors.engine.store import MemoryBackend, PartitionState
 from runfacts.processors.engine.timers import TIMER_FORMAT, Timers
-from runfacts.processors.engine.versions import FIELD, NewerStoredVersion, StoredVersionError
+from runfacts.processors.engine.versions import (
+    FIELD,
+    Migrations,
+    NewerStoredVersion,
+    StoredVersionError,
+    shape_drift,
+    shape_of,
+)
 from runfacts.projections import user_view
 from runfacts.schemas.errors import InvalidInput
 
 GOLDEN = Path(__file__).parent / "golden-state"
 RUN_STATES = sorted((GOLDEN / "run-state").glob("*.json"))
+SHAPES = json.loads((GOLDEN / "shapes.json").read_text())
+STORED = [(RUN_STATE, RunState, "run-state", "STATE_FORMAT in processors/decider/state.py"),
+          (PROGRESS, Progress, "progress", "PROGRESS_FORMAT in processors/dispatcher/core.py")]
+"""Every stored JSON record kind: its migrations, its model, its fixtures' folder, where its version is."""
+RECORD = "cd tests/contract/golden-state && ../../../.venv/bin/python make_run_state.py --record-shapes"
 PROGRESSES = sorted((GOLDEN / "progress").glob("*.json"))
 
 
@@ -38,6 +54,51 @@ def test_every_shape_has_a_fixture_when_the_golden_folder_is_listed() -> None:
     assert any(n.startswith("v2-") for n in names)  # the window as ids
     assert any(n.startswith(f"v{STATE_FORMAT}-") for n in names)
     assert any(p.name.startswith(f"v{PROGRESS.current}-") for p in PROGRESSES)
+
+
+@pytest.mark.parametrize(("migrations", "model", "folder", "where"), STORED, ids=lambda v: getattr(v, "kind", ""))
+def test_stored_shape_is_the_recorded_one_when_its_version_was_not_bumped(
+        migrations: Migrations, model: type, folder: str, where: str) -> None:
+    """A field added, removed or retyped in a stored record needs a new version: old records lack
+    it (and a newer runfacts' records must be refused by this one, not misread)."""
+    recorded = SHAPES[migrations.kind].get(str(migrations.current))
+    assert recorded is not None, (
+        f"{migrations.kind} version {migrations.current} has no recorded shape: record it with `{RECORD}` "
+        f"(and keep a golden fixture of version {migrations.current - 1} in golden-state/{folder}/)")
+    drift = shape_drift(recorded, shape_of(model))
+    assert not drift, (
+        f"the stored {migrations.kind} changed shape without a version bump ({'; '.join(drift)}). Records "
+        f"stored before lack it, so: 1. bump {where} to {migrations.current + 1}; 2. add the migration "
+        f"step {migrations.current} -> {migrations.current + 1} (an upcaster that rebuilds what an old record "
+        f"lacks; the identity only when a default IS the old meaning); 3. write a golden fixture of version "
+        f"{migrations.current} into golden-state/{folder}/ from the commit before the change (make_run_state.py); "
+        f"4. record the new shape: `{RECORD}`")
+
+
+@pytest.mark.parametrize(("migrations", "folder"), [(m, f) for m, _, f, _ in STORED],
+                         ids=lambda v: getattr(v, "kind", ""))
+def test_every_recorded_version_has_a_golden_fixture_when_shapes_are_recorded(migrations: Migrations,
+                                                                             folder: str) -> None:
+    for version in SHAPES[migrations.kind]:
+        assert list((GOLDEN / folder).glob(f"v{version}-*.json")), (
+            f"{migrations.kind} version {version} has a recorded shape but no fixture golden-state/{folder}/"
+            f"v{version}-*.json: write one with make_run_state.py from the tree of that version")
+
+
+def test_shape_drift_names_the_field_when_a_stored_model_gains_one() -> None:
+    """What the guard above reports, on a model that gained a defaulted field (as `evidence` did)."""
+    from pydantic import BaseModel
+
+    class Before(BaseModel):
+        runId: str
+
+    class After(BaseModel):
+        runId: str
+        evidence: tuple[str, ...] = ()
+
+    before, after = {"RunState": shape_of(Before)["Before"]}, {"RunState": shape_of(After)["After"]}
+    assert shape_drift(before, after) == ["RunState.evidence added (tuple[str, ...])"]
+    assert shape_drift(after, before) == ["RunState.evidence removed"]
 
 
 @pytest.mark.parametrize("path", RUN_STATES, ids=lambda p: p.name)
@@ -158,3 +219,54 @@ def test_dashboard_reads_a_run_state_record_of_the_joined_shape_when_the_topic_h
     raw = (GOLDEN / "run-state" / "v1-e384e4b-settledCalls-joined.json").read_bytes()
     assert decode_state(raw) == load_state(raw)
     assert decode_state(raw).settledCalls["call-00001"][0] == "completed/confirmed_success"
+
+
+def _scripted_run_log() -> list:
+    """The run make_run_state.py scripts (every run-state fixture holds it), folded by today's code."""
+    import decider_support as support
+
+    from runfacts.processors.policy import retry
+    from runfacts.schemas import commands as cmd
+    from runfacts.schemas.common import BudgetAmounts
+
+    saved = support._ids, support._clock["now"]
+    support._ids, support._clock["now"] = itertools.count(1), support.T0  # as in make_run_state's fresh process
+    try:
+        return _script(support, retry, cmd, BudgetAmounts)
+    finally:
+        support._ids, support._clock["now"] = saved
+
+
+def _script(support, retry, cmd, BudgetAmounts) -> list:  # type: ignore[no-untyped-def]  # noqa: N803
+    s = support.Scenario().given(support.create(BudgetAmounts(toolCalls=1000, steps=1000)))
+    for i in range(35):
+        call, target = f"call-{i:05d}", f"order-{i:05d}"
+        args = retry.args_hash({"orderId": target})
+        s.given(support.command(cmd.ProposeToolCall, toolCallId=call, capabilityId="orders.lookup", argsHash=args,
+                                argsRef=f"args/{i}", target=target, action="lookup", risk="low",
+                                summary=f"look up {target}"),
+                support.claim(call, key=retry.idempotency_key(support.RUN, "lookup", target, args)),
+                support.completed(call),
+                support.command(cmd.ReportVerification, support.DISPATCHER, toolCallId=call,
+                                status="confirmed_success"))
+    s.given(support.propose_refund())
+    return [s.s, s.log]
+
+
+def test_run_state_stored_before_evidence_gets_it_back_and_the_same_state_hash_when_its_events_are_read() -> None:
+    """`evidence` was added at version 2 without a bump (e740ec1): a run in flight across that upgrade
+    restarted with it empty, and its next checkpoint's stateHash differed from a replay's. The decider
+    rebuilds it from the run's events (`history.EventHistory`) the first time it loads such a record."""
+    from runfacts.processors.decider.context import state_hash
+    from runfacts.processors.decider.state_json import lacks_evidence, with_evidence
+
+    replayed, log = _scripted_run_log()
+    old = (GOLDEN / "run-state" / "v2-marked.json").read_bytes().strip()
+    assert lacks_evidence(old) and len(replayed.evidence) > 100
+    assert load_state(old).evidence == ()  # read as it is: the window is lost
+    rebuilt = with_evidence(load_state(old), [(e.eventId, e.eventType) for e in log])
+
+    assert rebuilt == replayed and state_hash(rebuilt) == state_hash(replayed)
+    assert rebuilt == load_state(next((GOLDEN / "run-state").glob(f"v{STATE_FORMAT}-*.json")).read_bytes())
+    assert not any(lacks_evidence(p.read_bytes()) for p in RUN_STATES if p.name.startswith(("v3-", "v4-")))
+    assert all(lacks_evidence(p.read_bytes()) for p in RUN_STATES if p.name.startswith("v1-"))

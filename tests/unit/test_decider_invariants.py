@@ -135,8 +135,8 @@ def _check(before, after, events, consumed: set[str]) -> None:
 
 
 def test_every_command_type_has_a_handler_when_contract_is_complete() -> None:
-    assert set(HANDLERS) | {"run.create", "subject.erase"} == set(COMMAND_CLASSES)  # neither is on a run
+    assert set(HANDLERS) | {"run.create", "subject.erase", "version.drain"} == set(COMMAND_CLASSES)  # not on a run
 
 
 def test_every_event_type_has_an_evolve_case_when_contract_is_complete() -> None:
-    assert set(_APPLY) | {"run.created", "command.rejected", "subject.erased"} == set(EVENT_CLASSES)
+    assert set(_APPLY) | {"run.created", "command.rejected", "subject.erased", "version.drained"} == set(EVENT_CLASSES)

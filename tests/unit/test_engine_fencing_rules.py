@@ -147,3 +147,20 @@ def test_fencing_with_a_transaction_open_past_its_timeout_names_the_timeout_not_
     txn.open, txn.opened_at = False, time.monotonic() - 25  # idle, no transaction open: another process too
     assert "another process started with this instance id 'pod-1'" in str(engine._fenced(ProducerFenced("x")))
     assert (tmp_path / "fencings").read_text().count("\n") == 2  # the timed-out one is not counted
+
+
+def test_producer_error_past_the_transaction_timeout_names_the_timeout_not_the_broker(tmp_path: Path) -> None:
+    """After a pause the client may time the transaction out itself (no fencing: "message(s) timed
+    out ... requires epoch bump", then produce fails in a bad state); seen on the broker by
+    tests/integration/test_engine_pause_fencing.py, it was reported as a broker that might be down."""
+    engine = Engine(APP, EngineSettings(state_dir=tmp_path, instance_id="pod-1", transaction_timeout_ms=1_000))
+    txn = engine._txn = ExactlyOnce(consumer=None)  # type: ignore[arg-type]
+    txn.open, txn.opened_at = True, time.monotonic() - 12
+    bad_state = KafkaException(KafkaError(KafkaError._STATE, "Unable to produce message"))
+
+    timed_out = engine._timed_out(bad_state)
+    assert timed_out is not None and timed_out.retryable
+    assert "past its transaction timeout (RUNFACTS_TRANSACTION_TIMEOUT_MS=1000)" in str(timed_out)
+    txn.opened_at = time.monotonic()  # a transaction just begun: not this cause
+    assert engine._timed_out(bad_state) is None
+    assert engine._timed_out(ValueError("not Kafka")) is None

@@ -58,9 +58,11 @@ class Worker:
     def log(self, start: int | None = None) -> Path:
         return self.workdir / f"{self.name}-{start or self.starts}.log"
 
-    def start(self, crash_at: str = "", after: int = 1, hold_until: str = "", **env: str) -> Worker:
+    def start(self, crash_at: str = "", after: int = 1, hold_until: str = "", armed_from: str = "",
+              **env: str) -> Worker:
         """Start an incarnation; `crash_at` arms a crash point (it dies there by SIGKILL, or with
-        `hold_until` waits there until that file exists; the marker says when it got there)."""
+        `hold_until` waits there until that file exists; the marker says when it got there;
+        with `armed_from` only hits after that file exists count)."""
         self.starts += 1
         args = [sys.executable, "-m", "runfacts.processors.engine.worker", "--app", self.app]
         for key, value in self.params.items():
@@ -71,7 +73,7 @@ class Worker:
             conf["RUNFACTS_CONSUMER"] = json.dumps({"group.instance.id": f"{self.app_prefix}-{self.name}",
                                                     **consumer})
         if crash_at:
-            conf.update(arm(crash_at, after, hold_until), RUNFACTS_CRASH_MARKER=str(self.marker))
+            conf.update(arm(crash_at, after, hold_until, armed_from), RUNFACTS_CRASH_MARKER=str(self.marker))
         full = child_env(RUNFACTS_KAFKA_BOOTSTRAP_SERVERS=self.bootstrap, RUNFACTS_STATE_DIR=str(self.state_dir),
                          RUNFACTS_INSTANCE_ID=self.name, RUNFACTS_GUARANTEE=self.guarantee, **conf)
         with self.log().open("wb") as sink:
@@ -120,6 +122,27 @@ class Worker:
         if code is None:
             self.kill()
         return code
+
+    def pause_in_transaction(self, release: Path, pause_s: float, timeout_s: float = 60.0) -> float:
+        """SIGSTOP an incarnation while it holds a transaction open, for `pause_s`, then SIGCONT.
+
+        The incarnation was started with `crash_at="engine.in_transaction", hold_until=release`:
+        the marker says it processed a batch and holds at the point, its transaction open (not
+        mid-restore, not between transactions). It is stopped there, the hold is released (it goes
+        on once continued), and it stays stopped `pause_s`. Returns how long it was stopped."""
+        deadline = time.monotonic() + timeout_s
+        while not self.marker.exists():
+            if not self.alive() or time.monotonic() > deadline:
+                raise InfrastructureError(f"{self.name} never held a transaction open at engine.in_transaction "
+                                          f"(alive: {self.alive()}); see {self.log()}", retryable=False)
+            time.sleep(0.05)
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        release.touch()
+        time.sleep(pause_s)
+        self.proc.send_signal(signal.SIGCONT)
+        return time.monotonic() - stopped
 
     def recovered(self, text: str) -> bool:
         """Whether the current incarnation's log mentions `text` (e.g. 'restored')."""

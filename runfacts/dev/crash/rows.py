@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -559,11 +558,16 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
 
 
 def pause_scenario(row: Row, stage: Stage) -> Finished:
-    """Two deciders; A is paused (SIGSTOP) with work in flight past the session timeout, B takes
+    """Two deciders; A is paused (SIGSTOP) with a transaction open past the session timeout, B takes
     its partitions over, A resumes (SIGCONT): whatever A still holds (an open transaction, a
     batch) must not land after the handover (issue 18.2). The transaction timeout is below the
     session timeout (the engine refuses otherwise), so the coordinator has aborted A's
-    transaction and bumped its epoch by the time B owns the partitions."""
+    transaction and bumped its epoch by the time B owns the partitions.
+
+    The moment is chosen, not guessed (issue 35): A runs armed at `engine.in_transaction` from
+    the moment B owns its share, so the first batch A processes after that holds there with its
+    transaction open (never mid-restore, never between transactions); A is stopped there. A
+    fenced A must say its transaction timed out, not that another process took its id."""
     inputs = workload(stage.prefix, stage.lab.runs)
     half = len(inputs) // 2
     stage.provision().send(inputs[:half])
@@ -572,23 +576,26 @@ def pause_scenario(row: Row, stage: Stage) -> Finished:
     env = {"RUNFACTS_CONSUMER": group, "RUNFACTS_TRANSACTION_TIMEOUT_MS": "5000"}
     a = stage.worker("a", static=False, env=env)
     b = stage.worker("b", static=False, env=env)
-    a.start()
+    armed, release = stage.dir / "a.armed", stage.dir / "a.release"
+    a.start("engine.in_transaction", hold_until=str(release), armed_from=str(armed))
     stage.settle(timeout_s=60)
     b.start()
     wait_until(lambda: b.log().exists() and b.recovered("assigned partitions"), 60, "B assigned partitions")
+    armed.touch()
     stage.send(inputs[half:])
-    time.sleep(0.3)  # A is inside a batch
-    assert a.proc is not None
-    a.proc.send_signal(signal.SIGSTOP)
-    time.sleep(session_ms / 1000 + 4)  # past the session (and the transaction) timeout
-    a.proc.send_signal(signal.SIGCONT)
+    paused = a.pause_in_transaction(release, session_ms / 1000 + 4)  # past the session (and transaction) timeout
     code = a.wait(15)  # A finds its transaction aborted (epoch bumped): fenced, it stops
+    extra = []
     if code is not None:
+        if "another process started with this instance id" in a.log().read_text(errors="replace"):
+            extra.append(f"A was told another process took its id, not that its transaction timed out: {a.log()}")
         a.start()
+        # wait for the new incarnation to rejoin (B alone may settle first; a SIGTERM at start-up kills it)
+        wait_until(lambda: a.log().exists() and a.recovered("assigned partitions"), 90, "A rejoined")
     stage.settle(supervise=(a,))
     woke = "rejoined" if code is None else f"exited {code} ({_last_error(a, 1)}), restarted and rejoined"
-    return _finish(row, stage, f"A paused {session_ms // 1000 + 4} s with a batch in flight (session "
-                               f"{session_ms // 1000} s, transaction 5 s); B took over; A resumed, {woke}")
+    return _finish(row, stage, f"A paused {paused:.0f} s with a transaction open (session {session_ms // 1000} s, "
+                               f"transaction 5 s); B took over; A resumed, {woke}", extra)
 
 
 def _last_error(worker: Worker, start: int) -> str:

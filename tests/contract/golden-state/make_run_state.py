@@ -3,6 +3,8 @@
     git archive <commit> | tar -x -C /tmp/tree
     cd tests/contract/golden-state && ../../../.venv/bin/python make_run_state.py /tmp/tree > run-state/<name>.json
     (--progress TREE, --timers TREE, --view TREE STATE.json: the other records)
+    ../../../.venv/bin/python make_run_state.py --record-shapes   (this tree's stored shapes into
+    shapes.json, under their current versions; older versions' entries are kept)
 
 The tree's own `tests/decider_support.py` folds a scripted run through that tree's decide/evolve:
 KEEP_SETTLED + 3 lookups, each claimed, completed and verified (so the oldest are compacted into
@@ -110,8 +112,32 @@ def view(tree: Path, state_json: Path) -> None:
     sys.stdout.write(value.hex() + "\n")
 
 
+SHAPES = Path(__file__).parent / "shapes.json"
+"""Every stored record kind's field set (`versions.shape_of`) per released version."""
+
+
+def stored_kinds():  # (kind, migrations, model): the records test_golden_state checks against SHAPES
+    from runfacts.processors.decider.state import RunState
+    from runfacts.processors.decider.state_json import RUN_STATE
+    from runfacts.processors.dispatcher.core import PROGRESS, Progress
+
+    return [(RUN_STATE.kind, RUN_STATE, RunState), (PROGRESS.kind, PROGRESS, Progress)]
+
+
+def record_shapes() -> None:
+    """`make_run_state.py --record-shapes`: the installed tree's shapes, each under its version."""
+    from runfacts.processors.engine.versions import shape_of
+
+    recorded = json.loads(SHAPES.read_text()) if SHAPES.exists() else {}
+    for kind, migrations, model in stored_kinds():
+        recorded.setdefault(kind, {})[str(migrations.current)] = shape_of(model)
+    SHAPES.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--progress":
+    if sys.argv[1] == "--record-shapes":
+        record_shapes()
+    elif sys.argv[1] == "--progress":
         progress(Path(sys.argv[2]).resolve())
     elif sys.argv[1] == "--view":
         view(Path(sys.argv[2]).resolve(), Path(sys.argv[3]).resolve())
