@@ -6,7 +6,8 @@
 command's source signature, the dispatcher, the payment simulator, and `runfacts gateway serve`.
 `mcp`: the governed-MCP stack (tests/integration/mcp_support.py): decider and dispatcher serving
 the ledger MCP server's tools, `runfacts mcp serve`'s stdio command line, and a gateway on the
-same topics (the approver's side). All on the real broker ($KAFKA_BOOTSTRAP_SERVERS).
+same topics (the approver's side). All on the real broker ($KAFKA_BOOTSTRAP_SERVERS, else the
+local one of scripts/kafka.sh, as the Python tests).
 
 Prints one JSON line (the URLs, API keys, the MCP command) once everything answers, then runs
 until its stdin closes (the test process ended, however it ended) and stops it all, deleting the
@@ -30,6 +31,7 @@ from gateway_support import KEYS, gateway_process, gateway_stack  # noqa: E402
 from mcp_support import McpStack  # noqa: E402
 
 from runfacts.demo.stack import DemoOptions  # noqa: E402
+from runfacts.dev.services import LocalKafka  # noqa: E402
 from runfacts.processors.policy.keyring import ENV_SOURCE_KEYS  # noqa: E402
 from runfacts.settings import KafkaSettings  # noqa: E402
 
@@ -48,9 +50,8 @@ class McpWithGateway(McpStack):
 
 
 def main(kind: str, workdir: Path) -> None:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or os.environ.get("RUNFACTS_KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        sys.exit("stack.py: set KAFKA_BOOTSTRAP_SERVERS to a running broker (scripts/kafka.sh start)")
+    # the broker the Python tests use (tests/conftest.py): $KAFKA_BOOTSTRAP_SERVERS, else the local one
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or LocalKafka().start()
     with ExitStack() as stack:
         if kind == "gateway":
             running = stack.enter_context(gateway_stack(bootstrap, workdir))
@@ -72,11 +73,8 @@ def main(kind: str, workdir: Path) -> None:
         else:
             sys.exit(f"stack.py: unknown stack {kind!r}: use gateway or mcp")
         print(json.dumps(found), flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.stdin.close())
-        try:
-            sys.stdin.read()  # until the test process closes it (or exits)
-        except (ValueError, OSError):
-            pass
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the ExitStack cleans up
+        sys.stdin.read()  # until the test process closes it (or exits)
 
 
 if __name__ == "__main__":

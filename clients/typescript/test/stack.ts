@@ -25,7 +25,6 @@ export async function startStack(kind: "gateway" | "mcp", timeoutMs = 240_000): 
   const python = process.env["RUNFACTS_PYTHON"] ?? join(REPO, ".venv", "bin", "python");
   const workdir = mkdtempSync(join(tmpdir(), `runfacts-ts-${kind}-`));
   const env = { ...process.env };
-  env["KAFKA_BOOTSTRAP_SERVERS"] ??= env["RUNFACTS_KAFKA_BOOTSTRAP_SERVERS"] ?? "127.0.0.1:9092";
   const child: ChildProcess = spawn(python, [join(PACKAGE, "test", "stack.py"), kind, workdir],
                                     { cwd: REPO, env, stdio: ["pipe", "pipe", "inherit"] });
   const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
