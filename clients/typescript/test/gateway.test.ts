@@ -202,11 +202,13 @@ test("the committed types are those of the OpenAPI document the gateway serves",
                "src/generated/openapi.ts drifted from the gateway's /openapi.json: run `npm run generate` and rebuild");
 });
 
-test("docs/http.md's TypeScript example runs as written", async () => {
+test("docs/http.md's TypeScript example (examples/refund_agent.ts) runs as written", async () => {
   const doc = readFileSync(join(REPO, "docs", "http.md"), "utf8");
   const blocks = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
   assert.equal(blocks.length, 1, "one ```ts block in docs/http.md");
   const source = blocks[0]!;
+  const example = readFileSync(join(REPO, "examples", "refund_agent.ts"), "utf8");
+  assert.ok(example.endsWith(source), "examples/refund_agent.ts ends with docs/http.md's block, unchanged");
   const dir = join(PACKAGE, "dist-test", "docs");
   mkdirSync(dir, { recursive: true });
   const file = join(dir, "http-example.ts");
@@ -222,8 +224,8 @@ test("docs/http.md's TypeScript example runs as written", async () => {
   const runId = `ts-doc-${randomUUID().slice(0, 8)}`;
   Object.assign(process.env, { RUNFACTS_URL: stack.url, AGENT_KEY: stack.keys["agent"], ALICE_KEY: stack.keys["alice"],
                                RUN_ID: runId });
-  const example = await import(pathToFileURL(join(dir, "http-example.mjs")).href);
-  const value = (await example.done) as Record<string, unknown>;
+  const agentModule = await import(pathToFileURL(join(dir, "http-example.mjs")).href);
+  const value = (await agentModule.done) as Record<string, unknown>;
   assert.equal(value["orderId"], "order-002", JSON.stringify(value));
   assert.match(String(value["refundId"]), /^re_/);
   const state = await agent.state(runId);
