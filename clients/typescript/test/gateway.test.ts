@@ -12,7 +12,7 @@ import { pathToFileURL } from "node:url";
 import ts from "typescript";
 import {
   ApprovalRejectedError, CallError, ForbiddenError, InvalidRequestError, NotFoundError, ProblemError, Runfacts, UnauthenticatedError,
-  type RunEvent, type StreamEvent,
+  type RunEvent, type RunView, type StreamEvent,
 } from "@runfacts/client";
 import { PACKAGE, REPO, startStack, type Stack } from "./stack.js";
 
@@ -70,6 +70,13 @@ test("start -> propose -> a person approves (seeing the arguments) -> the result
   assert.ok(state.version >= decided.version);
   const view = await agent.view(runId, { minVersion: decided.version });
   assert.ok(view.version >= decided.version);
+  let streamed: RunView | undefined; // the user view, live
+  for await (const frame of agent.viewStream(runId, { signal: AbortSignal.timeout(60_000) })) {
+    assert.equal(frame.event, "view");
+    streamed = frame.data as RunView;
+    if (streamed.version >= decided.version) break;
+  }
+  assert.ok(streamed !== undefined && streamed.version >= decided.version, JSON.stringify(streamed));
 });
 
 test("the same Idempotency-Key answers the same; the same runId is the same run", async () => {
