@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh checkout: Python venv with runfacts and its dev tools,
-# the Kafka broker jars (Maven Central) and, when asked, PostgreSQL.
+# the Kafka broker jars (Maven Central), the TypeScript client's npm dev dependencies when Node.js
+# is installed, and, when asked, PostgreSQL.
 #   scripts/setup.sh            venv + Kafka jars
 #   scripts/setup.sh --all      also PostgreSQL (outbox tests), Kafka Connect with Debezium (outbox CDC
 #                               tests), Chromium (dashboard browser test) and the PyPI MCP servers
@@ -23,6 +24,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 scripts/kafka.sh fetch
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  scripts/node-deps.sh   # clients/typescript: npm ci from its package-lock.json (make ts-test)
+else
+  echo "setup: no Node.js: clients/typescript's tests (make ts-test) need Node 20+ and npm" >&2
+fi
 if [ "${1:-}" = "--all" ]; then
   scripts/postgres.sh install
   scripts/kafka-connect.sh fetch   # Connect + Debezium jars (Maven Central) for the outbox CDC tests
