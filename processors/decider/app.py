@@ -22,6 +22,9 @@ Per command record (all in the engine's transaction for the batch):
    dead-lettered instead, never decided: the state record must stay under the broker's
    1 MB message limit, and results, controls and timers still get through to end the run.
 5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
+5b. Cross-run commands the facts call for (`children.outbox`: a child to create, a report to a
+   parent, a cancellation to a child; docs/decisions/0012-child-runs.md) go to the commands
+   topic keyed by their runId (murmur2: the target run's partition), in the same transaction.
 6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
    `flush` stores each changed run's last state once in `runs`, whose changelog IS the
    run-state topic (`Application.changelogs`: the engine produces the put there, with the
@@ -51,6 +54,7 @@ from pydantic import BaseModel
 from runfacts import telemetry
 from runfacts.ids import violation
 from runfacts.partitioning import misplaced_run_record
+from runfacts.processors.decider.children import outbox
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
@@ -345,6 +349,9 @@ class DeciderShell:
             self._mark_orphan(command, ctx)
         for event in events:
             self._emit_event(event, ctx, trace)
+        for out in outbox(command, state, events, new):  # cross-run commands: same transaction as the facts
+            ctx.emit(self.names.commands, out.runId.encode(), self.codec.encode(out),
+                     list(self.codec.headers(out)) + (trace or []))
         if new is not None and new is not state:
             ctx.batch[key] = Pending(new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfacts.schemas.spec.children import CHILD_COMMANDS
 from runfacts.schemas.spec.fields import (
     ARG_DISPLAY,
     BOOLEAN,
@@ -205,4 +206,5 @@ _PRIVACY = [  # crypto-shredding (issue 23): the subject is named by its referen
     ]),
 ]
 
-COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY)
+COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY
+                                       + CHILD_COMMANDS)

@@ -4,7 +4,9 @@ The fixtures in golden-state/ were written by golden-state/make_run_state.py fro
 the commit in each file's name (`git archive <commit>`): run states before `settledCalls`
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
 marked (`stateFormat` 2, the dedupe window as command ids), with the window as digests
-(`stateFormat` 3) and with an approval's requesters (`stateFormat` 4, c84833a); dispatcher
+(`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a) and with child runs
+(`stateFormat` 5: written by migrating the v4 fixture and adding a child, a reservation and an
+evidence item); dispatcher
 progress before and after `polls` and marked; the timer index; the user view. A record newer
 than this code knows is refused, naming the fix.
 """
@@ -24,6 +26,7 @@ from runfacts.processors.engine.store import MemoryBackend, PartitionState
 from runfacts.processors.engine.timers import TIMER_FORMAT, Timers
 from runfacts.processors.engine.versions import FIELD, NewerStoredVersion, StoredVersionError
 from runfacts.projections import user_view
+from runfacts.schemas.common import BudgetAmounts
 from runfacts.schemas.errors import InvalidInput
 
 GOLDEN = Path(__file__).parent / "golden-state"
@@ -158,3 +161,20 @@ def test_dashboard_reads_a_run_state_record_of_the_joined_shape_when_the_topic_h
     raw = (GOLDEN / "run-state" / "v1-e384e4b-settledCalls-joined.json").read_bytes()
     assert decode_state(raw) == load_state(raw)
     assert decode_state(raw).settledCalls["call-00001"][0] == "completed/confirmed_success"
+
+
+def test_run_state_of_format_4_reads_with_no_parent_no_children_and_an_empty_ledger_when_migrated() -> None:
+    """4 -> 5 (child runs, docs/decisions/0012-child-runs.md): nothing reserved, nothing to merge."""
+    raw = (GOLDEN / "run-state" / "v4-requesters.json").read_bytes()
+    assert json.loads(raw)["stateFormat"] == 4 and "children" not in json.loads(raw)
+    state = load_state(raw)
+
+    assert state.parentRunId is None and state.children == {} and state.evidenceItems == {}
+    assert state.budget.reserved == BudgetAmounts()
+
+
+def test_run_state_of_format_5_keeps_children_reservations_and_ledger_when_read_back() -> None:
+    state = load_state((GOLDEN / "run-state" / "v5-children.json").read_bytes())
+
+    assert state.children["run-child-7"].live and state.budget.reserved.toolCalls == 1
+    assert state.evidenceItems["ev-1"].by == state.runId
