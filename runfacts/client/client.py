@@ -252,6 +252,59 @@ class Runfacts:
             return self.run(run_id)
         return run
 
+    def start_child(self, parent: Run, *, goal: str, summary: str, budget: BudgetAmounts | dict[str, int],
+                    run_id: str | None = None, timeout: float | None = None) -> Run:
+        """Start a child run of `parent` (a parallel worker) with `budget` reserved from the parent's
+        remaining budget; returns the child once its decider created it (any partition). Refused
+        (`CommandRejected`): `budget_exceeded`, `budget_unbounded` (a dimension the parent limits
+        needs a limit), `child_exists`, `run_not_active`; the child's id taken: `child_refused`.
+        Protocol: docs/decisions/0012-child-runs.md."""
+        run_id = run_id or f"run-{uuid.uuid4().hex}"
+        for name, value in (("run_id", run_id), ("goal", goal), ("summary", summary)):
+            if not isinstance(value, str) or not value.strip():
+                raise BadArgument(parent.id, name, value, "must be a non-empty string")
+        amounts = budget_amounts(run_id, "budget", budget)
+        watched = self.follower.watching(run_id)
+        journal = self.follower.watch(run_id, backfill=False)
+        if not watched:
+            journal.complete = True
+        child = Run(self, run_id, journal)
+        answer = self.command(parent, cmd.StartChildRun, {"childRunId": run_id, "goalRef": goal,
+                                                          "goalSummary": summary, "budget": amounts})
+        parent.version = answer.version if answer.version is not None else parent.version
+        requested = next((e for e in answer.events if isinstance(e, ev.ChildRunRequested)), None)
+        if requested is None:  # queued in an outbox transaction: the child comes later
+            return child
+        create_id = f"xrun:{requested.eventId}"
+
+        def created(j: Journal) -> Resolved | None:
+            for entry in j.entries:
+                if entry.event_type == "run.parent_linked":
+                    return Resolved(outcomes.version_after(j.entries, entry.offset))
+                event = entry.event
+                if isinstance(event, ev.CommandRejected) and event.payload.commandId == create_id:
+                    p = event.payload
+                    return Resolved(error=CommandRejected(run_id, p.commandType, "child_refused",
+                                                          f"{p.reasonCode}: {p.detail}"))
+            return None
+
+        child.version = self.wait(child, created, f"child {run_id} created",
+                                  self.settings.timeout_s if timeout is None else timeout)
+        return child
+
+    def child_report(self, parent: Run, child_id: str, timeout: float | None = None) -> ev.ChildRunReportedPayload:
+        """Wait until the parent has folded its child's end (`status` completed | failed |
+        cancelled | refused, `used`, `released`); its evidence merge follows in the same answer."""
+        def check(j: Journal) -> Resolved | None:
+            for entry in j.entries:
+                event = entry.event
+                if isinstance(event, ev.ChildRunReported) and event.payload.childRunId == child_id \
+                        and event.payload.status != "needs_review":
+                    return Resolved(event.payload)
+            return None
+
+        return self.wait(parent, check, f"end of child {child_id}", timeout)  # type: ignore[no-any-return]
+
     def run(self, run_id: str) -> Run:
         """Re-attach to a run by id (its facts are read back once; RunNotFound if it has none)."""
         journal = self.follower.watch(run_id, backfill=True)
