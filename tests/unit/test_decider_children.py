@@ -249,3 +249,11 @@ def test_child_report_rejected_when_sender_is_not_a_decider() -> None:
 
     assert rejected(t, PARENT).reasonCode == "forbidden_role"
     assert t[PARENT].children[CHILD].status == "requested"
+
+
+def test_user_view_says_in_plain_words_which_child_needs_a_person_when_a_child_is_in_review() -> None:
+    from runfacts.projections.user_view import status_line
+
+    t = tree().send(start(toolCalls=2, steps=10), debit(CHILD, steps=11))
+
+    assert status_line(t[PARENT], None) == f"Needs a person: child_needs_review (child run {CHILD} needs a person)"
