@@ -133,6 +133,37 @@ def argument_display(manifests: Mapping[str, CapabilityManifest], capability: st
     return render(arguments, manifest.schema_or_none(), manifest.rule_fields())
 
 
+def child_created(run_id: str, requested: ev.ChildRunRequested) -> Callable[[Journal], Resolved | None]:
+    """A check on a child's journal: created (its version), or its creation refused (`child_refused`)."""
+    create_id = f"xrun:{requested.eventId}"  # children.outbox: the id of the run.create_child it caused
+
+    def created(j: Journal) -> Resolved | None:
+        for entry in j.entries:
+            if entry.event_type == "run.parent_linked":
+                return Resolved(outcomes.version_after(j.entries, entry.offset))
+            event = entry.event
+            if isinstance(event, ev.CommandRejected) and event.payload.commandId == create_id:
+                p = event.payload
+                return Resolved(error=CommandRejected(run_id, p.commandType, "child_refused",
+                                                      f"{p.reasonCode}: {p.detail}"))
+        return None
+
+    return created
+
+
+def child_ended(child_id: str) -> Callable[[Journal], Resolved | None]:
+    """A check on a parent's journal: the `child.reported` of the child's end."""
+    def check(j: Journal) -> Resolved | None:
+        for entry in j.entries:
+            event = entry.event
+            if isinstance(event, ev.ChildRunReported) and event.payload.childRunId == child_id \
+                    and event.payload.status != "needs_review":
+                return Resolved(event.payload)
+        return None
+
+    return check
+
+
 class Runfacts:
     """The process-wide client: a sender, one follower, the run-state reader."""
 
@@ -275,35 +306,14 @@ class Runfacts:
         requested = next((e for e in answer.events if isinstance(e, ev.ChildRunRequested)), None)
         if requested is None:  # queued in an outbox transaction: the child comes later
             return child
-        create_id = f"xrun:{requested.eventId}"
-
-        def created(j: Journal) -> Resolved | None:
-            for entry in j.entries:
-                if entry.event_type == "run.parent_linked":
-                    return Resolved(outcomes.version_after(j.entries, entry.offset))
-                event = entry.event
-                if isinstance(event, ev.CommandRejected) and event.payload.commandId == create_id:
-                    p = event.payload
-                    return Resolved(error=CommandRejected(run_id, p.commandType, "child_refused",
-                                                          f"{p.reasonCode}: {p.detail}"))
-            return None
-
-        child.version = self.wait(child, created, f"child {run_id} created",
+        child.version = self.wait(child, child_created(run_id, requested), f"child {run_id} created",
                                   self.settings.timeout_s if timeout is None else timeout)
         return child
 
     def child_report(self, parent: Run, child_id: str, timeout: float | None = None) -> ev.ChildRunReportedPayload:
         """Wait until the parent has folded its child's end (`status` completed | failed |
         cancelled | refused, `used`, `released`); its evidence merge follows in the same answer."""
-        def check(j: Journal) -> Resolved | None:
-            for entry in j.entries:
-                event = entry.event
-                if isinstance(event, ev.ChildRunReported) and event.payload.childRunId == child_id \
-                        and event.payload.status != "needs_review":
-                    return Resolved(event.payload)
-            return None
-
-        return self.wait(parent, check, f"end of child {child_id}", timeout)  # type: ignore[no-any-return]
+        return self.wait(parent, child_ended(child_id), f"end of child {child_id}", timeout)  # type: ignore[no-any-return]
 
     def run(self, run_id: str) -> Run:
         """Re-attach to a run by id (its facts are read back once; RunNotFound if it has none)."""

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from runfacts.client import outcomes
 from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
-from runfacts.client.client import AGENT_SOURCE, Answer, ClientSettings, argument_display, manifests_of
+from runfacts.client.client import (
+    AGENT_SOURCE,
+    Answer,
+    ClientSettings,
+    argument_display,
+    child_created,
+    child_ended,
+    manifests_of,
+)
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.outcomes import Resolved
 from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
@@ -105,6 +113,26 @@ class TestClient:
                 raise
             return self.run(run_id)
         return run
+
+    def start_child(self, parent: Run, *, goal: str, summary: str, budget: BudgetAmounts | dict[str, int],
+                    run_id: str | None = None, timeout: float | None = None) -> Run:
+        """Start a child run of `parent`, as `Runfacts.start_child` (created before this returns)."""
+        run_id = run_id or f"run-{uuid.uuid4().hex}"
+        for name, value in (("run_id", run_id), ("goal", goal), ("summary", summary)):
+            if not isinstance(value, str) or not value.strip():
+                raise BadArgument(parent.id, name, value, "must be a non-empty string")
+        amounts = budget_amounts(run_id, "budget", budget)
+        child = Run(self, run_id, self.stack.journal(run_id))  # type: ignore[arg-type]
+        answer = self.command(parent, cmd.StartChildRun, {"childRunId": run_id, "goalRef": goal,
+                                                          "goalSummary": summary, "budget": amounts})
+        parent.version = answer.version
+        requested = next(e for e in answer.events if isinstance(e, ev.ChildRunRequested))
+        child.version = self.wait(child, child_created(run_id, requested), f"child {run_id} created", timeout)
+        return child
+
+    def child_report(self, parent: Run, child_id: str, timeout: float | None = None) -> ev.ChildRunReportedPayload:
+        """The parent's fold of its child's end, as `Runfacts.child_report`."""
+        return self.wait(parent, child_ended(child_id), f"end of child {child_id}", timeout)  # type: ignore[no-any-return]
 
     def run(self, run_id: str) -> Run:
         """Re-attach to a run by id (RunNotFound if it has no facts)."""
