@@ -5,7 +5,7 @@ child starts (reserve), debits of the parent and of its children (spend), child 
 from __future__ import annotations
 
 from decider_support import USER, command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_decider_children import PARENT, Tree, debit, finish, start, tree
 
@@ -59,6 +59,7 @@ def _check(t: Tree) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, max_size=30))
+@example([("start", "run-kid-a", 4, 20, 500), ("spend", PARENT, 3, 12, 400)])  # the parent spending what a child holds
 def test_parent_budget_is_never_overdrawn_when_children_reserve_spend_and_release_in_any_order(steps) -> None:
     t = tree(**LIMITS)
     for step in steps:
