@@ -137,6 +137,14 @@ _LINES = {
 }
 
 
+_CHILD_REASONS = {  # docs/decisions/0012-child-runs.md
+    "child_needs_review": lambda s: "child run " + ", ".join(
+        sorted(k for k, c in s.children.items() if c.status == "needs_review")) + " needs a person",
+    "evidence_conflict": lambda s: "a child run's evidence disagrees with evidence this run holds",
+    "evidence_overflow": lambda s: "the evidence ledger is full: a child's evidence was not merged",
+}
+
+
 def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
     """Plain words for the status, from codes only."""
     status, reason = state.status, state.statusReason
@@ -147,6 +155,8 @@ def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
     if status == "needs_review" and reason == "unclaimed_tool_call":
         unserved = sorted({c.capabilityId for c in state.toolCalls.values() if c.awaiting_claim})
         return f"Needs a person: unclaimed_tool_call ({', '.join(unserved)} not claimed by a dispatcher)"
+    if status == "needs_review" and reason in _CHILD_REASONS:
+        return f"Needs a person: {reason} ({_CHILD_REASONS[reason](state)})"
     if status == "needs_review":
         return f"Needs a person: {reason or 'requested'}"
     if status == "failed":

@@ -7,16 +7,35 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 from runfacts.schemas.base import Millis, Record
 from runfacts.schemas.common import (
+    Actor,
     ApprovalDecision,
     ArgDisplay,
     BudgetAmounts,
+    ChildStatus,
     CommandBase,
+    EvidenceItem,
     ReconcileOutcome,
     Risk,
     RunVersions,
     TimerKind,
     VerificationStatus,
 )
+
+
+class AppendEvidencePayload(Record):
+    """Payload of AppendEvidence."""
+
+    evidenceId: str
+    hash: str
+    ref: str
+
+
+class AppendEvidence(CommandBase):
+    """Append a piece of evidence under this run's id."""
+
+    commandType: Literal["evidence.append"] = "evidence.append"
+    schemaVersion: Literal[1] = 1
+    payload: AppendEvidencePayload
 
 
 class ArchiveRunPayload(Record):
@@ -91,6 +110,27 @@ class CompleteTurn(CommandBase):
     commandType: Literal["turn.complete"] = "turn.complete"
     schemaVersion: Literal[1] = 1
     payload: CompleteTurnPayload
+
+
+class CreateChildRunPayload(Record):
+    """Payload of CreateChildRun."""
+
+    parentRunId: str
+    goalRef: str
+    goalSummary: str
+    userId: str
+    tenant: str | None = None
+    budget: BudgetAmounts
+    versions: RunVersions
+    creator: Actor
+
+
+class CreateChildRun(CommandBase):
+    """Create a run as a child (sent by the parent's decider)."""
+
+    commandType: Literal["run.create_child"] = "run.create_child"
+    schemaVersion: Literal[1] = 1
+    payload: CreateChildRunPayload
 
 
 class CreateRunPayload(Record):
@@ -289,6 +329,24 @@ class RecordReasoning(CommandBase):
     commandType: Literal["reasoning.record"] = "reasoning.record"
     schemaVersion: Literal[1] = 1
     payload: RecordReasoningPayload
+
+
+class ReportChildRunPayload(Record):
+    """Payload of ReportChildRun."""
+
+    childRunId: str
+    status: ChildStatus
+    reason: str = ""
+    used: BudgetAmounts
+    evidence: tuple[EvidenceItem, ...] = ()
+
+
+class ReportChildRun(CommandBase):
+    """A child's news for its parent (sent by the child's decider)."""
+
+    commandType: Literal["child.report"] = "child.report"
+    schemaVersion: Literal[1] = 1
+    payload: ReportChildRunPayload
 
 
 class ReportReconciledPayload(Record):
@@ -492,6 +550,23 @@ class SaveCheckpoint(CommandBase):
     payload: SaveCheckpointPayload
 
 
+class StartChildRunPayload(Record):
+    """Payload of StartChildRun."""
+
+    childRunId: str
+    goalRef: str
+    goalSummary: str
+    budget: BudgetAmounts
+
+
+class StartChildRun(CommandBase):
+    """Start a child run with a sub-budget reserved from this run's."""
+
+    commandType: Literal["child.start"] = "child.start"
+    schemaVersion: Literal[1] = 1
+    payload: StartChildRunPayload
+
+
 class StartTurnPayload(Record):
     """Payload of StartTurn."""
 
@@ -537,11 +612,13 @@ class UpdateProgress(CommandBase):
 
 
 Command = Annotated[
-    ArchiveRun
+    AppendEvidence
+    | ArchiveRun
     | CancelRun
     | ClaimToolCall
     | CompleteRun
     | CompleteTurn
+    | CreateChildRun
     | CreateRun
     | DebitBudget
     | DrainVersion
@@ -553,6 +630,7 @@ Command = Annotated[
     | ProposeToolCall
     | RecordFeedback
     | RecordReasoning
+    | ReportChildRun
     | ReportReconciled
     | ReportResultUnknown
     | ReportToolAccepted
@@ -565,6 +643,7 @@ Command = Annotated[
     | ReviewMemory
     | RevokeMemory
     | SaveCheckpoint
+    | StartChildRun
     | StartTurn
     | StopRun
     | UpdateProgress,
@@ -574,11 +653,13 @@ Command = Annotated[
 
 
 COMMAND_CLASSES: dict[str, type[CommandBase]] = {
+    "evidence.append": AppendEvidence,
     "run.archive": ArchiveRun,
     "run.cancel": CancelRun,
     "tool.call.claim": ClaimToolCall,
     "run.complete": CompleteRun,
     "turn.complete": CompleteTurn,
+    "run.create_child": CreateChildRun,
     "run.create": CreateRun,
     "budget.debit": DebitBudget,
     "version.drain": DrainVersion,
@@ -590,6 +671,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.propose": ProposeToolCall,
     "feedback.record": RecordFeedback,
     "reasoning.record": RecordReasoning,
+    "child.report": ReportChildRun,
     "tool.call.report_reconciled": ReportReconciled,
     "tool.call.report_result_unknown": ReportResultUnknown,
     "tool.call.report_accepted": ReportToolAccepted,
@@ -602,6 +684,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "memory.review": ReviewMemory,
     "memory.revoke": RevokeMemory,
     "checkpoint.save": SaveCheckpoint,
+    "child.start": StartChildRun,
     "turn.start": StartTurn,
     "run.stop": StopRun,
     "progress.update": UpdateProgress,

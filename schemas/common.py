@@ -104,6 +104,26 @@ class RunVersions(Record):
     policy: str
 
 
+ChildStatus = Literal[
+    "requested",
+    "needs_review",
+    "completed",
+    "failed",
+    "cancelled",
+    "refused",
+]
+"""Where a child run stands, as its parent knows it."""
+
+
+class EvidenceItem(Record):
+    """One piece of evidence: an id, the hash of its content, a reference."""
+
+    evidenceId: str
+    hash: str
+    ref: str
+    by: str
+
+
 ReviewReason = Literal[
     "budget_exceeded",
     "loop_detected",

@@ -11,7 +11,9 @@ from runfacts.schemas.common import (
     ArgDisplay,
     BudgetAmounts,
     BudgetDimension,
+    ChildStatus,
     EventBase,
+    EvidenceItem,
     InvalidationReason,
     PauseReason,
     ReconcileOutcome,
@@ -191,6 +193,40 @@ class CheckpointsArchived(EventBase):
     payload: CheckpointsArchivedPayload
 
 
+class ChildRunReportedPayload(Record):
+    """Payload of ChildRunReported."""
+
+    childRunId: str
+    status: ChildStatus
+    reason: str = ""
+    used: BudgetAmounts
+    released: BudgetAmounts
+
+
+class ChildRunReported(EventBase):
+    """A child reported: needs review, or its end."""
+
+    eventType: Literal["child.reported"] = "child.reported"
+    schemaVersion: Literal[1] = 1
+    payload: ChildRunReportedPayload
+
+
+class ChildRunRequestedPayload(Record):
+    """Payload of ChildRunRequested."""
+
+    childRunId: str
+    goalRef: str
+    budget: BudgetAmounts
+
+
+class ChildRunRequested(EventBase):
+    """A child run was asked for; its sub-budget is reserved."""
+
+    eventType: Literal["child.requested"] = "child.requested"
+    schemaVersion: Literal[1] = 1
+    payload: ChildRunRequestedPayload
+
+
 class CommandRejectedPayload(Record):
     """Payload of CommandRejected."""
 
@@ -208,6 +244,55 @@ class CommandRejected(EventBase):
     eventType: Literal["command.rejected"] = "command.rejected"
     schemaVersion: Literal[1] = 1
     payload: CommandRejectedPayload
+
+
+class EvidenceAppendedPayload(Record):
+    """Payload of EvidenceAppended."""
+
+    item: EvidenceItem
+
+
+class EvidenceAppended(EventBase):
+    """A piece of evidence under this run's own id."""
+
+    eventType: Literal["evidence.appended"] = "evidence.appended"
+    schemaVersion: Literal[1] = 1
+    payload: EvidenceAppendedPayload
+
+
+class EvidenceConflictDetectedPayload(Record):
+    """Payload of EvidenceConflictDetected."""
+
+    childRunId: str
+    evidenceId: str
+    heldHash: str
+    heldBy: str
+    offeredHash: str
+    offeredBy: str
+
+
+class EvidenceConflictDetected(EventBase):
+    """A child offered an evidence id this run holds with another hash; nothing was overwritten."""
+
+    eventType: Literal["evidence.conflict_detected"] = "evidence.conflict_detected"
+    schemaVersion: Literal[1] = 1
+    payload: EvidenceConflictDetectedPayload
+
+
+class EvidenceMergedPayload(Record):
+    """Payload of EvidenceMerged."""
+
+    childRunId: str
+    items: tuple[EvidenceItem, ...] = ()
+    overflow: tuple[str, ...] = ()
+
+
+class EvidenceMerged(EventBase):
+    """A child's evidence joined this run's (new or equal items)."""
+
+    eventType: Literal["evidence.merged"] = "evidence.merged"
+    schemaVersion: Literal[1] = 1
+    payload: EvidenceMergedPayload
 
 
 class FeedbackRecordedPayload(Record):
@@ -332,6 +417,20 @@ class MemoryRevoked(EventBase):
     eventType: Literal["memory.revoked"] = "memory.revoked"
     schemaVersion: Literal[1] = 1
     payload: MemoryRevokedPayload
+
+
+class ParentLinkedPayload(Record):
+    """Payload of ParentLinked."""
+
+    parentRunId: str
+
+
+class ParentLinked(EventBase):
+    """This run is a child of parentRunId."""
+
+    eventType: Literal["run.parent_linked"] = "run.parent_linked"
+    schemaVersion: Literal[1] = 1
+    payload: ParentLinkedPayload
 
 
 class ProgressUpdatedPayload(Record):
@@ -806,7 +905,12 @@ Event = Annotated[
     | BudgetExceeded
     | CheckpointSaved
     | CheckpointsArchived
+    | ChildRunReported
+    | ChildRunRequested
     | CommandRejected
+    | EvidenceAppended
+    | EvidenceConflictDetected
+    | EvidenceMerged
     | FeedbackRecorded
     | GrantRevoked
     | MemoryConfirmed
@@ -814,6 +918,7 @@ Event = Annotated[
     | MemoryProposed
     | MemoryRejected
     | MemoryRevoked
+    | ParentLinked
     | ProgressUpdated
     | ReasoningRecorded
     | RunArchived
@@ -858,7 +963,12 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "budget.exceeded": BudgetExceeded,
     "checkpoint.saved": CheckpointSaved,
     "checkpoint.archived": CheckpointsArchived,
+    "child.reported": ChildRunReported,
+    "child.requested": ChildRunRequested,
     "command.rejected": CommandRejected,
+    "evidence.appended": EvidenceAppended,
+    "evidence.conflict_detected": EvidenceConflictDetected,
+    "evidence.merged": EvidenceMerged,
     "feedback.recorded": FeedbackRecorded,
     "grant.revoked": GrantRevoked,
     "memory.confirmed": MemoryConfirmed,
@@ -866,6 +976,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "memory.proposed": MemoryProposed,
     "memory.rejected": MemoryRejected,
     "memory.revoked": MemoryRevoked,
+    "run.parent_linked": ParentLinked,
     "progress.updated": ProgressUpdated,
     "reasoning.recorded": ReasoningRecorded,
     "run.archived": RunArchived,

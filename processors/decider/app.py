@@ -22,6 +22,9 @@ Per command record (all in the engine's transaction for the batch):
    dead-lettered instead, never decided: the state record must stay under the broker's
    1 MB message limit, and results, controls and timers still get through to end the run.
 5. Emit each event to the events topic (key runId, Avro single-object bytes, type headers).
+5b. Cross-run commands the facts call for (`children.outbox`: a child to create, a report to a
+   parent, a cancellation to a child; docs/decisions/0012-child-runs.md) go to the commands
+   topic keyed by their runId (murmur2: the target run's partition), in the same transaction.
 6. If the state changed: keep it in the batch (`ctx.batch`). As the engine commits the batch,
    `flush` stores each changed run's last state once in `runs`, whose changelog IS the
    run-state topic (`Application.changelogs`: the engine produces the put there, with the
@@ -53,13 +56,14 @@ from pydantic import BaseModel
 from runfacts import telemetry
 from runfacts.ids import violation
 from runfacts.partitioning import misplaced_run_record
+from runfacts.processors.decider.children import XRUN_SOURCE, outbox
 from runfacts.processors.decider.codec import DeciderCodec, Extent
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state, lacks_evidence, load_state, with_evidence
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
-from runfacts.processors.policy.sources import SourceKeys, check_source
+from runfacts.processors.policy.sources import SourceKeys, check_source, sign
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec, CodecSettings
@@ -351,11 +355,24 @@ class DeciderShell:
             self._mark_orphan(command, ctx)
         for event in events:
             self._emit_event(event, ctx, trace)
+        for out in outbox(command, state, events, new):  # cross-run commands: same transaction as the facts
+            value = self.codec.encode(out)
+            ctx.emit(self.names.commands, out.runId.encode(), value, self._xrun_headers(out, value) + (trace or []))
         if new is not None and new is not state:
             ctx.batch[key] = Pending(new, trace, dumped, bound)  # step 6 runs once per run and batch: see flush
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
+
+    def _xrun_headers(self, command: CommandBase, value: bytes) -> list[tuple[str, bytes]]:
+        """A cross-run command's headers, signed as `decider-xrun` when this decider holds that
+        source's key (with source keys but without it, the receiver dead-letters the command as
+        `source_signature_missing`: add a `decider-xrun` key to RUNFACTS_SOURCE_KEYS)."""
+        headers = list(self.codec.headers(command))
+        sources = self.sources
+        if sources is not None and XRUN_SOURCE in sources.keyrings and sources.keyrings[XRUN_SOURCE].current:
+            headers += sign(sources, XRUN_SOURCE, value)
+        return headers
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
+from runfacts.processors.decider import children
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import fold
 from runfacts.processors.decider.run_commands import HANDLERS, create_run, drain_version, erase_subject, follow_ups
@@ -61,10 +62,12 @@ def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) ->
         return erase_subject(command, state)
     if isinstance(command, cmd.DrainVersion):  # not a run either: the shell keeps the partition's drains
         return drain_version(command, state)
-    if isinstance(command, cmd.CreateRun):
+    if isinstance(command, cmd.CreateRun | cmd.CreateChildRun):
         if state is not None:
             raise Rejected(command, "run_exists")
         _check_tenant(command, command.payload.tenant, ctx)
+        if isinstance(command, cmd.CreateChildRun):
+            return children.create_child(command, ctx)
         return create_run(command, ctx)
     if state is None:
         raise Rejected(command, "unknown_run")

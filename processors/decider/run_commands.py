@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from runfacts.partitioning import partition_for
+from runfacts.processors.decider import children
 from runfacts.processors.decider import memory as memory_commands
 from runfacts.processors.decider import tool_commands as tools
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
@@ -206,6 +207,9 @@ def complete(c: cmd.CompleteRun, state: RunState, ctx: DecideContext) -> list[Dr
     in_flight = [call.toolCallId for call in state.in_flight_calls()]
     if in_flight:
         raise Rejected(c, "tool_calls_in_flight", ", ".join(in_flight))
+    live = [child.childRunId for child in state.live_children()]
+    if live:
+        raise Rejected(c, "children_running", ", ".join(live) + ": wait for their reports, or cancel the run")
     pending = [k for k, call in state.toolCalls.items() if call.verification == "pending"]
     final = _final_checkpoint(state)
     return _closing(state, "run_ended") + [
@@ -223,8 +227,8 @@ def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
 
 def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> list[Draft]:
     """Consequences of the new state: a cancellation completes when nothing is in flight."""
-    if state is None or state.status != "cancelling" or state.in_flight_calls():
-        return []
+    if state is None or state.status != "cancelling" or state.in_flight_calls() or state.live_children():
+        return []  # a cancellation waits for its calls in flight and for its children's ends
     unresolved = [k for k, call in state.toolCalls.items()
                   if call.execution == "result_unknown" and call.reconciliation != "not_found"]
     final = _final_checkpoint(state)
@@ -384,6 +388,7 @@ HANDLERS: dict[str, Handler] = {
     "memory.propose": memory_commands.propose_memory,
     "memory.review": memory_commands.review_memory,
     "memory.revoke": memory_commands.revoke_memory,
+    **children.HANDLERS,
 }
 
 

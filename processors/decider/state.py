@@ -16,7 +16,16 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, Risk, RunVersions, VerificationStatus
+from runfacts.schemas.common import (
+    Actor,
+    ArgDisplay,
+    BudgetAmounts,
+    ChildStatus,
+    EvidenceItem,
+    Risk,
+    RunVersions,
+    VerificationStatus,
+)
 
 RunStatus = Literal[
     "created", "running", "waiting_for_approval", "waiting_for_review", "needs_review",
@@ -44,7 +53,7 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 4
+STATE_FORMAT: Final = 5
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -156,6 +165,8 @@ class Budget(Frozen):
 
     limits: BudgetAmounts
     used: BudgetAmounts = BudgetAmounts()
+    reserved: BudgetAmounts = BudgetAmounts()
+    """Held for live child runs (their sub-budgets): `used + reserved` never passes a limit."""
 
 
 class Checkpoint(Frozen):
@@ -186,6 +197,26 @@ class MemoryCandidate(Frozen):
     decidedAt: datetime | None = None
 
 
+LIVE_CHILD: frozenset[str] = frozenset({"requested", "needs_review"})
+"""A child in these has not reported its end: its reservation is held."""
+EVIDENCE_MAX = 256
+"""Evidence items a run's ledger holds at most (a report carries them all: the intake's item limit)."""
+
+
+class ChildState(Frozen):
+    """A child run as its parent knows it (docs/decisions/0012-child-runs.md)."""
+
+    childRunId: str
+    reserved: BudgetAmounts
+    status: ChildStatus = "requested"
+    reason: str = ""
+    used: BudgetAmounts = BudgetAmounts()
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE_CHILD
+
+
 class Progress(Frozen):
     """The Progress Contract: verified items, open items, next safe action."""
 
@@ -197,7 +228,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[4] = STATE_FORMAT
+    stateFormat: Literal[5] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""
@@ -235,6 +266,11 @@ class RunState(Frozen):
     evidence: tuple[str, ...] = ()
     """Ids of the run's evidence-grade events (`EVIDENCE_TYPES`), the last `EVIDENCE_WINDOW`."""
     memories: dict[str, MemoryCandidate] = {}
+    parentRunId: str | None = None
+    """The run that started this one as its child (None: a top-level run)."""
+    children: dict[str, ChildState] = {}
+    evidenceItems: dict[str, EvidenceItem] = {}
+    """The evidence ledger: id -> item (own appends and merged children's); never overwritten."""
 
     @property
     def terminal(self) -> bool:
@@ -251,6 +287,10 @@ class RunState(Frozen):
         if approval is None or approval.status not in ("granted", "consumed") or at < approval.expiresAt:
             return None
         return approval
+
+    def live_children(self) -> list[ChildState]:
+        """Children that have not reported their end."""
+        return [c for c in self.children.values() if c.live]
 
     def in_flight_calls(self) -> list[ToolCallState]:
         """Tool calls dispatched whose outcome is not settled yet."""

@@ -71,9 +71,17 @@ def _approval_requesters(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "approvals": approvals}
 
 
-RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters})
+def _child_runs(value: dict[str, Any]) -> dict[str, Any]:
+    """4 -> 5: child runs (docs/decisions/0012-child-runs.md): no parent, no children, nothing
+    reserved, an empty evidence ledger (a run of format 4 never had any)."""
+    budget = {**value["budget"], "reserved": {}}
+    return {**value, "budget": budget, "parentRunId": None, "children": {}, "evidenceItems": {}}
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
+                                                   4: _child_runs})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
-3 the dedupe window as digests, 4 an approval's requesters."""
+3 the dedupe window as digests, 4 an approval's requesters, 5 child runs and the evidence ledger."""
 
 
 def load_state(raw: bytes) -> RunState:

@@ -241,9 +241,10 @@ def _check_claimable(c: cmd.ClaimToolCall, call: ToolCallState, ctx: DecideConte
 
 def _over_budget(state: RunState, amounts: BudgetAmounts) -> list[Draft]:
     """BudgetExceeded + needs_review for the first dimension `amounts` would overdraw."""
-    limits, used = state.budget.limits, state.budget.used
-    for field, dimension in DIMENSIONS:
-        limit, have, want = getattr(limits, field), getattr(used, field), getattr(amounts, field)
+    limits, used, reserved = state.budget.limits, state.budget.used, state.budget.reserved
+    for field, dimension in DIMENSIONS:  # what live children hold (their sub-budgets) is not the run's to spend
+        limit, want = getattr(limits, field), getattr(amounts, field)
+        have = getattr(used, field) + getattr(reserved, field)
         if limit > 0 and want > 0 and have + want > limit:
             return [draft(ev.BudgetExceeded, dimension=dimension, limit=limit, used=have),
                     draft(ev.RunNeedsReview, reason="budget_exceeded",

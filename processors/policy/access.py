@@ -2,7 +2,7 @@
 
 The policy file is TOML (`policy.toml` next to this module is the packaged default):
 
-    policyVersion = "2026-12-02.1"
+    policyVersion = "2026-12-06.1"
     [sources.dashboard]                 # a trusted auth source ...
     roles = ["user", "operator"]        # ... and the only roles it may vouch for
     tenantScoped = true                 # (default) its actors act within their tenant
@@ -51,7 +51,7 @@ VERSION_PATTERN = r"^\d{4}-\d{2}-\d{2}\.\d+$"
 CommandDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "no_policy_rule"]
 TenantDenial = Literal["tenant_mismatch"]
 ApproverDenial = Literal["missing_actor", "untrusted_source", "forbidden_role", "self_approval_forbidden"]
-SERVICE_SOURCES: frozenset[str] = frozenset({"agent-harness", "dispatcher", "decider-timer"})
+SERVICE_SOURCES: frozenset[str] = frozenset({"agent-harness", "dispatcher", "decider-timer", "decider-xrun"})
 """The runtime's own auth sources (the agent harness, the dispatcher, the decider's timer): their
 actors are service identities, never requesters. Every other source's actor counts as a person."""
 

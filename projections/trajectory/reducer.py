@@ -362,7 +362,11 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
                      "memory.rejected", "memory.revoked", "memory.expired",
                      # an erasure (runId erasure-<ref>) and a drain (runId drain-<digest>-<n>) are no run's step
-                     "subject.erased", "version.drained"})
+                     "subject.erased", "version.drained",
+                     # child runs (docs/decisions/0012-child-runs.md): a child's steps are in its own
+                     # trajectory; the parent's reservation, link, reports and evidence ledger are no step
+                     "child.requested", "child.reported", "run.parent_linked", "evidence.appended",
+                     "evidence.merged", "evidence.conflict_detected"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

@@ -365,6 +365,56 @@ class ClientCore(ABC):
         """`start_run`, awaitable."""
         return await self.drive_async(self._start_run(goal, summary, user_id, tenant, budget, run_id, actor))
 
+    def _start_child(self, parent: Run, goal: str, summary: str, budget: BudgetAmounts | Mapping[str, int],
+                     run_id: str | None, timeout: float | None) -> Steps[Run]:
+        run_id = run_id or f"run-{uuid.uuid4().hex}"
+        for name, value in (("run_id", run_id), ("goal", goal), ("summary", summary)):
+            if not isinstance(value, str) or not value.strip():
+                raise BadArgument(parent.id, name, value, "must be a non-empty string")
+        amounts = budget_amounts(run_id, "budget", budget)
+        fresh = not self._watched(run_id)
+        child = Run(self, run_id, self._journal(run_id, False))
+        if fresh:  # watched before it exists: every fact of it is here
+            child.journal.complete = True
+        answer = yield from self.sends(parent, cmd.StartChildRun, {"childRunId": run_id, "goalRef": goal,
+                                                                   "goalSummary": summary, "budget": amounts})
+        parent.version = answer.version if answer.version is not None else parent.version
+        requested = next((e for e in answer.events if isinstance(e, ev.ChildRunRequested)), None)
+        if requested is None:  # queued in an outbox transaction: the child comes later
+            return child
+        child.version = yield from self.waits(child, child_created(run_id, requested), f"child {run_id} created",
+                                              self.settings.timeout_s if timeout is None else timeout)
+        return child
+
+    def start_child(self, parent: Run, *, goal: str, summary: str, budget: BudgetAmounts | Mapping[str, int],
+                    run_id: str | None = None, timeout: float | None = None) -> Run:
+        """Start a child run of `parent` (a parallel worker) with `budget` reserved from the parent's
+        remaining budget; returns the child once its decider created it (any partition). Refused
+        (`CommandRejected`): `budget_exceeded`, `budget_unbounded` (a dimension the parent limits
+        needs a limit), `child_exists`, `run_not_active`; the child's id taken: `child_refused`.
+        Protocol: docs/decisions/0012-child-runs.md."""
+        return self.drive(self._start_child(parent, goal, summary, budget, run_id, timeout))
+
+    async def start_child_async(self, parent: Run, *, goal: str, summary: str,
+                                budget: BudgetAmounts | Mapping[str, int], run_id: str | None = None,
+                                timeout: float | None = None) -> Run:
+        """`start_child`, awaitable."""
+        return await self.drive_async(self._start_child(parent, goal, summary, budget, run_id, timeout))
+
+    def child_report(self, parent: Run, child_id: str, timeout: float | None = None) -> ev.ChildRunReportedPayload:
+        """Wait until the parent has folded its child's end (`status` completed | failed |
+        cancelled | refused, `used`, `released`); its evidence merge follows in the same answer."""
+        found: ev.ChildRunReportedPayload = self.drive(
+            self.waits(parent, child_ended(child_id), f"end of child {child_id}", timeout))
+        return found
+
+    async def child_report_async(self, parent: Run, child_id: str,
+                                 timeout: float | None = None) -> ev.ChildRunReportedPayload:
+        """`child_report`, awaitable."""
+        found: ev.ChildRunReportedPayload = await self.drive_async(
+            self.waits(parent, child_ended(child_id), f"end of child {child_id}", timeout))
+        return found
+
     def run(self, run_id: str) -> Run:
         """Re-attach to a run by id (its facts are read back once; RunNotFound if it has none)."""
         journal = self._journal(run_id, True)
@@ -539,6 +589,37 @@ class ClientCore(ABC):
                                   reason: str = "", timeout: float | None = None) -> int | None:
         """`revoke_memory`, awaitable."""
         return await self.drive_async(self._revoke_memory(run_id, memory, reviewer, reason, timeout))
+
+
+def child_created(run_id: str, requested: ev.ChildRunRequested) -> Check:
+    """A check on a child's journal: created (its version), or its creation refused (`child_refused`)."""
+    create_id = f"xrun:{requested.eventId}"  # children.outbox: the id of the run.create_child it caused
+
+    def created(j: Journal) -> Resolved | None:
+        for entry in j.entries:
+            if entry.event_type == "run.parent_linked":
+                return Resolved(outcomes.version_after(j.entries, entry.offset))
+            event = entry.event
+            if isinstance(event, ev.CommandRejected) and event.payload.commandId == create_id:
+                p = event.payload
+                return Resolved(error=CommandRejected(run_id, p.commandType, "child_refused",
+                                                      f"{p.reasonCode}: {p.detail}"))
+        return None
+
+    return created
+
+
+def child_ended(child_id: str) -> Check:
+    """A check on a parent's journal: the `child.reported` of the child's end."""
+    def check(j: Journal) -> Resolved | None:
+        for entry in j.entries:
+            event = entry.event
+            if isinstance(event, ev.ChildRunReported) and event.payload.childRunId == child_id \
+                    and event.payload.status != "needs_review":
+                return Resolved(event.payload)
+        return None
+
+    return check
 
 
 def command_answer(run_id: str, found: list[outcomes.Entry], command: str) -> tuple[EventBase, ...]:

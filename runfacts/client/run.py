@@ -331,6 +331,25 @@ class Run:
         return await self.client.drive_async(self._propose_memory(statement_ref, evidence, scope, expires,
                                                                   statement_hash, summary, memory_id))
 
+    def start_child(self, *, goal: str, summary: str, budget: BudgetAmounts | Mapping[str, int],
+                    run_id: str | None = None, timeout: float | None = None) -> Run:
+        """Start a child run (a parallel worker) with `budget` reserved from this run's remaining
+        budget (`Runfacts.start_child`); its unspent part returns here when it ends."""
+        return self.client.start_child(self, goal=goal, summary=summary, budget=dict(budget)
+                                       if isinstance(budget, Mapping) else budget, run_id=run_id, timeout=timeout)
+
+    def append_evidence(self, evidence_id: str, content_hash: str, ref: str) -> int | None:
+        """Append a piece of evidence under this run's id (append-only: the same id again is
+        refused, `evidence_exists`); a parent merges its children's on their ends."""
+        for name, value in (("evidence_id", evidence_id), ("content_hash", content_hash), ("ref", ref)):
+            if not isinstance(value, str) or not value.strip():
+                raise BadArgument(self.id, name, value, "must be a non-empty string")
+        return self.client.drive(self._send(cmd.AppendEvidence, evidenceId=evidence_id, hash=content_hash, ref=ref))
+
+    def child_report(self, child: Run | str, timeout: float | None = None) -> Any:
+        """Wait for a child's end as this run folded it: `.status`, `.used`, `.released`."""
+        return self.client.child_report(self, child if isinstance(child, str) else child.id, timeout)
+
     def complete(self, outcome: str | None = None) -> int | None:
         """End the run successfully (`outcome`: a ref to what it produced). Returns the version."""
         return self.client.drive(self._send(cmd.CompleteRun, outcomeRef=outcome))

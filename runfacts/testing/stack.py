@@ -284,6 +284,9 @@ class TestStack:
         for record in self._new(self.dispatcher, names.commands):
             self.decider.pipe(names.commands, record.value, record.key, headers=record.headers)
             moved = True
+        for record in self._new(self.decider, names.commands):  # cross-run commands (child runs)
+            self.decider.pipe(names.commands, record.value, record.key, headers=record.headers)
+            moved = True
         for record in self._new(self.decider, names.state):
             key = (record.key or b"").decode()
             if record.value is None:

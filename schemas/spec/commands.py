@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runfacts.schemas.spec import versions
+from runfacts.schemas.spec.children import CHILD_COMMANDS
 from runfacts.schemas.spec.fields import (
     ARG_DISPLAY,
     BOOLEAN,
@@ -208,4 +209,4 @@ _PRIVACY = [  # crypto-shredding (issue 23): the subject is named by its referen
 ]
 
 COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY
-                                       + versions.COMMANDS)
+                                       + versions.COMMANDS + CHILD_COMMANDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runfacts.schemas.spec import versions
+from runfacts.schemas.spec.children import CHILD_EVENTS
 from runfacts.schemas.spec.fields import (
     ACTOR,
     ARG_DISPLAY,
@@ -321,4 +322,4 @@ _PRIVACY = [  # crypto-shredding (issue 23): the fact of an erasure, without the
 ]
 
 EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY + _PRIVACY
-                                     + versions.EVENTS)
+                                     + versions.EVENTS + CHILD_EVENTS)

@@ -4,7 +4,9 @@ The fixtures in golden-state/ were written by golden-state/make_run_state.py fro
 the commit in each file's name (`git archive <commit>`): run states before `settledCalls`
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
 marked (`stateFormat` 2, the dedupe window as command ids), with the window as digests
-(`stateFormat` 3) and with an approval's requesters (`stateFormat` 4, c84833a); dispatcher
+(`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a) and with child runs
+(`stateFormat` 5: written by migrating the v4 fixture and adding a child, a reservation and an
+evidence item); dispatcher
 progress before and after `polls` and marked; the timer index; the user view. A record newer
 than this code knows is refused, naming the fix.
 
@@ -35,6 +37,7 @@ from runfacts.processors.engine.versions import (
     shape_of,
 )
 from runfacts.projections import user_view
+from runfacts.schemas.common import BudgetAmounts
 from runfacts.schemas.errors import InvalidInput
 
 GOLDEN = Path(__file__).parent / "golden-state"
@@ -267,6 +270,24 @@ def test_run_state_stored_before_evidence_gets_it_back_and_the_same_state_hash_w
     rebuilt = with_evidence(load_state(old), [(e.eventId, e.eventType) for e in log])
 
     assert rebuilt == replayed and state_hash(rebuilt) == state_hash(replayed)
-    assert rebuilt == load_state(next((GOLDEN / "run-state").glob(f"v{STATE_FORMAT}-*.json")).read_bytes())
+    # the scripted run's newest fixture (v5-children is another run: a parent with a child)
+    assert rebuilt == load_state((GOLDEN / "run-state" / "v4-requesters.json").read_bytes())
     assert not any(lacks_evidence(p.read_bytes()) for p in RUN_STATES if p.name.startswith(("v3-", "v4-")))
     assert all(lacks_evidence(p.read_bytes()) for p in RUN_STATES if p.name.startswith("v1-"))
+
+
+def test_run_state_of_format_4_reads_with_no_parent_no_children_and_an_empty_ledger_when_migrated() -> None:
+    """4 -> 5 (child runs, docs/decisions/0012-child-runs.md): nothing reserved, nothing to merge."""
+    raw = (GOLDEN / "run-state" / "v4-requesters.json").read_bytes()
+    assert json.loads(raw)["stateFormat"] == 4 and "children" not in json.loads(raw)
+    state = load_state(raw)
+
+    assert state.parentRunId is None and state.children == {} and state.evidenceItems == {}
+    assert state.budget.reserved == BudgetAmounts()
+
+
+def test_run_state_of_format_5_keeps_children_reservations_and_ledger_when_read_back() -> None:
+    state = load_state((GOLDEN / "run-state" / "v5-children.json").read_bytes())
+
+    assert state.children["run-child-7"].live and state.budget.reserved.toolCalls == 1
+    assert state.evidenceItems["ev-1"].by == state.runId

@@ -27,7 +27,7 @@ from runfacts.processors.policy.sources import (
 )
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import Actor, CommandBase
+from runfacts.schemas.common import Actor, BudgetAmounts, CommandBase
 from runfacts.topics import TopicNames
 from runfacts.workers import decide_context
 
@@ -200,3 +200,33 @@ def test_records_of_every_shipped_command_version_sign_and_stay_readable(path: P
     assert reason == (None if "FireTimer" in path.stem else b"source_signature_missing"), dead.headers
     # and signed over exactly those bytes, the signature verifies: no re-encoding is involved
     assert check_source(keys, source, value, sign(keys, source, value), T0_MS) is None
+
+
+def test_cross_run_commands_are_signed_as_decider_xrun_and_decided_when_the_decider_holds_its_key() -> None:
+    """Child runs with source keys (docs/decisions/0012-child-runs.md): the decider signs the
+    run.create_child it sends; the receiving task verifies it like any command."""
+    keys = SourceKeys({**KEYS.keyrings, "decider-xrun": _ring("xrun-1", b"x")})
+    h = Harness(keys)
+    parent, child = "run-sig-parent", "run-sig-child"
+    h.pipe(h.commands.create(parent), keys)
+    start = h.commands.make(cmd.StartChildRun, parent, childRunId=child, goalRef="goal:child", goalSummary="w",
+                            budget=BudgetAmounts(steps=5, toolCalls=1))
+    h.pipe(start, keys)
+    [created] = [r for r in h.driver.outputs(NAMES.commands)]
+    assert check_source(keys, "decider-xrun", created.value, created.headers, T0_MS) is None
+    h.driver.pipe(NAMES.commands, created.value, created.key, headers=list(created.headers))
+
+    assert "run.parent_linked" in [e.eventType for e in h.events() if e.runId == child]
+    assert h.reasons() == []
+
+
+def test_cross_run_commands_are_dead_lettered_as_unsigned_when_the_decider_lacks_the_xrun_key() -> None:
+    h = Harness()
+    parent, child = "run-sig-parent-2", "run-sig-child-2"
+    h.pipe(h.commands.create(parent))
+    h.pipe(h.commands.make(cmd.StartChildRun, parent, childRunId=child, goalRef="goal:child", goalSummary="w",
+                           budget=BudgetAmounts(steps=5, toolCalls=1)))
+    [created] = h.driver.outputs(NAMES.commands)
+    h.driver.pipe(NAMES.commands, created.value, created.key, headers=list(created.headers))
+
+    assert h.reasons() == ["source_signature_missing"]

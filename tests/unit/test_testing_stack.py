@@ -244,3 +244,22 @@ def test_the_test_client_offers_every_method_of_runfacts_with_the_same_parameter
         ours = list(inspect.signature(getattr(TestClient, name)).parameters)
         theirs = list(inspect.signature(getattr(Runfacts, name)).parameters)
         assert ours == theirs, f"TestClient.{name}{ours} differs from Runfacts.{name}{theirs}"
+
+
+def test_child_run_returns_its_unspent_budget_to_the_parent_when_it_completes_on_the_test_stack(
+        stack: TestStack) -> None:
+    rf = stack.client()
+    parent = rf.start_run(goal="ticket:T-1", summary="evidence", user_id="customer-1", budget={"steps": 10})
+    child = parent.start_child(goal="ticket:T-1:a", summary="worker", budget={"steps": 4}, run_id="run-worker-a")
+
+    assert rf.state(child.id).parentRunId == parent.id and rf.state(parent.id).budget.reserved.steps == 4
+    with pytest.raises(CommandRejected) as over:
+        parent.start_child(goal="ticket:T-1:b", summary="worker", budget={"steps": 7})
+    assert over.value.reason == "budget_exceeded"
+    child.debit("step", steps=1)
+    child.append_evidence("ev-1", "sha256:" + "1" * 64, "ref/ev-1")
+    child.complete()
+    report = parent.child_report(child)
+
+    assert (report.status, report.used.steps, report.released.steps) == ("completed", 1, 3)
+    assert rf.state(parent.id).evidenceItems["ev-1"].by == child.id

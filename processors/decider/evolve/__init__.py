@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfacts.processors.decider.evolve.children import CHILD_APPLY
 from runfacts.processors.decider.evolve.run import RUN_APPLY, Apply, CorruptLog, add_amounts
 from runfacts.processors.decider.evolve.tools import TOOL_APPLY, action_hash
 from runfacts.processors.decider.memory import remember_evidence
@@ -22,7 +23,7 @@ from runfacts.schemas.construct import trusted
 
 __all__ = ["CorruptLog", "action_hash", "add_amounts", "evolve", "fold"]
 
-_APPLY: dict[str, Apply] = {**RUN_APPLY, **TOOL_APPLY}
+_APPLY: dict[str, Apply] = {**RUN_APPLY, **TOOL_APPLY, **CHILD_APPLY}
 """Every event type but run.created (no state yet) and command.rejected (no version change)."""
 
 

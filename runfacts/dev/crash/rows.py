@@ -91,6 +91,7 @@ ROWS = (
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-lost-commit-answer", "engine.during_commit", EOS, "lost-answer", after=3),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
+    Row("eos-child-runs", "engine.after_produce_before_commit", EOS, "children", after=1),  # twice: 0012-child-runs
     Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
     Row("soak", "no crash: decider, dispatcher, projector under a steady stream of refund runs for "
         "RUNFACTS_CRASH_SOAK_S (600) s", EOS, "soak"),
@@ -151,6 +152,15 @@ def _finish(row: Row, stage: Stage, what: str, extra: list[str] | None = None, l
 
 def _killed(row: Row, marker: str) -> str:
     return f"killed -9 at {row.point} (hit {row.after})" if row.point in marker else f"killed ({marker})"
+
+
+def children_row(row: Row, stage: Stage) -> Finished:
+    """Child runs across partitions (runfacts.dev.crash.children): killed mid-protocol twice."""
+    from runfacts.dev.crash.children import children_scenario
+
+    marker, problems = children_scenario(row, stage)
+    return _finish(row, stage, f"killed -9 at {row.point} starting children and again as they report ({marker}); "
+                   "restarted each time; each cross-run command once, reservations returned", problems)
 
 
 def decider_scenario(row: Row, stage: Stage) -> Finished:
@@ -1102,4 +1112,5 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
     "cluster": cluster_scenario,
     "storm": storm_scenario, "soak": soak_scenario,
+    "children": lambda row, stage: children_row(row, stage),
 }
