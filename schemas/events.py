@@ -210,6 +210,42 @@ class CommandRejected(EventBase):
     payload: CommandRejectedPayload
 
 
+class CompensationPlannedPayload(Record):
+    """Payload of CompensationPlanned."""
+
+    toolCallId: str
+    compensationCapabilityId: str
+    arguments: str | None = None
+    problem: str | None = None
+
+
+class CompensationPlanned(EventBase):
+    """How a completed call would be undone: its compensation's arguments, or why not."""
+
+    eventType: Literal["compensation.planned"] = "compensation.planned"
+    schemaVersion: Literal[1] = 1
+    payload: CompensationPlannedPayload
+
+
+class CompensationStartedPayload(Record):
+    """Payload of CompensationStarted."""
+
+    toolCallId: str
+    compensationToolCallId: str
+    compensationCapabilityId: str
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    remaining: tuple[str, ...] = ()
+    detail: str = ""
+
+
+class CompensationStarted(EventBase):
+    """The run undoes a completed call: the compensating call (an ordinary governed call) follows."""
+
+    eventType: Literal["compensation.started"] = "compensation.started"
+    schemaVersion: Literal[1] = 1
+    payload: CompensationStartedPayload
+
+
 class FeedbackRecordedPayload(Record):
     """Payload of FeedbackRecorded."""
 
@@ -408,6 +444,22 @@ class RunCancelled(EventBase):
     eventType: Literal["run.cancelled"] = "run.cancelled"
     schemaVersion: Literal[1] = 1
     payload: RunCancelledPayload
+
+
+class RunCompensatedPayload(Record):
+    """Payload of RunCompensated."""
+
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    compensatedToolCalls: tuple[str, ...] = ()
+    unresolvedToolCalls: tuple[str, ...] = ()
+
+
+class RunCompensated(EventBase):
+    """Every completed call with a compensation was undone: terminal."""
+
+    eventType: Literal["run.compensated"] = "run.compensated"
+    schemaVersion: Literal[1] = 1
+    payload: RunCompensatedPayload
 
 
 class RunCompletedPayload(Record):
@@ -789,6 +841,8 @@ Event = Annotated[
     | CheckpointSaved
     | CheckpointsArchived
     | CommandRejected
+    | CompensationPlanned
+    | CompensationStarted
     | FeedbackRecorded
     | GrantRevoked
     | MemoryConfirmed
@@ -801,6 +855,7 @@ Event = Annotated[
     | RunArchived
     | RunCancelRequested
     | RunCancelled
+    | RunCompensated
     | RunCompleted
     | RunCreated
     | RunFailed
@@ -840,6 +895,8 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "checkpoint.saved": CheckpointSaved,
     "checkpoint.archived": CheckpointsArchived,
     "command.rejected": CommandRejected,
+    "compensation.planned": CompensationPlanned,
+    "compensation.started": CompensationStarted,
     "feedback.recorded": FeedbackRecorded,
     "grant.revoked": GrantRevoked,
     "memory.confirmed": MemoryConfirmed,
@@ -852,6 +909,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "run.archived": RunArchived,
     "run.cancel_requested": RunCancelRequested,
     "run.cancelled": RunCancelled,
+    "run.compensated": RunCompensated,
     "run.completed": RunCompleted,
     "run.created": RunCreated,
     "run.failed": RunFailed,

@@ -62,9 +62,16 @@ def _approval_requesters(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "approvals": approvals}
 
 
-RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters})
+def _compensations(value: dict[str, Any]) -> dict[str, Any]:
+    """4 -> 5: a run holds its compensation plans and why it compensates (issue 35); a run stored
+    before had no compensation declared to plan: none, and it does not compensate."""
+    return {**value, "compensations": {}, "compensating": None}
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
+                                                   4: _compensations})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
-3 the dedupe window as digests, 4 an approval's requesters."""
+3 the dedupe window as digests, 4 an approval's requesters, 5 compensation plans."""
 
 
 def load_state(raw: bytes) -> RunState:

@@ -333,6 +333,8 @@ HANDLERS: dict[str, Handler] = {
     "run.completed": _status("completed", ends=True, outcome="outcomeRef"),
     "run.failed": _status("failed", ends=True, outcome="errorClass"),
     "run.archived": _status("archived"),
+    "compensation.started": _status("compensating"),  # the undoing call is a step of its own
+    "run.compensated": _status("compensated", ends=True, outcome="reason"),
     "turn.started": _turn,
     "turn.completed": _turn,
     "reasoning.recorded": _reasoning,
@@ -362,7 +364,9 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
                      "memory.rejected", "memory.revoked", "memory.expired",
                      # an erasure (runId erasure-<ref>) is no run's step
-                     "subject.erased"})
+                     "subject.erased",
+                     # a compensation's plan: what would undo a call, not a step (its undoing is one)
+                     "compensation.planned"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 
@@ -377,7 +381,7 @@ READS = ReadSettings(
     payloads={
         "run.created": _fields("goalRef"), "run.paused": _fields("reason"),
         "run.needs_review": _fields("reason"), "run.completed": _fields("outcomeRef"),
-        "run.failed": _fields("errorClass"),
+        "run.failed": _fields("errorClass"), "run.compensated": _fields("reason"),
         "turn.started": _fields("turnNumber"), "turn.completed": _fields("turnNumber"),
         "reasoning.recorded": _fields("goalRef", "evidenceRefs", "conclusionHash",
                                       "conclusionRef"),

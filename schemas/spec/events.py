@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfacts.schemas.spec.compensation import COMPENSATION_EVENTS
 from runfacts.schemas.spec.fields import (
     ACTOR,
     ARG_DISPLAY,
@@ -319,4 +320,5 @@ _PRIVACY = [  # crypto-shredding (issue 23): the fact of an erasure, without the
     ]),
 ]
 
-EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY + _PRIVACY)
+EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY + _PRIVACY
+                                     + COMPENSATION_EVENTS)

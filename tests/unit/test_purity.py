@@ -30,11 +30,13 @@ PURE = [
     "runfacts.processors.decider.state", "runfacts.processors.decider.evolve",
     "runfacts.processors.decider.evolve.run", "runfacts.processors.decider.evolve.tools",
     "runfacts.processors.decider.timers", "runfacts.processors.decider.state_json",
-    "runfacts.processors.decider.memory",
+    "runfacts.processors.decider.memory", "runfacts.processors.decider.compensation",
+    "runfacts.processors.decider.evolve.compensation",
     # policy and the dispatcher's core
     "runfacts.processors.policy.access", "runfacts.processors.policy.capabilities",
     "runfacts.processors.policy.retry", "runfacts.processors.policy.approvals",
     "runfacts.processors.policy.sources", "runfacts.processors.policy.display",
+    "runfacts.processors.policy.compensation",
     "runfacts.processors.dispatcher.core",
     # projection reducers
     "runfacts.projections.facts", "runfacts.projections.records", "runfacts.projections.user_view",
