@@ -115,3 +115,14 @@ def test_registry_rejects_compensation_of_an_unknown_argument() -> None:
 
     with pytest.raises(RegistryError, match="args.amount, not an argument"):
         registry.tool("shop.other", compensation=("shop.refund", {"charge_id": "args.amount"}))(other)
+
+
+def test_docs_tools_compensation_example_runs() -> None:
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", doc.read_text(), re.S) if "compensation=" in b]
+    namespace: dict = {"__name__": "doc_compensation"}  # type: ignore[type-arg]
+    exec(compile(block, str(doc), "exec"), namespace)  # noqa: S102 - the documented example
+    assert namespace["comp"].capability_id == "shop.refund"
