@@ -126,7 +126,9 @@ def follow_up(state: RunState, c: CommandBase, ctx: DecideContext) -> tuple[list
     """What compensation makes of the new state: (drafts, whether they end the run
     `compensated`), or None when it has nothing to say (not cancelling nor compensating)."""
     if state.status == "cancelling":
-        if state.in_flight_calls() or not todo(state):
+        stuck = [p for p in state.compensations.values()
+                 if p.compensationToolCallId and _outcome(state, p.compensationToolCallId) != "done"]
+        if state.in_flight_calls() or not todo(state) or stuck:  # a person cancels a review: no older undo
             return None
         return start(state, c, ctx, "run_cancelled"), False
     if state.status != "compensating":

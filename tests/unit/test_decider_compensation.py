@@ -325,3 +325,14 @@ def _millis(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_millis(v) for v in value]
     return value
+
+
+def test_cancel_after_a_failed_compensation_ends_cancelled_without_undoing_older_calls() -> None:
+    s = two_effects().given(cancel())
+    first = compensation_call_id("charge-1")
+    s.given(claim(s, first), report(cmd.ReportToolFailed, first, 1, errorClass="declined", retryable=False))
+    assert s.s.status == "needs_review"
+    s.when(cancel())
+    assert "run.cancelled" in [e.eventType for e in s.last] and "compensation.started" not in [
+        e.eventType for e in s.last]
+    assert s.s.compensations["reserve-1"].compensationToolCallId is None
