@@ -24,7 +24,7 @@ ROLES: tuple[Role, ...] = ("user", "operator", "auditor")
 ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review",
                     "needs_review"})
 """Statuses in which StopRun is accepted (the decider's rule)."""
-BUSY = frozenset({"created", "running", "cancelling"})
+BUSY = frozenset({"created", "running", "cancelling", "compensating"})
 DECISIONS = ("approve", "reject")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Publish = tuple[str, bytes, bytes | None]
@@ -157,8 +157,12 @@ def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
         return f"Needs a person: unclaimed_tool_call ({', '.join(unserved)} not claimed by a dispatcher)"
     if status == "needs_review" and reason in _CHILD_REASONS:
         return f"Needs a person: {reason} ({_CHILD_REASONS[reason](state)})"
+    if status == "needs_review" and state.compensating:
+        return f"Needs a person: {reason or 'requested'} while undoing completed steps ({_undone(state)})"
     if status == "needs_review":
         return f"Needs a person: {reason or 'requested'}"
+    if status in ("compensating", "compensated"):
+        return _compensation_line(state)
     if status == "failed":
         return f"Failed ({reason or 'error'})"
     line = _LINES.get(status, status)
@@ -168,6 +172,37 @@ def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
     if status == "completed" and pending:
         return f"{line}; {pending} verification(s) pending"
     return line
+
+
+def _reversed(state: RunState) -> list[str]:
+    """The completed steps already undone, newest first, as 'action on target'."""
+    out = []
+    for plan in reversed(state.compensations.values()):
+        undo_id = plan.compensationToolCallId
+        if undo_id is None:
+            continue
+        undo = state.toolCalls.get(undo_id)
+        done = (undo.execution == "completed") if undo is not None else (
+            state.settledCalls.get(undo_id, ("",))[0].startswith("completed"))
+        if done:
+            call = state.toolCalls.get(plan.toolCallId)
+            out.append(f"{call.action} on {call.target}" if call is not None else plan.toolCallId)
+    return out
+
+
+def _undone(state: RunState) -> str:
+    return f"{len(_reversed(state))} of {len(state.compensations)} reversed"
+
+
+def _compensation_line(state: RunState) -> str:
+    """'Undoing completed steps (1 of 2 reversed): charge on order-001 reversed' and, at the end,
+    'Cancelled; every completed step reversed: charge on order-001, reserve on order-001'."""
+    why = "Failed" if state.compensating == "run_failed" else "Cancelled"
+    done = _reversed(state)
+    if state.status == "compensated":
+        return f"{why}; every completed step reversed: {', '.join(done)}" if done else f"{why}; nothing to reverse"
+    line = f"{why}: undoing completed steps ({_undone(state)})"
+    return f"{line}: {', '.join(done)} reversed" if done else line
 
 
 def operator_detail(state: RunState) -> OperatorDetail:

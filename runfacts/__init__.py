@@ -9,7 +9,7 @@ What you import (the public API; docs/architecture.md, "Public API"):
 - `runfacts.testing` — `TestStack`: the real decider and dispatcher without a broker.
 - `runfacts.processors.engine` — `Application`, `Engine`, `TestDriver`: for stream authors.
 - `runfacts.schemas` (`events`, `commands`, `common`, `codec`) — the wire contract, for readers
-  of the log.
+  of the log; `runfacts.schemas.errors` — `RunfactsError`, the root of every runfacts error.
 
 The HTTP gateway (`runfacts gateway serve`), the MCP server (`runfacts mcp serve`), the workers,
 the console and the operator commands are used through the `runfacts` command, not imported.
@@ -44,6 +44,7 @@ PUBLIC_MODULES = (
     "runfacts.schemas.codec",
     "runfacts.schemas.commands",
     "runfacts.schemas.common",
+    "runfacts.schemas.errors",
     "runfacts.schemas.events",
 )
 

@@ -246,6 +246,42 @@ class CommandRejected(EventBase):
     payload: CommandRejectedPayload
 
 
+class CompensationPlannedPayload(Record):
+    """Payload of CompensationPlanned."""
+
+    toolCallId: str
+    compensationCapabilityId: str
+    arguments: str | None = None
+    problem: str | None = None
+
+
+class CompensationPlanned(EventBase):
+    """How a completed call would be undone: its compensation's arguments, or why not."""
+
+    eventType: Literal["compensation.planned"] = "compensation.planned"
+    schemaVersion: Literal[1] = 1
+    payload: CompensationPlannedPayload
+
+
+class CompensationStartedPayload(Record):
+    """Payload of CompensationStarted."""
+
+    toolCallId: str
+    compensationToolCallId: str
+    compensationCapabilityId: str
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    remaining: tuple[str, ...] = ()
+    detail: str = ""
+
+
+class CompensationStarted(EventBase):
+    """The run undoes a completed call: the compensating call (an ordinary governed call) follows."""
+
+    eventType: Literal["compensation.started"] = "compensation.started"
+    schemaVersion: Literal[1] = 1
+    payload: CompensationStartedPayload
+
+
 class EvidenceAppendedPayload(Record):
     """Payload of EvidenceAppended."""
 
@@ -507,6 +543,22 @@ class RunCancelled(EventBase):
     eventType: Literal["run.cancelled"] = "run.cancelled"
     schemaVersion: Literal[1] = 1
     payload: RunCancelledPayload
+
+
+class RunCompensatedPayload(Record):
+    """Payload of RunCompensated."""
+
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    compensatedToolCalls: tuple[str, ...] = ()
+    unresolvedToolCalls: tuple[str, ...] = ()
+
+
+class RunCompensated(EventBase):
+    """Every completed call with a compensation was undone: terminal."""
+
+    eventType: Literal["run.compensated"] = "run.compensated"
+    schemaVersion: Literal[1] = 1
+    payload: RunCompensatedPayload
 
 
 class RunCompletedPayload(Record):
@@ -908,6 +960,8 @@ Event = Annotated[
     | ChildRunReported
     | ChildRunRequested
     | CommandRejected
+    | CompensationPlanned
+    | CompensationStarted
     | EvidenceAppended
     | EvidenceConflictDetected
     | EvidenceMerged
@@ -924,6 +978,7 @@ Event = Annotated[
     | RunArchived
     | RunCancelRequested
     | RunCancelled
+    | RunCompensated
     | RunCompleted
     | RunCreated
     | RunFailed
@@ -966,6 +1021,8 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "child.reported": ChildRunReported,
     "child.requested": ChildRunRequested,
     "command.rejected": CommandRejected,
+    "compensation.planned": CompensationPlanned,
+    "compensation.started": CompensationStarted,
     "evidence.appended": EvidenceAppended,
     "evidence.conflict_detected": EvidenceConflictDetected,
     "evidence.merged": EvidenceMerged,
@@ -982,6 +1039,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "run.archived": RunArchived,
     "run.cancel_requested": RunCancelRequested,
     "run.cancelled": RunCancelled,
+    "run.compensated": RunCompensated,
     "run.completed": RunCompleted,
     "run.created": RunCreated,
     "run.failed": RunFailed,

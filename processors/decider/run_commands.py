@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from runfacts.partitioning import partition_for
-from runfacts.processors.decider import children
+from runfacts.processors.decider import children, compensation
 from runfacts.processors.decider import memory as memory_commands
 from runfacts.processors.decider import tool_commands as tools
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
@@ -27,6 +27,9 @@ ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_r
 def _require_active(c: CommandBase, state: RunState) -> None:
     if state.status == "cancelling":
         raise Rejected(c, "run_cancelling")
+    if state.status == "compensating":
+        raise Rejected(c, "run_compensating", "the run is undoing its completed calls; it ends compensated "
+                       "or needs_review")
     if state.terminal:
         raise Rejected(c, "run_ended", f"run is {state.status}")
 
@@ -161,7 +164,8 @@ def _final_checkpoint(state: RunState) -> Draft:
 # is refused at every later use: a claim (`grant_revoked`) and a dispatcher retry
 # (`dispatcher.core.refusal`).
 
-END_REASONS: dict[str, str] = {"completed": "run_completed", "failed": "run_failed", "cancelled": "run_cancelled"}
+END_REASONS: dict[str, str] = {"completed": "run_completed", "failed": "run_failed", "cancelled": "run_cancelled",
+                               "compensated": "run_compensated"}
 
 
 def _grant_kind(state: RunState, call: ToolCallState) -> str | None:
@@ -218,7 +222,15 @@ def complete(c: cmd.CompleteRun, state: RunState, ctx: DecideContext) -> list[Dr
 
 
 def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """The run fails: at once, or first undoing its completed calls that declare a compensation."""
     _require_active(c, state)
+    if compensation.todo(state):
+        in_flight = [call.toolCallId for call in state.in_flight_calls()]
+        if in_flight:
+            raise Rejected(c, "tool_calls_in_flight", f"{', '.join(in_flight)}: cancel the run (run.cancel) "
+                           "to wait for them before its completed calls are compensated")
+        detail = f"{c.payload.errorClass}: {c.payload.detail}" if c.payload.detail else c.payload.errorClass
+        return _closing(state, "run_ended") + compensation.start(state, c, ctx, "run_failed", detail)
     final = _final_checkpoint(state)
     return _closing(state, "run_ended") + [
         draft(ev.RunFailed, errorClass=c.payload.errorClass, detail=c.payload.detail),
@@ -226,8 +238,18 @@ def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
 
 
 def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> list[Draft]:
-    """Consequences of the new state: a cancellation completes when nothing is in flight."""
-    if state is None or state.status != "cancelling" or state.in_flight_calls() or state.live_children():
+    """Consequences of the new state: a cancellation completes when nothing is in flight and no
+    child is live, after compensating the run's completed calls (`compensation.follow_up`)."""
+    if state is None:
+        return []
+    undo = None if state.live_children() else compensation.follow_up(state, c, ctx)
+    if undo is not None:
+        drafts, ended = undo
+        if not ended:
+            return drafts
+        final = _final_checkpoint(state)
+        return [*drafts, final, *end_of_run(state, END_REASONS["compensated"], final)]
+    if state.status != "cancelling" or state.in_flight_calls() or state.live_children():
         return []  # a cancellation waits for its calls in flight and for its children's ends
     unresolved = [k for k, call in state.toolCalls.items()
                   if call.execution == "result_unknown" and call.reconciliation != "not_found"]

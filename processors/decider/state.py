@@ -29,9 +29,9 @@ from runfacts.schemas.common import (
 
 RunStatus = Literal[
     "created", "running", "waiting_for_approval", "waiting_for_review", "needs_review",
-    "cancelling", "completed", "failed", "cancelled",
+    "cancelling", "completed", "failed", "cancelled", "compensating", "compensated",
 ]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "compensated"})
 Execution = Literal[
     "proposed", "authorized", "dispatching", "accepted", "completed", "failed", "result_unknown",
 ]
@@ -53,7 +53,7 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 5
+STATE_FORMAT: Final = 6
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -217,6 +217,18 @@ class ChildState(Frozen):
         return self.status in LIVE_CHILD
 
 
+class CompensationPlan(Frozen):
+    """How a completed call would be undone (`compensation.planned`), and whether it is being undone."""
+
+    toolCallId: str  # the completed call
+    capabilityId: str  # the compensating capability
+    target: str
+    summary: str
+    arguments: str | None = None  # canonical JSON of the compensating call's arguments
+    problem: str | None = None  # why they cannot be derived (a person undoes the effect)
+    compensationToolCallId: str | None = None  # set when its compensation started
+
+
 class Progress(Frozen):
     """The Progress Contract: verified items, open items, next safe action."""
 
@@ -228,7 +240,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[5] = STATE_FORMAT
+    stateFormat: Literal[6] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""
@@ -271,6 +283,11 @@ class RunState(Frozen):
     children: dict[str, ChildState] = {}
     evidenceItems: dict[str, EvidenceItem] = {}
     """The evidence ledger: id -> item (own appends and merged children's); never overwritten."""
+    compensations: dict[str, CompensationPlan] = {}
+    """Completed calls whose capability declares a compensation, in the order they completed
+    (kept whole: the compaction of settled calls does not touch them)."""
+    compensating: str | None = None
+    """Why the run compensates (run_cancelled, run_failed), from its first `compensation.started`."""
 
     @property
     def terminal(self) -> bool:

@@ -78,10 +78,17 @@ def _child_runs(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "budget": budget, "parentRunId": None, "children": {}, "evidenceItems": {}}
 
 
+def _compensations(value: dict[str, Any]) -> dict[str, Any]:
+    """5 -> 6: a run holds its compensation plans and why it compensates; a run stored before had
+    no compensation declared to plan: none, and it does not compensate."""
+    return {**value, "compensations": {}, "compensating": None}
+
+
 RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
-                                                   4: _child_runs})
+                                                   4: _child_runs, 5: _compensations})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
-3 the dedupe window as digests, 4 an approval's requesters, 5 child runs and the evidence ledger."""
+3 the dedupe window as digests, 4 an approval's requesters, 5 child runs and the evidence ledger,
+6 compensation plans."""
 
 
 def load_state(raw: bytes) -> RunState:

@@ -14,7 +14,7 @@ from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.policy.capabilities import CapabilityCatalog
 
 WALL_ACTIVE = frozenset({"created", "running", "waiting_for_approval", "waiting_for_review"})
-CLAIM_WAIT = frozenset({"running", "waiting_for_approval"})  # a dispatcher may claim (CLAIMABLE_STATUS)
+CLAIM_WAIT = frozenset({"running", "waiting_for_approval", "compensating"})  # a dispatcher may claim (CLAIMABLE_STATUS)
 TIMED = frozenset({"authorized", "result_unknown"})
 """The only executions a call timer guards: waiting for a claim (authorized, or result_unknown
 reconciled not_found) and waiting for a reconciliation; every other call is skipped unread."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from runfacts.processors.decider import compensation
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
@@ -20,7 +21,7 @@ from runfacts.schemas import events as ev
 from runfacts.schemas.common import ArgDisplay, BudgetAmounts, CommandBase
 from runfacts.schemas.errors import ConfigError
 
-CLAIMABLE_STATUS = frozenset({"running", "waiting_for_approval"})  # not review, cancel, end
+CLAIMABLE_STATUS = frozenset({"running", "waiting_for_approval", "compensating"})  # not review, cancel, end
 
 
 def manifest_for(command: CommandBase, ctx: DecideContext, capability_id: str) -> CapabilityManifest:
@@ -293,6 +294,7 @@ def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideCon
               resultHash=p.resultHash, result=p.result),
         draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
               status="pending"),
+        *compensation.plan(state, call, ctx, p.result),
     ]
 
 
@@ -349,8 +351,9 @@ def report_reconciled(c: cmd.ReportReconciled, state: RunState, ctx: DecideConte
     drafts = [draft(ev.ToolCallReconciled, **ids, toolCallId=p.toolCallId,
                     externalRequestId=p.externalRequestId, outcome=p.outcome,
                     resultRef=p.resultRef, resultHash=p.resultHash, result=p.result)]
-    if p.outcome == "found_completed":
+    if p.outcome == "found_completed":  # a completion found may need undoing: reconciliation ends in "compensate"
         drafts.append(draft(ev.VerificationUpdated, **ids, toolCallId=p.toolCallId, status="pending"))
+        drafts += compensation.plan(state, call, ctx, p.result)
     lapsed = state.lapsed_grant(call, c.issuedAt) if p.outcome == "not_found" else None
     if lapsed is not None and state.status != "cancelling":  # no re-dispatch on the old grant
         drafts += lapsed_authorization(state, call, lapsed)

@@ -66,6 +66,7 @@ from runfacts.processors.dispatcher.adapters import (
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.capabilities import CapabilityCatalog
+from runfacts.processors.policy.compensation import inline_arguments
 from runfacts.processors.policy.sources import SourceKeys, require_signing_key, sign
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, EventBase
@@ -343,8 +344,11 @@ class DispatcherShell:
 
     def _request(self, call: ToolCallState) -> ToolRequest | core.Draft:
         """The request of the call's current try, or a failure draft (arguments missing or altered)."""
-        try:
-            arguments = self.args.load_verified(call.argsRef, call.argsHash)
+        try:  # a compensating call carries its arguments in its argsRef (policy.compensation)
+            inline = inline_arguments(call.argsRef, call.argsHash)
+            arguments = inline if inline is not None else self.args.load_verified(call.argsRef, call.argsHash)
+        except ValueError as exc:
+            return core.failed_draft(call, "args_tampered", False, str(exc))
         except ArgsTampered as exc:
             return core.failed_draft(call, "args_tampered", False, str(exc))
         except ArgsMissing as exc:

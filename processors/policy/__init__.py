@@ -4,7 +4,8 @@ tokens, with the packaged defaults policy.toml and capabilities.toml beside them
 Pure: access (the access policy), capabilities (manifest parsing), retry (classification,
 RetryPolicy, idempotency keys), approvals (approval-token verification), sources (commands
 signed by their source: sign and check), display (a call's argument display: render, digest,
-validation against the tool's schema, the approval rule). Loader: keyring (reads approval and source keys from
+validation against the tool's schema, the approval rule), compensation (a compensating call's
+arguments derived from the original call's arguments and result). Loader: keyring (reads approval and source keys from
 the environment or a secret file; the one I/O of this room).
 """
 

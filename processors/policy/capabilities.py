@@ -17,6 +17,9 @@ camelCase keys as on the wire:
     hasLookup = true              # optional: the tool can say what became of a request
     argumentSchema = '{"type": "object", ...}'   # optional: the tool's argument JSON schema
     approvalWhen = [{ field = "amountMinor", op = ">", value = 5000 }]   # optional (needsApproval = false)
+    [capability.compensation]     # optional: the call that undoes a completed one (docs/tools.md)
+    capabilityId = "payments.refund_reversal"
+    arguments = { refundId = "result.refundId", amountMinor = "args.amountMinor" }
     [capability.retry]
     maxAttempts = 4
     baseBackoffMs = 200
@@ -28,6 +31,11 @@ with each field's `unit` and `pii`) lets the decider validate a proposal's argum
 before anyone is asked; `approvalWhen` asks for approval when ANY of its conditions holds
 (`field` `op` `value`, op one of > >= < <= == != in not_in; docs/tools.md).
 
+`compensation` names the compensating capability and where each of its arguments comes from:
+`args.<argument>` (the original call's argument, as its display shows it: not a personal one) or
+`result.<field>[.<field>...]` (a field of the original call's JSON result). `parse_capabilities`
+checks it against both argument schemas and names the bad field and the fix.
+
 `parse_capabilities` is pure; `load_capabilities` only reads the file (or the packaged
 default, `capabilities.toml` next to this module).
 """
@@ -35,6 +43,7 @@ default, `capabilities.toml` next to this module).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from enum import StrEnum
 from functools import lru_cache
@@ -85,6 +94,37 @@ class ApprovalCondition(BaseModel):
         return f"{self.field} {self.op} {json.dumps(self.value)}"
 
 
+SOURCE = re.compile(r"^(args|result)((\.[A-Za-z_][A-Za-z0-9_]*)+)$")
+"""A compensation argument's source: `args.<argument>` or `result.<field>[.<field>...]`."""
+
+
+class Compensation(BaseModel):
+    """The call that undoes a completed call of this capability, and where its arguments come
+    from: compensating argument -> `args.<argument>` | `result.<field>[.<field>...]`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True)
+
+    capability_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._\-]+$")
+    arguments: dict[str, str]
+
+    @field_validator("arguments")
+    @classmethod
+    def _sources(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, source in value.items():
+            if SOURCE.fullmatch(source) is None:
+                raise ValueError(f"arguments.{name} = {source!r} is not a source: write 'args.<argument>' "
+                                 "(the original call's argument) or 'result.<field>' (a field of its result)")
+        return value
+
+    def sources(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(compensating argument, 'args' | 'result', path) for every mapped argument."""
+        out = []
+        for name, source in self.arguments.items():
+            root, *path = source.split(".")
+            out.append((name, root, tuple(path)))
+        return out
+
+
 @lru_cache(maxsize=256)
 def parsed_schema(text: str) -> dict[str, Any]:
     """The argument schema's JSON (cached by its text)."""
@@ -117,6 +157,7 @@ class CapabilityManifest(BaseModel):
 
     argument_schema: str | None = None  # the tool's argument JSON schema (canonical JSON text)
     approval_when: tuple[ApprovalCondition, ...] = ()  # ask when any holds (needs_approval false)
+    compensation: Compensation | None = None  # the call that undoes a completed one (docs/tools.md)
 
     @property
     def reruns_safely(self) -> bool:
@@ -147,7 +188,27 @@ class CapabilityManifest(BaseModel):
             if props is not None and props[condition.field].get("pii"):
                 raise ValueError(f"approvalWhen reads {condition.field!r}, a personal field: the decider "
                                  "cannot read it under the privacy envelope; rule on a non-personal field")
+        self._check_compensation_sources(props)
         return self
+
+    def _check_compensation_sources(self, props: dict[str, Any] | None) -> None:
+        """`args.X` names a non-personal argument of this capability (the decider reads it on the
+        call's display); a compensation is another capability."""
+        if self.compensation is None:
+            return
+        if self.compensation.capability_id == self.capability_id:
+            raise ValueError(f"compensation.capabilityId = {self.capability_id!r} is the capability itself: "
+                             "name the capability that undoes it")
+        for name, root, path in self.compensation.sources():
+            if root != "args" or props is None:
+                continue
+            if path[0] not in props:
+                raise ValueError(f"compensation.arguments.{name} reads args.{path[0]}, not an argument "
+                                 f"(arguments: {', '.join(props) or 'none'})")
+            if props[path[0]].get("pii"):
+                raise ValueError(f"compensation.arguments.{name} reads args.{path[0]}, a personal field: the "
+                                 "decider cannot read it under the privacy envelope; derive it from a "
+                                 "non-personal argument or from the result")
 
     def arguments(self) -> dict[str, Any]:
         """The argument JSON schema ({} when the manifest declares none)."""
@@ -198,7 +259,41 @@ def parse_capabilities(text: str, source: str = "<manifest>") -> CapabilityCatal
             raise ConfigError(f"{source}:capability[{index}].capabilityId",
                               manifest.capability_id, "duplicate capability id")
         manifests[manifest.capability_id] = manifest
+    for index, manifest in enumerate(manifests.values()):
+        why = compensation_problem(manifest, manifests)
+        if why is not None:
+            raise ConfigError(f"{source}:capability[{index}].compensation", why[0], why[1])
     return CapabilityCatalog(capabilities=manifests)
+
+
+def compensation_problem(manifest: CapabilityManifest,
+                         manifests: dict[str, CapabilityManifest]) -> tuple[str, str] | None:
+    """(bad value, why and the fix) when `manifest`'s compensation does not fit the catalog: the
+    compensating capability exists, declares no compensation of its own, and the mapping names
+    only its arguments and every one it requires."""
+    comp = manifest.compensation
+    if comp is None:
+        return None
+    other = manifests.get(comp.capability_id)
+    if other is None:
+        return comp.capability_id, (f"capabilityId names no capability of this manifest (known: "
+                                    f"{', '.join(sorted(manifests))}): declare {comp.capability_id} too")
+    if other.compensation is not None:
+        return comp.capability_id, (f"{comp.capability_id} declares a compensation of its own: a "
+                                    "compensation is not compensated again; remove one of the two")
+    schema = other.schema_or_none()
+    if schema is None:
+        return None
+    props = schema.get("properties", {})
+    for name in comp.arguments:
+        if name not in props:
+            return name, (f"arguments.{name}: {comp.capability_id} has no argument {name!r} "
+                          f"(its arguments: {', '.join(props) or 'none'})")
+    missing = [name for name in schema.get("required", []) if name not in comp.arguments]
+    if missing:
+        return ", ".join(missing), (f"arguments: {comp.capability_id} requires {', '.join(missing)}: "
+                                    "map each to 'args.<argument>' or 'result.<field>'")
+    return None
 
 
 def _manifest(table: object, where: str) -> CapabilityManifest:

@@ -333,6 +333,8 @@ HANDLERS: dict[str, Handler] = {
     "run.completed": _status("completed", ends=True, outcome="outcomeRef"),
     "run.failed": _status("failed", ends=True, outcome="errorClass"),
     "run.archived": _status("archived"),
+    "compensation.started": _status("compensating"),  # the undoing call is a step of its own
+    "run.compensated": _status("compensated", ends=True, outcome="reason"),
     "turn.started": _turn,
     "turn.completed": _turn,
     "reasoning.recorded": _reasoning,
@@ -366,7 +368,9 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      # child runs (docs/decisions/0012-child-runs.md): a child's steps are in its own
                      # trajectory; the parent's reservation, link, reports and evidence ledger are no step
                      "child.requested", "child.reported", "run.parent_linked", "evidence.appended",
-                     "evidence.merged", "evidence.conflict_detected"})
+                     "evidence.merged", "evidence.conflict_detected",
+                     # a compensation's plan: what would undo a call, not a step (its undoing is one)
+                     "compensation.planned"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 
@@ -381,7 +385,7 @@ READS = ReadSettings(
     payloads={
         "run.created": _fields("goalRef"), "run.paused": _fields("reason"),
         "run.needs_review": _fields("reason"), "run.completed": _fields("outcomeRef"),
-        "run.failed": _fields("errorClass"),
+        "run.failed": _fields("errorClass"), "run.compensated": _fields("reason"),
         "turn.started": _fields("turnNumber"), "turn.completed": _fields("turnNumber"),
         "reasoning.recorded": _fields("goalRef", "evidenceRefs", "conclusionHash",
                                       "conclusionRef"),

@@ -107,7 +107,8 @@ def command_error(run_id: str, answer: Sequence[EventBase]) -> errors.ClientErro
     return None
 
 
-RUN_ENDINGS = frozenset({"run.needs_review", "run.cancel_requested", "run.cancelled", "run.completed", "run.failed"})
+RUN_ENDINGS = frozenset({"run.needs_review", "run.cancel_requested", "run.cancelled", "run.completed", "run.failed",
+                         "run.compensated"})
 """The run's own facts that end a call's wait."""
 
 
@@ -142,7 +143,7 @@ def _refusal(run_id: str, call_id: str, event: EventBase, keys: Keys = _no_keys)
             return errors.RunNeedsReview(run_id, p.reason, p.detail, call_id)
         case "run.cancel_requested" | "run.cancelled":
             return errors.RunCancelled(run_id, call_id)
-        case "run.completed" | "run.failed":
+        case "run.completed" | "run.failed" | "run.compensated":
             return errors.RunEnded(run_id, event.eventType.removeprefix("run."), call_id)
     return None
 
@@ -215,7 +216,7 @@ def pending_approval(entries: Sequence[Entry], tool_call_id: str) -> ev.Approval
     return None if found is None else found.event  # type: ignore[return-value]
 
 
-TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled", "run.compensated"})
 
 
 def ended(entries: Sequence[Entry]) -> bool:

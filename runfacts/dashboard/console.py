@@ -262,7 +262,7 @@ def when_or_none(at: datetime | None) -> str:
 def runs_filters(query: ListQuery, staff: bool) -> str:
     """The run list's filter and search form (a plain GET: works without the script)."""
     statuses = ("", "running", "waiting_for_approval", "waiting_for_review", "needs_review", "paused",
-                "completed", "failed", "cancelled")
+                "completed", "failed", "cancelled", "compensating", "compensated")
     options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{s or "any status"}</option>'
                       for s in statuses)
     tenant = (f'<label>tenant <input name="tenant" id="filter-tenant" value="{escape(query.tenant)}" size="8">'

@@ -6,6 +6,7 @@ is what the dashboard principal's ACLs grant (`runfacts.security.acls`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -57,7 +58,11 @@ class DeadLetters:
 
 
 PREVIEW_CHARS = 300
-_codec = Codec()
+
+
+@functools.cache
+def _codec() -> Codec:
+    return Codec()  # built on first use: importing the console must not need every generated model
 
 
 def preview(letter: DeadLetter) -> tuple[str, str]:
@@ -67,7 +72,7 @@ def preview(letter: DeadLetter) -> tuple[str, str]:
     if value is None:
         return "", "is empty (a tombstone)"
     try:
-        model = _codec.decode(value)
+        model = _codec().decode(value)
     except (InvalidInput, ValueError, KeyError, TypeError) as exc:
         return "", f"does not decode: {str(exc)[:200]}"
     body = json.dumps(redact(model).model_dump(mode="json"), separators=(", ", ": "), default=str)

@@ -259,6 +259,13 @@ def words(event: EventBase) -> str:
         "run.needs_review": lambda: f"Needs review: {_code(p.reason)}" + (f" — {p.detail}" if p.detail else ""),
         "run.migrated": lambda: "Run migrated to new versions",
         "run.archived": lambda: "Run archived",
+        "compensation.planned": lambda: f"{p.toolCallId} can be undone by {p.compensationCapabilityId}"
+                                        if p.problem is None else
+                                        f"{p.toolCallId} cannot be undone automatically: {p.problem}",
+        "compensation.started": lambda: f"Undoing {p.toolCallId} with {p.compensationToolCallId} "
+                                        f"({p.compensationCapabilityId}, {_code(p.reason)})"
+                                        + (f"; then {', '.join(p.remaining)}" if p.remaining else ""),
+        "run.compensated": lambda: f"Run compensated ({_code(p.reason)}): reversed {', '.join(p.compensatedToolCalls)}",
         "turn.started": lambda: f"Turn {p.turnNumber} started",
         "turn.completed": lambda: f"Turn {p.turnNumber} completed",
         "reasoning.recorded": lambda: f"Reasoning recorded ({len(p.evidenceRefs)} evidence ref(s))",

@@ -14,6 +14,8 @@
   serving a registry works with (the factory is `runfacts.workers.dispatcher`:
   `runfacts worker dispatcher --tools module:registry`).
 
+- `parse_capabilities` (a manifest's TOML, checked as the workers load it), `derive_compensation`
+  (a compensating call's arguments from the original's display and result).
 - `render`, `problems`, `asks_approval` — the argument display an approver sees of a call, what in
   it breaks the tool's schema, whether its approval rule asks (from processors.policy.display).
 
@@ -22,6 +24,8 @@ Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), loader
 This room may import processors, connectors and schemas; nothing there imports it.
 """
 
+from runfacts.processors.policy.capabilities import parse_capabilities
+from runfacts.processors.policy.compensation import derive as derive_compensation
 from runfacts.processors.policy.display import asks_approval, problems, render
 from runfacts.tools.adapter import RegisteredTool, ToolRuntime
 from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError
@@ -43,8 +47,10 @@ __all__ = [
     "ToolRuntime",
     "ToolSpec",
     "asks_approval",
+    "derive_compensation",
     "load_registry",
     "manifest_toml",
+    "parse_capabilities",
     "problems",
     "render",
 ]

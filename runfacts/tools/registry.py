@@ -35,6 +35,7 @@ from runfacts.processors.policy.capabilities import (
     ApprovalCondition,
     CapabilityCatalog,
     CapabilityManifest,
+    compensation_problem,
 )
 from runfacts.processors.policy.retry import RetryPolicy
 from runfacts.tools.errors import RegistryError
@@ -71,7 +72,8 @@ class ToolRegistry:
              reconcile_within_ms: int = 600_000, approval_ttl_ms: int = 900_000,
              self_approval: bool = False, timeout_s: float = 30.0,
              lookup: Callable[..., Any] | None = None, read_only: bool = False,
-             idempotent: bool = False, approval_when: Rule = ()) -> Callable[[F], F]:
+             idempotent: bool = False, approval_when: Rule = (),
+             compensation: tuple[str, Mapping[str, str]] | None = None) -> Callable[[F], F]:
         """Register a sync or async function as the tool `capability_id` (see the module doc).
 
         `read_only=True` (changes nothing) or `idempotent=True` (a repeat with the call's
@@ -79,13 +81,17 @@ class ToolRegistry:
         and its exceptions are retryable failures. Otherwise every ending that does not prove
         the effect did not happen is result_unknown (docs/tools.md, "How a tool ends").
         `approval_when=[(field, op, value), ...]`: ask a person when any condition holds
-        (docs/tools.md, "What the approver sees, and when to ask")."""
+        (docs/tools.md, "What the approver sees, and when to ask").
+        `compensation=(capability_id, {argument: "args.<argument>" | "result.<field>"})`: the tool
+        that undoes a completed call when its run is cancelled or fails (docs/tools.md, "Compensation")."""
         manifest = self._manifest(capability_id, risk=risk, needs_approval=needs_approval,
                                   required_role=required_role, retry=retry,
                                   reconcile_within_ms=reconcile_within_ms,
                                   approval_ttl_ms=approval_ttl_ms, self_approval=self_approval,
                                   read_only=read_only, idempotent=idempotent,
-                                  has_lookup=lookup is not None)
+                                  has_lookup=lookup is not None,
+                                  compensation=None if compensation is None else
+                                  {"capability_id": compensation[0], "arguments": dict(compensation[1])})
         if timeout_s <= 0:
             raise RegistryError(capability_id, f"timeout_s={timeout_s}: expected > 0 seconds")
 
@@ -158,6 +164,10 @@ class ToolRegistry:
         manifests.update({cid: m for cid, (m, _) in self._factories.items()})
         if not manifests:
             raise RegistryError(self.name, "the registry has no tools")
+        for cid, manifest in manifests.items():
+            why = compensation_problem(manifest, manifests)
+            if why is not None:
+                raise RegistryError(cid, f"bad compensation ({why[0]!r}): {why[1]}")
         return CapabilityCatalog(capabilities=dict(sorted(manifests.items())))
 
     def adapters(self, only: Iterable[str] | None = None, options: Mapping[str, str] | None = None,
@@ -187,7 +197,7 @@ def _with_arguments(spec: ToolSpec, rule: Rule) -> ToolSpec:
     try:
         manifest = CapabilityManifest.model_validate(data)
     except ValueError as exc:
-        raise RegistryError(spec.id, f"bad approval_when: {exc}") from None
+        raise RegistryError(spec.id, f"bad approval_when or compensation: {exc}") from None
     return replace(spec, manifest=manifest)
 
 

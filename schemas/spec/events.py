@@ -6,6 +6,7 @@ from typing import Any
 
 from runfacts.schemas.spec import versions
 from runfacts.schemas.spec.children import CHILD_EVENTS
+from runfacts.schemas.spec.compensation import COMPENSATION_EVENTS
 from runfacts.schemas.spec.fields import (
     ACTOR,
     ARG_DISPLAY,
@@ -322,4 +323,5 @@ _PRIVACY = [  # crypto-shredding (issue 23): the fact of an erasure, without the
 ]
 
 EVENTS: tuple[TypeSpec, ...] = tuple(_RUN + _APPROVAL + _TOOL + _OTHER + _HYGIENE + _MEMORY + _PRIVACY
-                                     + versions.EVENTS + CHILD_EVENTS)
+                                     + versions.EVENTS + CHILD_EVENTS
+                                     + COMPENSATION_EVENTS)

@@ -70,8 +70,8 @@ def test_migration_is_refused_when_already_current_or_ended() -> None:
 def test_stored_state_with_a_field_this_code_does_not_know_is_refused_not_dropped(where: str) -> None:
     value = json.loads(_v4())
     if where == "top":
-        value["compensations"] = []
-        path = "compensations"
+        value["delegations"] = []
+        path = "delegations"
     elif where == "tool call":
         value["toolCalls"]["tool-call-031"]["parentCallId"] = "c-1"
         path = "toolCalls.tool-call-031.parentCallId"

@@ -6,7 +6,8 @@ test), and an event that cannot apply to the state it meets raises `CorruptLog`.
 Pure: this doorway (`evolve`, `fold`: what every event changes — version, updatedAt, the
 command id kept for dedupe, evidence — around the event's own case), `run` (the cases of the
 run's own facts: lifecycle, turns, checkpoint, budget, progress, memory) and `tools` (the
-tool-call track: proposals and compaction, execution, verification, approvals, grants).
+tool-call track: proposals and compaction, execution, verification, approvals, grants) and
+`compensation` (plans, the run compensating and compensated).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from runfacts.processors.decider.evolve.children import CHILD_APPLY
+from runfacts.processors.decider.evolve.compensation import COMPENSATION_APPLY
 from runfacts.processors.decider.evolve.run import RUN_APPLY, Apply, CorruptLog, add_amounts
 from runfacts.processors.decider.evolve.tools import TOOL_APPLY, action_hash
 from runfacts.processors.decider.memory import remember_evidence
@@ -23,7 +25,7 @@ from runfacts.schemas.construct import trusted
 
 __all__ = ["CorruptLog", "action_hash", "add_amounts", "evolve", "fold"]
 
-_APPLY: dict[str, Apply] = {**RUN_APPLY, **TOOL_APPLY, **CHILD_APPLY}
+_APPLY: dict[str, Apply] = {**RUN_APPLY, **TOOL_APPLY, **CHILD_APPLY, **COMPENSATION_APPLY}
 """Every event type but run.created (no state yet) and command.rejected (no version change)."""
 
 

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from runfacts.dev.crash.procs import Worker, wait_until
 from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, PROJECTOR_APP, Lab, Stage
-from runfacts.dev.crash.workload import Commands, Input, refund_args, valid, workload
+from runfacts.dev.crash.workload import DISPATCHER, Commands, Input, refund_args, valid, workload
+from runfacts.schemas import commands as cmd
+from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import RunfactsError
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ ROWS = (
     Row("eos-key-ttl", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, fault="key-ttl"),
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-timer-fire", "engine.after_produce_before_commit", EOS, "timers", after=1, ci=True),
+    Row("eos-between-compensations", "engine.after_produce_before_commit", EOS, "compensation", after=1),
     Row("eos-broker-bounce", "broker stopped + restarted", EOS, "bounce"),
     Row("eos-lost-commit-answer", "engine.during_commit", EOS, "lost-answer", after=3),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
@@ -462,6 +465,101 @@ def _short_ttl_manifest(stage: Stage, reconcile: bool = False) -> object:
     path = stage.dir / "capabilities.toml"
     path.write_text(text)
     return path
+
+
+COMPENSATED_ORDERS = ("order-001", "order-002")
+
+
+def compensation_scenario(row: Row, stage: Stage) -> Finished:
+    """Issue 35: kill -9 between compensations. Each run completes two refunds (order-001, then
+    order-002) whose capability declares a compensation (a reversal by the refund's result id),
+    then is cancelled: the decider proposes the newest refund's reversal. With the decider down,
+    that reversal is claimed and reported completed; the restart dies at the row's point in the
+    batch that starts the second reversal (outputs produced, not committed); the next start
+    decides it again. Every run starts each reversal exactly once, newest first, and ends
+    `run.compensated` (the oracle folds the committed commands; a repeat is a duplicate event)."""
+    from runfacts.processors.decider.app import DeciderShell
+    from runfacts.workers import decide_context
+
+    manifest = _compensation_manifest(stage)
+    stage.shell = DeciderShell(stage.names, decide_context(str(manifest)))
+    stage.provision()
+    c, runs = Commands(stage.prefix), [f"{stage.prefix}-run-{i:03d}" for i in range(stage.lab.runs)]
+    inputs = [valid(x) for run in runs for x in (c.create(run), *_refunded(c, run), c.cancel(run))]
+    decider = stage.worker("decider", params={"capabilities": str(manifest)}, env=FAST_COMMITS).start()
+    stage.send(inputs)
+    stage.settle(ready=_undoing(runs, 1))
+    decider.stop()
+    stage.send([valid(x) for run in runs for x in _undone(c, run, COMPENSATED_ORDERS[1])])
+    marker = decider.start(row.point, row.after).wait_killed()
+    decider.start()
+    stage.settle(ready=_undoing(runs, 2))
+    stage.send([valid(x) for run in runs for x in _undone(c, run, COMPENSATED_ORDERS[0])])
+    result = stage.settle(ready=lambda e: all(getattr(e.states.get(r), "status", "") == "compensated" for r in runs))
+    undone = {r: [p.toolCallId for p in reversed(s.compensations.values()) if p.compensationToolCallId]
+              for r, s in stage.expected.states.items()}
+    extra = [f"{r}: {st.status}, undone {undone[r]}" for r, st in stage.expected.states.items()
+             if st.status != "compensated" or undone[r] != [f"call-{r}-{o}" for o in reversed(COMPENSATED_ORDERS)]]
+    return _finish(row, stage, f"{len(runs)} runs cancelled after two refunds; {_killed(row, marker)} between their "
+                               f"compensations; restarted: every run compensated newest first, each reversal "
+                               f"started once ({result.summary()})", extra)
+
+
+def _compensation_manifest(stage: Stage) -> object:
+    """The packaged capabilities, the refund compensated by `payments.refund_reversal`."""
+    from importlib import resources
+
+    text = resources.files("runfacts.processors.policy").joinpath("capabilities.toml").read_text()
+    text = text.replace("[capability.retry]", '[capability.compensation]\ncapabilityId = "payments.refund_reversal"\n'
+                        'arguments = { refundId = "result.refundId" }\n[capability.retry]', 1)
+    text += ('\n[[capability]]\ncapabilityId = "payments.refund_reversal"\nrisk = "high"\n'
+             'requiredRole = "support_agent"\nneedsApproval = false\nreconciliationDeadlineMs = 600000\n'
+             'argumentSchema = \'{"type":"object","properties":{"refundId":{"type":"string"}},'
+             '"required":["refundId"]}\'\n'
+             '[capability.retry]\nmaxAttempts = 4\nbaseBackoffMs = 200\nmaxBackoffMs = 5000\ndeadlineMs = 30000\n')
+    path = stage.dir / "capabilities.toml"
+    path.write_text(text)
+    return path
+
+
+def _refunded(c: Commands, run: str) -> list[CommandBase]:
+    """Two refunds approved, claimed and reported completed with a refund id as their result."""
+    out: list[CommandBase] = []
+    for order in COMPENSATED_ORDERS:
+        call = f"call-{run}-{order}"
+        out += [c.propose(run, call, order), c.resume(run, call, order=order), c.claim(run, call, order=order),
+                _completed(c, run, call, {"refundId": f"rf-{call}"})]
+    return out
+
+
+def _completed(c: Commands, run: str, call: str, result: dict[str, str] | None = None) -> CommandBase:
+    import json
+
+    return c.make(cmd.ReportToolCompleted, run, DISPATCHER, toolCallId=call, attempt=1,
+                  externalRequestId=f"{call}-a1", resultRef=f"refund/{call}", resultHash="h1",
+                  result=None if result is None else json.dumps(result))
+
+
+def _undone(c: Commands, run: str, order: str) -> list[CommandBase]:
+    """The reversal of the refund of `order` claimed (with the key the decider derived) and completed."""
+    from runfacts.processors.decider.compensation import ACTION, compensation_call_id
+    from runfacts.processors.policy.retry import args_hash, idempotency_key
+
+    call = f"call-{run}-{order}"
+    undo = compensation_call_id(call)
+    key = idempotency_key(run, ACTION, order, args_hash({"refundId": f"rf-{call}"}))
+    return [c.make(cmd.ClaimToolCall, run, DISPATCHER, toolCallId=undo, attempt=1, idempotencyKey=key,
+                   externalRequestId=f"{undo}-a1", leaseEpoch=1001), _completed(c, run, undo)]
+
+
+def _undoing(runs: list[str], n: int) -> Callable[[object], bool]:
+    """Every run compensating with its `n`th reversal authorized."""
+    def ready(expected: object) -> bool:
+        states = expected.states  # type: ignore[attr-defined]
+        return all(r in states and states[r].status == "compensating"
+                   and sum(1 for p in states[r].compensations.values() if p.compensationToolCallId) == n
+                   for r in runs)
+    return ready
 
 
 def bounce_scenario(row: Row, stage: Stage) -> Finished:
@@ -1110,6 +1208,7 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "lost-answer": lost_answer_scenario,
     "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
+    "compensation": compensation_scenario,
     "cluster": cluster_scenario,
     "storm": storm_scenario, "soak": soak_scenario,
     "children": lambda row, stage: children_row(row, stage),
