@@ -107,6 +107,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     from runfacts.processors.dispatcher.pool import ToolPool
     from runfacts.settings import KafkaSettings
     from runfacts.tools.adapter import ToolRuntime
+    from runfacts.tools.control import ToolControlBoard
     from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
     from runfacts.tools.serve import served_catalog
     if not args_store:
@@ -128,7 +129,12 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
                         ", ".join(sorted(adapters)))
     pool = ToolPool(int(threads))
     seal = protector_if_configured(KafkaSettings(), names.keys)
-    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal).application()
+    pauses = ToolControlBoard(KafkaSettings(), names.tool_control)  # read whole before the first claim
+    paused = pauses.board()
+    if paused:
+        dispatcher_log.info("paused capabilities (no new dispatch until resumed): %s", ", ".join(sorted(paused)))
+    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal,
+                           pauses=pauses).application()
 
 
 def projector(prefix: str = "runfacts") -> Application:

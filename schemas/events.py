@@ -643,6 +643,24 @@ class ToolCallFailed(EventBase):
     payload: ToolCallFailedPayload
 
 
+class ToolCallHeldPayload(Record):
+    """Payload of ToolCallHeld."""
+
+    toolCallId: str
+    pauseId: str
+    pausedBy: str
+    reason: str = ""
+    pausedAt: Millis
+
+
+class ToolCallHeld(EventBase):
+    """A call waits: its capability is paused (until it is resumed)."""
+
+    eventType: Literal["tool.call.held"] = "tool.call.held"
+    schemaVersion: Literal[1] = 1
+    payload: ToolCallHeldPayload
+
+
 class ToolCallProposedPayload(Record):
     """Payload of ToolCallProposed."""
 
@@ -733,6 +751,36 @@ class ToolCallRetryRequested(EventBase):
     payload: ToolCallRetryRequestedPayload
 
 
+class ToolPausedPayload(Record):
+    """Payload of ToolPaused."""
+
+    reason: str
+    actor: Actor
+
+
+class ToolPaused(EventBase):
+    """A capability (the envelope's capabilityId) is paused for the whole fleet."""
+
+    eventType: Literal["tool.paused"] = "tool.paused"
+    schemaVersion: Literal[1] = 1
+    payload: ToolPausedPayload
+
+
+class ToolResumedPayload(Record):
+    """Payload of ToolResumed."""
+
+    reason: str = ""
+    actor: Actor
+
+
+class ToolResumed(EventBase):
+    """A paused capability (the envelope's capabilityId) is resumed."""
+
+    eventType: Literal["tool.resumed"] = "tool.resumed"
+    schemaVersion: Literal[1] = 1
+    payload: ToolResumedPayload
+
+
 class TurnCompletedPayload(Record):
     """Payload of TurnCompleted."""
 
@@ -815,11 +863,14 @@ Event = Annotated[
     | ToolCallCompleted
     | ToolCallDispatching
     | ToolCallFailed
+    | ToolCallHeld
     | ToolCallProposed
     | ToolCallReconciled
     | ToolCallReconciliationRequested
     | ToolCallResultUnknown
     | ToolCallRetryRequested
+    | ToolPaused
+    | ToolResumed
     | TurnCompleted
     | TurnStarted
     | VerificationUpdated,
@@ -866,11 +917,14 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "tool.call.completed": ToolCallCompleted,
     "tool.call.dispatching": ToolCallDispatching,
     "tool.call.failed": ToolCallFailed,
+    "tool.call.held": ToolCallHeld,
     "tool.call.proposed": ToolCallProposed,
     "tool.call.reconciled": ToolCallReconciled,
     "tool.call.reconciliation_requested": ToolCallReconciliationRequested,
     "tool.call.result_unknown": ToolCallResultUnknown,
     "tool.call.retry_requested": ToolCallRetryRequested,
+    "tool.paused": ToolPaused,
+    "tool.resumed": ToolResumed,
     "turn.completed": TurnCompleted,
     "turn.started": TurnStarted,
     "verification.updated": VerificationUpdated,

@@ -62,9 +62,16 @@ def _approval_requesters(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "approvals": approvals}
 
 
-RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters})
+def _no_holds(value: dict[str, Any]) -> dict[str, Any]:
+    """4 -> 5: a tool call may be `held` (its capability paused, `tool.call.held`); no call of a
+    state written before could be, so the shape is read as it is (`held` defaults to None)."""
+    return value
+
+
+RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
+                                                   4: _no_holds})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
-3 the dedupe window as digests, 4 an approval's requesters."""
+3 the dedupe window as digests, 4 an approval's requesters, 5 a call's hold (a paused capability)."""
 
 
 def load_state(raw: bytes) -> RunState:

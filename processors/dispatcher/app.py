@@ -57,6 +57,8 @@ from runfacts.processors.dispatcher.adapters import (
     ArgsMissing,
     ArgsReader,
     ArgsTampered,
+    Pause,
+    PauseBoard,
     SealPersonal,
     ToolAdapter,
     ToolOutcome,
@@ -126,7 +128,8 @@ class DispatcherShell:
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
                  crash: Callable[[str], None] = crash_point,
                  telemetry: telemetry_hooks.Telemetry | None = None,
-                 pool: ToolPool | None = None, seal: SealPersonal | None = None) -> None:
+                 pool: ToolPool | None = None, seal: SealPersonal | None = None,
+                 pauses: PauseBoard | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
@@ -141,6 +144,7 @@ class DispatcherShell:
         self.reruns = frozenset(cid for cid, m in settings.catalog.capabilities.items() if m.reruns_safely)
         self.pool = pool  # None: calls run inside the transaction (one at a time)
         self.seal = seal  # None: no privacy keys, the reports go out as they are
+        self.pauses = pauses  # None: no capability is ever paused (no control topic read)
         self._subject = ""  # the data subject of the run at hand (its userId): what `seal` seals for
         self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
         self._sent = 0
@@ -200,6 +204,8 @@ class DispatcherShell:
             self._retry(call, progress, run, ctx)
         elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
             self._lookup(call, progress, ctx, run.runId)
+        elif kind == "held" and core.claimable(call, run):
+            self._claim(call, progress, run, ctx)
         elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
             self._collect(call, progress, run, ctx)
         elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
@@ -232,7 +238,7 @@ class DispatcherShell:
             case core.Cancel():
                 self._cancel(call, progress, run, ctx)
             case core.Forget():
-                for kind in ("retry", "reconcile", "verify", "done"):
+                for kind in ("retry", "reconcile", "verify", "done", "held"):
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -240,6 +246,11 @@ class DispatcherShell:
         if refused is not None:
             self._refused(refused, call, run, "claim")
             return
+        pause = self._paused(call)
+        if pause is not None:  # no new attempt while its capability is paused: look again later
+            self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "held")
+            return
+        ctx.cancel(run.runId.encode(), f"held:{call.toolCallId}")
         claim = core.claim_draft(call, self.settings.incarnation)
         if claim is None:
             log.warning("cannot claim %s/%s: incarnation %d is behind the call's epoch %d", run.runId,
@@ -379,6 +390,10 @@ class DispatcherShell:
             self._refused(refused, call, run, "retry")
             self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
             return
+        pause = self._paused(call)
+        if pause is not None:  # no new try while its capability is paused: the retry waits (same claim)
+            self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "retry")
+            return
         holder = core.incarnation_of(call.leaseEpoch)
         if holder == self.settings.incarnation or call.capabilityId in self.reruns:
             self._execute(call, progress, run, ctx)
@@ -413,6 +428,10 @@ class DispatcherShell:
                                                                     result_cap=self.settings.result_max_bytes), "retry")
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _paused(self, call: ToolCallState) -> Pause | None:
+        """The pause that holds `call`'s capability now, or None."""
+        return None if self.pauses is None else self.pauses.paused(call.capabilityId)
 
     def _adapter(self, call: ToolCallState) -> ToolAdapter:
         return self.adapters[call.capabilityId]

@@ -35,6 +35,7 @@ from runfacts.processors.dispatcher.adapters import (
     LookupOutcome,
     LookupUnknown,
     NotFound,
+    Pause,
     ToolCompleted,
     ToolFailed,
     ToolOutcome,
@@ -234,6 +235,25 @@ def refusal(call: ToolCallState, run: RunState, now_ms: int) -> Refusal | None:
         return Refusal("run_ended", f"{call.toolCallId}: run {run.runId} is {run.status}")
     lapsed = lapsed_grant(call, run, now_ms)
     return None if lapsed is None else Refusal("grant_expired", lapsed)
+
+
+HELD_POLL_MS = 1_000
+"""How often a call held by a paused capability is looked at again (its resume dispatches it)."""
+
+
+def held_draft(call: ToolCallState, pause: Pause) -> Draft | None:
+    """Report that `call` waits for its paused capability (once per pause: None when the run's
+    state already says this pause holds it)."""
+    if call.held is not None and call.held.pauseId == pause.pause_id:
+        return None
+    return draft(cmd.ReportToolHeld, toolCallId=call.toolCallId, pauseId=pause.pause_id,
+                 pausedBy=pause.paused_by, reason=pause.reason, pausedAt=pause.paused_at)
+
+
+def held(progress: Progress, call: ToolCallState, pause: Pause, now_ms: int, poll_ms: int = HELD_POLL_MS) -> Step:
+    """A claim or a retry of a paused capability's call: no new attempt; report the hold, look again later."""
+    report = held_draft(call, pause)
+    return Step([] if report is None else [report], progress, now_ms + poll_ms)
 
 
 def refused_draft(call: ToolCallState, refused: Refusal) -> Draft:

@@ -362,7 +362,10 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "grant.revoked", "checkpoint.archived", "memory.proposed", "memory.confirmed",
                      "memory.rejected", "memory.revoked", "memory.expired",
                      # an erasure (runId erasure-<ref>) is no run's step
-                     "subject.erased"})
+                     "subject.erased",
+                     # an operator's pause of a capability (runId tools-<capability>) and a call it
+                     # holds: the fleet's operations, not the agent's steps (the call's later outcome is)
+                     "tool.paused", "tool.resumed", "tool.call.held"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

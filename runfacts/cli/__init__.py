@@ -26,6 +26,7 @@ from runfacts.cli.erase import app as erase_app
 from runfacts.cli.gateway import app as gateway_app
 from runfacts.cli.mcp import app as mcp_app
 from runfacts.cli.ops import app as ops_app
+from runfacts.cli.toolctl import app as tools_app
 from runfacts.cli.platform import (
     capabilities_app,
     dispatcher_app,
@@ -65,6 +66,7 @@ app.add_typer(dlq_app, name="dlq")
 app.add_typer(erase_app, name="erase")
 app.add_typer(gateway_app, name="gateway")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(tools_app, name="tools")
 
 __all__ = ["app", "main"]
 

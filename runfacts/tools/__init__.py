@@ -8,13 +8,16 @@
 - `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
 - `adapter` — shell: `RegisteredTool` (implements `processors.dispatcher.adapters.ToolAdapter`) and the
   `ToolRuntime` where tool code runs (thread pool, event loop).
+- `control` — shell: `ToolControlBoard`, the fleet's paused capabilities read from
+  `<prefix>.tools.control` (implements `processors.dispatcher.adapters.PauseBoard`), and the
+  `tool.pause` / `tool.resume` commands (`runfacts tools pause|resume`).
 - `loader` — `load_registry("module:attribute")` (or a source: `mcp:<manifest.toml>`,
   runfacts.mcp); `refund` — the packaged registry
   (`runfacts.tools.refund:registry`, served by default); `serve` — the manifest a dispatcher
   serving a registry works with (the factory is `runfacts.workers.dispatcher`:
   `runfacts worker dispatcher --tools module:registry`).
 
-Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), loader
+Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), control (reads the control topic), loader
 (imports the user's module), serve (reads the decider's manifest file).
 This room may import processors, connectors and schemas; nothing there imports it.
 """

@@ -4,8 +4,8 @@ The fixtures in golden-state/ were written by golden-state/make_run_state.py fro
 the commit in each file's name (`git archive <commit>`): run states before `settledCalls`
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
 marked (`stateFormat` 2, the dedupe window as command ids), with the window as digests
-(`stateFormat` 3) and with an approval's requesters (`stateFormat` 4, c84833a); dispatcher
-progress before and after `polls` and marked; the timer index; the user view. A record newer
+(`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a) and with a call's
+hold (`stateFormat` 5, a paused capability); dispatcher progress before and after `polls` and marked; the timer index; the user view. A record newer
 than this code knows is refused, naming the fix.
 """
 

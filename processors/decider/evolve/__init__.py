@@ -52,8 +52,8 @@ def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
 
 
 def _first(event: ev.EventBase) -> RunState | None:
-    if isinstance(event, ev.CommandRejected | ev.SubjectErased):
-        return None  # a command for a run that does not exist, or an erasure (not a run): nothing to change
+    if isinstance(event, ev.CommandRejected | ev.SubjectErased | ev.ToolPaused | ev.ToolResumed):
+        return None  # a rejected command for no run, an erasure, a capability's pause (not runs): nothing to change
     if not isinstance(event, ev.RunCreated):
         raise CorruptLog(event, "first event of a run must be run.created")
     return _created(event)
