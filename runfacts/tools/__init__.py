@@ -4,7 +4,8 @@
   `catalog()` (the capability manifest), `adapters()` (what the dispatcher calls). Pure.
 - `spec` — one tool: its manifest, argument model and result type read from the function's
   signature, `ToolContext` / `LookupContext`. Pure.
-- `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`.
+- `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`,
+  `retry_after_ms` (a 429's Retry-After header for `ToolError("rate_limited", ...)`).
 - `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
 - `adapter` — shell: `RegisteredTool` (implements `processors.dispatcher.adapters.ToolAdapter`) and the
   `ToolRuntime` where tool code runs (thread pool, event loop).
@@ -23,7 +24,7 @@ This room may import processors, connectors and schemas; nothing there imports i
 """
 
 from runfacts.tools.adapter import RegisteredTool, ToolRuntime
-from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError
+from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError, retry_after_ms
 from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
 from runfacts.tools.manifest import manifest_toml
 from runfacts.tools.registry import RETRY_CLASSES, ToolRegistry
@@ -43,4 +44,5 @@ __all__ = [
     "ToolSpec",
     "load_registry",
     "manifest_toml",
+    "retry_after_ms",
 ]
