@@ -129,10 +129,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
                         ", ".join(sorted(adapters)))
     pool = ToolPool(int(threads))
     seal = protector_if_configured(KafkaSettings(), names.keys)
-    pauses = ToolControlBoard(KafkaSettings(), names.tool_control)  # read whole before the first claim
-    paused = pauses.board()
-    if paused:
-        dispatcher_log.info("paused capabilities (no new dispatch until resumed): %s", ", ".join(sorted(paused)))
+    pauses = ToolControlBoard(KafkaSettings(), names.tool_control)  # read whole at the first claim
     return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal,
                            pauses=pauses).application()
 

@@ -147,6 +147,11 @@ class DispatcherShell:
         self.pauses = pauses  # None: no capability is ever paused (no control topic read)
         self._subject = ""  # the data subject of the run at hand (its userId): what `seal` seals for
         self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
+        self.limits = {cid: core.Limits(m.max_concurrency, m.rate_per_second)
+                       for cid, m in settings.catalog.capabilities.items()
+                       if m.max_concurrency is not None or m.rate_per_second is not None}
+        self._started: dict[str, set[tuple[str, str, int, int]]] = {}  # capability -> tries on the pool
+        self._last_start: dict[str, int] = {}  # capability -> when its last try started (ms)
         self._sent = 0
         self._cause: str | None = None
         self._trace: list[tuple[str, bytes]] = []
@@ -204,6 +209,12 @@ class DispatcherShell:
             self._retry(call, progress, run, ctx)
         elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
             self._lookup(call, progress, ctx, run.runId)
+        elif kind == "slot" and call.execution == "dispatching":  # waited for a free slot or the rate
+            mine = core.incarnation_of(call.leaseEpoch) == self.settings.incarnation
+            if mine or call.capabilityId in self.reruns:
+                self._execute(call, progress, run, ctx)
+            else:  # an earlier incarnation's wait: it may have started the try before it stopped
+                self._collect(call, progress, run, ctx)
         elif kind == "held" and core.claimable(call, run):
             self._claim(call, progress, run, ctx)
         elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
@@ -238,7 +249,7 @@ class DispatcherShell:
             case core.Cancel():
                 self._cancel(call, progress, run, ctx)
             case core.Forget():
-                for kind in ("retry", "reconcile", "verify", "done", "held"):
+                for kind in ("retry", "reconcile", "verify", "done", "held", "slot"):
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -259,9 +270,14 @@ class DispatcherShell:
         self._send(ctx, run.runId, progress.correlationId, [claim])
 
     def _execute(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        """Call the tool once for this try (or reuse this process's earlier answer), then report."""
-        progress = core.start_try(progress, call, self._now_ms())
-        memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        """Call the tool once for this try (or reuse this process's earlier answer), then report.
+        A capability with limits (manifest `maxConcurrency`, `ratePerSecond`) starts a new try only
+        when it is admitted; otherwise the call waits, claimed, for its `slot:` timer."""
+        tried = core.start_try(progress, call, self._now_ms())
+        memo = (run.runId, call.toolCallId, call.attempts, tried.tries)
+        if not self._admitted(call, memo):
+            return self._wait_for_slot(call, run, ctx)
+        progress = tried
         if self.pool is not None:
             self._start(memo, call, progress, ctx, run.runId)
             return
@@ -285,6 +301,8 @@ class DispatcherShell:
                 self._apply(ctx, run_id, call, core.Step([request], progress), "retry")
                 return
             self.pool.start(memo, self._adapter(call).execute, request)
+            if call.capabilityId in self.limits:
+                self._started.setdefault(call.capabilityId, set()).add(memo)
             log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
                      call.toolCallId, call.attempts, call.leaseEpoch, self._in_flight())
         self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
@@ -325,6 +343,31 @@ class DispatcherShell:
             return
         log.info("running %s again: %s (capability %s is safe to re-run)", call.toolCallId, why, call.capabilityId)
         self._execute(call, progress, run, ctx)
+
+    def _admitted(self, call: ToolCallState, memo: tuple[str, str, int, int]) -> bool:
+        """May this try start now under its capability's limits? A try this process already
+        started or answered (a replayed batch) is always admitted: it is not started twice."""
+        limits = self.limits.get(call.capabilityId)
+        known = memo in self._outcomes or (self.pool is not None and self.pool.get(memo) is not None)
+        if limits is None or known:
+            return True
+        started = self._started.get(call.capabilityId, set())
+        running = {m for m in started if (f := self.pool.get(m) if self.pool else None) is not None and not f.done()}
+        self._started[call.capabilityId] = running
+        now = self._now_ms()
+        if core.admit(limits, len(running), self._last_start.get(call.capabilityId), now) is not None:
+            return False
+        self._last_start[call.capabilityId] = now
+        return True
+
+    def _wait_for_slot(self, call: ToolCallState, run: RunState, ctx: Context) -> None:
+        limits = self.limits[call.capabilityId]
+        started = self._started.get(call.capabilityId, set())
+        wake = core.admit(limits, len(started), self._last_start.get(call.capabilityId), self._now_ms())
+        due = wake if wake is not None else self._now_ms() + core.SLOT_POLL_MS
+        log.info("%s/%s waits for %s's limits (max %s at once, %s a second)", run.runId, call.toolCallId,
+                 call.capabilityId, limits.max_concurrency, limits.rate_per_second)
+        ctx.schedule(run.runId.encode(), due, f"slot:{call.toolCallId}", call.toolCallId.encode())
 
     def _in_flight(self) -> int:
         """Calls started on the pool and not finished; also the telemetry gauge."""

@@ -243,6 +243,29 @@ HELD_POLL_MS = 1_000
 """How often a call held by a paused capability is looked at again (its resume dispatches it)."""
 
 
+class Limits(NamedTuple):
+    """A capability's limits per dispatcher (manifest `maxConcurrency`, `ratePerSecond`)."""
+
+    max_concurrency: int | None = None
+    rate_per_second: float | None = None
+
+
+SLOT_POLL_MS = 50
+"""How soon a call waiting for a free slot (max concurrency) looks again."""
+
+
+def admit(limits: Limits, running: int, last_start_ms: int | None, now_ms: int) -> int | None:
+    """None: a try of the capability may start now; else when to look again (a full house: in
+    `SLOT_POLL_MS`; the rate: when the interval `1000 / ratePerSecond` since the last start ends)."""
+    if limits.max_concurrency is not None and running >= limits.max_concurrency:
+        return now_ms + SLOT_POLL_MS
+    if limits.rate_per_second is not None and last_start_ms is not None:
+        due = last_start_ms + -(-1000 // limits.rate_per_second)  # ceil: never faster than the rate
+        if due > now_ms:
+            return int(due)
+    return None
+
+
 def held_draft(call: ToolCallState, pause: Pause) -> Draft | None:
     """Report that `call` waits for its paused capability (once per pause: None when the run's
     state already says this pause holds it)."""

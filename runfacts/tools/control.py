@@ -78,30 +78,47 @@ class ToolControlBoard:
 
     def __init__(self, kafka: KafkaSettings, topic: str, *, component: str = "dispatcher",
                  timeout_s: float = 30.0, poll_s: float = 0.1, follow: bool = True) -> None:
-        self.topic, self.poll_s = topic, poll_s
+        self.kafka, self.topic, self.component = kafka, topic, component
+        self.timeout_s, self.poll_s, self.follow = timeout_s, poll_s, follow
         self._codec = Codec()
         self._board: dict[str, Pause] = {}
         self._lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._opened = False
         self._stop = threading.Event()
-        self._consumer = consumer(kafka, ReadOptions(component=component))
-        parts = [TopicPartition(topic, p, OFFSET_BEGINNING)
-                 for p in range(partition_count(self._consumer, topic, timeout_s))]
-        ends = {tp.partition: watermarks(self._consumer, tp, timeout_s)[1] for tp in parts}
-        self._consumer.assign(parts)
-        self._catch_up(ends, timeout_s)
         self._thread: threading.Thread | None = None
-        if follow:
-            self._thread = threading.Thread(target=self._follow, name="runfacts-tool-control", daemon=True)
-            self._thread.start()
-        else:
-            self._consumer.close()
+
+    def open(self) -> ToolControlBoard:
+        """Read the topic to its end (at the first question, so building a worker touches no broker),
+        then follow it; a missing topic is an InfrastructureError naming `runfacts topics apply`,
+        so a dispatcher never claims without knowing the pauses (it stops on the record instead)."""
+        with self._open_lock:
+            if self._opened:
+                return self
+            self._consumer = consumer(self.kafka, ReadOptions(component=self.component))
+            parts = [TopicPartition(self.topic, p, OFFSET_BEGINNING)
+                     for p in range(partition_count(self._consumer, self.topic, self.timeout_s))]
+            ends = {tp.partition: watermarks(self._consumer, tp, self.timeout_s)[1] for tp in parts}
+            self._consumer.assign(parts)
+            self._catch_up(ends, self.timeout_s)
+            if self.follow:
+                self._thread = threading.Thread(target=self._follow, name="runfacts-tool-control", daemon=True)
+                self._thread.start()
+            else:
+                self._consumer.close()
+            self._opened = True
+            if self._board:
+                log.info("paused capabilities (no new dispatch until resumed): %s", ", ".join(sorted(self._board)))
+        return self
 
     def paused(self, capability_id: str) -> Pause | None:
+        self.open()
         with self._lock:
             return self._board.get(capability_id)
 
     def board(self) -> dict[str, Pause]:
         """Every paused capability now."""
+        self.open()
         with self._lock:
             return dict(self._board)
 

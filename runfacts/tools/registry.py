@@ -63,7 +63,8 @@ class ToolRegistry:
              reconcile_within_ms: int = 600_000, approval_ttl_ms: int = 900_000,
              self_approval: bool = False, timeout_s: float = 30.0,
              lookup: Callable[..., Any] | None = None, read_only: bool = False,
-             idempotent: bool = False, approval_when: Rule = ()) -> Callable[[F], F]:
+             idempotent: bool = False, approval_when: Rule = (), max_concurrency: int | None = None,
+             rate_per_second: float | None = None) -> Callable[[F], F]:
         """Register a sync or async function as the tool `capability_id` (see the module doc).
 
         `read_only=True` (changes nothing) or `idempotent=True` (a repeat with the call's
@@ -71,13 +72,16 @@ class ToolRegistry:
         and its exceptions are retryable failures. Otherwise every ending that does not prove
         the effect did not happen is result_unknown (docs/tools.md, "How a tool ends").
         `approval_when=[(field, op, value), ...]`: ask a person when any condition holds
-        (docs/tools.md, "What the approver sees, and when to ask")."""
+        (docs/tools.md, "What the approver sees, and when to ask").
+        `max_concurrency` / `rate_per_second`: each dispatcher runs at most that many of its calls
+        at once / starts at most that many a second; the others wait, claimed (docs/dispatcher.md)."""
         manifest = self._manifest(capability_id, risk=risk, needs_approval=needs_approval,
                                   required_role=required_role, retry=retry,
                                   reconcile_within_ms=reconcile_within_ms,
                                   approval_ttl_ms=approval_ttl_ms, self_approval=self_approval,
                                   read_only=read_only, idempotent=idempotent,
-                                  has_lookup=lookup is not None)
+                                  has_lookup=lookup is not None, max_concurrency=max_concurrency,
+                                  rate_per_second=rate_per_second)
         if timeout_s <= 0:
             raise RegistryError(capability_id, f"timeout_s={timeout_s}: expected > 0 seconds")
 
