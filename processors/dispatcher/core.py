@@ -355,10 +355,11 @@ def rerun_lost(call: ToolCallState, progress: Progress, policy: RetryPolicy, why
     """A safely re-runnable call whose try was lost with an earlier incarnation: None (run it
     again), or a retryable failure once the tries of its claim reach the policy's attempts
     (a tool that takes its dispatcher down every time is not run forever)."""
-    if progress.tries < policy.max_attempts:
+    tries = progress.tries - progress.throttles  # rate-limited tries are no attempts
+    if tries < policy.max_attempts:
         return None
     return failed_draft(call, ErrorClass.TRANSIENT.value, True,
-                        f"{why}; lost {progress.tries} times, the retry policy allows {policy.max_attempts}")
+                        f"{why}; lost {tries} times, the retry policy allows {policy.max_attempts}")
 
 
 def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
