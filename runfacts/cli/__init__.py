@@ -26,7 +26,6 @@ from runfacts.cli.erase import app as erase_app
 from runfacts.cli.gateway import app as gateway_app
 from runfacts.cli.mcp import app as mcp_app
 from runfacts.cli.ops import app as ops_app
-from runfacts.cli.toolctl import app as tools_app
 from runfacts.cli.platform import (
     capabilities_app,
     dispatcher_app,
@@ -37,6 +36,7 @@ from runfacts.cli.platform import (
     topics_app,
     worker_app,
 )
+from runfacts.cli.toolctl import app as tools_app
 from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
 app = typer.Typer(

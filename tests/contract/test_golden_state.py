@@ -5,8 +5,9 @@ the commit in each file's name (`git archive <commit>`): run states before `sett
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
 marked (`stateFormat` 2, the dedupe window as command ids), with the window as digests
 (`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a) and with a call's
-hold (`stateFormat` 5, a paused capability); dispatcher progress before and after `polls` and marked; the timer index; the user view. A record newer
-than this code knows is refused, naming the fix.
+hold (`stateFormat` 5, a paused capability); dispatcher progress before and after `polls`,
+marked, and with `throttles` (format 3); the timer index; the user view. A record newer than
+this code knows is refused, naming the fix.
 """
 
 from __future__ import annotations
