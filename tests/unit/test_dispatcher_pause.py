@@ -174,3 +174,21 @@ def test_pause_of_an_unknown_capability_or_without_a_reason_is_refused(tmp_path:
     finally:
         loop.close()
 
+
+
+def test_a_restarted_dispatcher_keeps_holding_then_claims_once_after_the_resume(tmp_path: Path) -> None:
+    loop = _paused_loop(tmp_path)
+    try:
+        _control(loop, pause=True)
+        loop.start_refund()
+        assert loop.call().held is not None
+        loop.restart_dispatcher(incarnation=2_000)  # its `held:` timer is in the store: restored
+        loop.shell.pauses = TopicBoard(loop)  # the new process reads the control topic whole
+        loop.advance(HELD_POLL_MS * 3)
+        assert loop.types().count("tool.call.held") == 1 and loop.adapter.executed == []
+        _control(loop, pause=False, reason="")
+        loop.advance(HELD_POLL_MS)
+        assert loop.call().execution == "completed" and len(loop.adapter.executed) == 1
+        assert loop.types().count("tool.call.dispatching") == 1 and len(loop.sim.ledger()) == 1
+    finally:
+        loop.close()
