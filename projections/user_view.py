@@ -165,6 +165,9 @@ def status_line(state: RunState, banner: ApprovalBanner | None) -> str:
         return _compensation_line(state)
     if status == "failed":
         return f"Failed ({reason or 'error'})"
+    held = held_line(state)
+    if held is not None and status == "running":
+        return held
     line = _LINES.get(status, status)
     if status == "running" and state.turnCount:
         return f"{line} (turn {state.turnCount})"
@@ -203,6 +206,17 @@ def _compensation_line(state: RunState) -> str:
         return f"{why}; every completed step reversed: {', '.join(done)}" if done else f"{why}; nothing to reverse"
     line = f"{why}: undoing completed steps ({_undone(state)})"
     return f"{line}: {', '.join(done)} reversed" if done else line
+
+
+def held_line(state: RunState) -> str | None:
+    """Why the run's calls wait for a paused capability (`tool.call.held`), in plain words, or None:
+    "Waiting: payments.refund paused by olga: provider incident" (the operator and the reason given
+    to `runfacts tools pause`; docs/dispatcher.md "Paused capabilities")."""
+    holds = sorted({(c.capabilityId, c.held.pausedBy, c.held.reason) for c in state.toolCalls.values()
+                    if c.held is not None and c.closedReason is None and not c.revoked})
+    if not holds:
+        return None
+    return "Waiting: " + "; ".join(f"{cap} paused by {who}" + (f": {why}" if why else "") for cap, who, why in holds)
 
 
 def operator_detail(state: RunState) -> OperatorDetail:

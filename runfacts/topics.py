@@ -105,6 +105,10 @@ class TopicNames:
     def keys(self) -> str:
         return f"{self.prefix}.keys"
 
+    @property
+    def tool_control(self) -> str:
+        return f"{self.prefix}.tools.control"
+
 
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
@@ -129,6 +133,9 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
                   "the engines' metrics records, key '<app>/<instance>' (health page; best effort)"),
         TopicSpec(names.keys, 1, "compact", UNLIMITED, dict(COMPACT),
                   "wrapped data keys of data subjects, key <ref>/<dek>; erasure = tombstone (runfacts.privacy)"),
+        TopicSpec(names.tool_control, 1, "compact", UNLIMITED, dict(COMPACT),
+                  "the last tool.paused / tool.resumed of each capability, key capabilityId (the decider "
+                  "writes it, every dispatcher reads it whole)"),
     ]
 
 

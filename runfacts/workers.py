@@ -109,6 +109,7 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
     from runfacts.processors.dispatcher.pool import ToolPool
     from runfacts.settings import KafkaSettings
     from runfacts.tools.adapter import ToolRuntime
+    from runfacts.tools.control import ToolControlBoard
     from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
     from runfacts.tools.serve import served_catalog
     if not args_store:
@@ -130,7 +131,9 @@ def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str
                         ", ".join(sorted(adapters)))
     pool = ToolPool(int(threads))
     seal = protector_if_configured(KafkaSettings(), names.keys)
-    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal).application()
+    pauses = ToolControlBoard(KafkaSettings(), names.tool_control)  # read whole at the first claim
+    return DispatcherShell(settings, adapters, ArgsStore.open(args_store), pool=pool, seal=seal,
+                           pauses=pauses).application()
 
 
 def projector(prefix: str = "runfacts") -> Application:

@@ -246,6 +246,21 @@ class MigrateRun(CommandBase):
     payload: MigrateRunPayload
 
 
+class PauseToolPayload(Record):
+    """Payload of PauseTool."""
+
+    capabilityId: str
+    reason: str
+
+
+class PauseTool(CommandBase):
+    """Pause a capability for the whole fleet (operator): no new dispatch."""
+
+    commandType: Literal["tool.pause"] = "tool.pause"
+    schemaVersion: Literal[1] = 1
+    payload: PauseToolPayload
+
+
 class ProposeMemoryPayload(Record):
     """Payload of ProposeMemory."""
 
@@ -439,6 +454,24 @@ class ReportToolFailed(CommandBase):
     payload: ReportToolFailedPayload
 
 
+class ReportToolHeldPayload(Record):
+    """Payload of ReportToolHeld."""
+
+    toolCallId: str
+    pauseId: str
+    pausedBy: str
+    reason: str = ""
+    pausedAt: Millis
+
+
+class ReportToolHeld(CommandBase):
+    """A dispatcher holds a call because its capability is paused."""
+
+    commandType: Literal["tool.call.report_held"] = "tool.call.report_held"
+    schemaVersion: Literal[1] = 1
+    payload: ReportToolHeldPayload
+
+
 class ReportVerificationPayload(Record):
     """Payload of ReportVerification."""
 
@@ -486,6 +519,21 @@ class ResumeRun(CommandBase):
     commandType: Literal["run.resume"] = "run.resume"
     schemaVersion: Literal[2] = 2
     payload: ResumeRunPayload
+
+
+class ResumeToolPayload(Record):
+    """Payload of ResumeTool."""
+
+    capabilityId: str
+    reason: str = ""
+
+
+class ResumeTool(CommandBase):
+    """Resume a paused capability (operator): held calls are dispatched."""
+
+    commandType: Literal["tool.resume"] = "tool.resume"
+    schemaVersion: Literal[1] = 1
+    payload: ResumeToolPayload
 
 
 class RetryToolCallPayload(Record):
@@ -626,6 +674,7 @@ Command = Annotated[
     | FailRun
     | FireTimer
     | MigrateRun
+    | PauseTool
     | ProposeMemory
     | ProposeToolCall
     | RecordFeedback
@@ -636,9 +685,11 @@ Command = Annotated[
     | ReportToolAccepted
     | ReportToolCompleted
     | ReportToolFailed
+    | ReportToolHeld
     | ReportVerification
     | RequestReconciliation
     | ResumeRun
+    | ResumeTool
     | RetryToolCall
     | ReviewMemory
     | RevokeMemory
@@ -667,6 +718,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "run.fail": FailRun,
     "timer.fire": FireTimer,
     "run.migrate": MigrateRun,
+    "tool.pause": PauseTool,
     "memory.propose": ProposeMemory,
     "tool.call.propose": ProposeToolCall,
     "feedback.record": RecordFeedback,
@@ -677,9 +729,11 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.report_accepted": ReportToolAccepted,
     "tool.call.report_completed": ReportToolCompleted,
     "tool.call.report_failed": ReportToolFailed,
+    "tool.call.report_held": ReportToolHeld,
     "tool.call.report_verification": ReportVerification,
     "tool.call.request_reconciliation": RequestReconciliation,
     "run.resume": ResumeRun,
+    "tool.resume": ResumeTool,
     "tool.call.retry": RetryToolCall,
     "memory.review": ReviewMemory,
     "memory.revoke": RevokeMemory,

@@ -794,6 +794,24 @@ class ToolCallFailed(EventBase):
     payload: ToolCallFailedPayload
 
 
+class ToolCallHeldPayload(Record):
+    """Payload of ToolCallHeld."""
+
+    toolCallId: str
+    pauseId: str
+    pausedBy: str
+    reason: str = ""
+    pausedAt: Millis
+
+
+class ToolCallHeld(EventBase):
+    """A call waits: its capability is paused (until it is resumed)."""
+
+    eventType: Literal["tool.call.held"] = "tool.call.held"
+    schemaVersion: Literal[1] = 1
+    payload: ToolCallHeldPayload
+
+
 class ToolCallProposedPayload(Record):
     """Payload of ToolCallProposed."""
 
@@ -882,6 +900,36 @@ class ToolCallRetryRequested(EventBase):
     eventType: Literal["tool.call.retry_requested"] = "tool.call.retry_requested"
     schemaVersion: Literal[1] = 1
     payload: ToolCallRetryRequestedPayload
+
+
+class ToolPausedPayload(Record):
+    """Payload of ToolPaused."""
+
+    reason: str
+    actor: Actor
+
+
+class ToolPaused(EventBase):
+    """A capability (the envelope's capabilityId) is paused for the whole fleet."""
+
+    eventType: Literal["tool.paused"] = "tool.paused"
+    schemaVersion: Literal[1] = 1
+    payload: ToolPausedPayload
+
+
+class ToolResumedPayload(Record):
+    """Payload of ToolResumed."""
+
+    reason: str = ""
+    actor: Actor
+
+
+class ToolResumed(EventBase):
+    """A paused capability (the envelope's capabilityId) is resumed."""
+
+    eventType: Literal["tool.resumed"] = "tool.resumed"
+    schemaVersion: Literal[1] = 1
+    payload: ToolResumedPayload
 
 
 class TurnCompletedPayload(Record):
@@ -993,11 +1041,14 @@ Event = Annotated[
     | ToolCallCompleted
     | ToolCallDispatching
     | ToolCallFailed
+    | ToolCallHeld
     | ToolCallProposed
     | ToolCallReconciled
     | ToolCallReconciliationRequested
     | ToolCallResultUnknown
     | ToolCallRetryRequested
+    | ToolPaused
+    | ToolResumed
     | TurnCompleted
     | TurnStarted
     | VerificationUpdated
@@ -1054,11 +1105,14 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "tool.call.completed": ToolCallCompleted,
     "tool.call.dispatching": ToolCallDispatching,
     "tool.call.failed": ToolCallFailed,
+    "tool.call.held": ToolCallHeld,
     "tool.call.proposed": ToolCallProposed,
     "tool.call.reconciled": ToolCallReconciled,
     "tool.call.reconciliation_requested": ToolCallReconciliationRequested,
     "tool.call.result_unknown": ToolCallResultUnknown,
     "tool.call.retry_requested": ToolCallRetryRequested,
+    "tool.paused": ToolPaused,
+    "tool.resumed": ToolResumed,
     "turn.completed": TurnCompleted,
     "turn.started": TurnStarted,
     "verification.updated": VerificationUpdated,

@@ -86,6 +86,11 @@ derived ids and hashes)."""
 TIMER_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource="decider-timer")
 
 
+CONTROL_EVENTS = frozenset({"tool.paused", "tool.resumed"})
+"""Facts the shell also writes to `<prefix>.tools.control` (key capabilityId, compacted): the last
+pause or resume of each capability, which every dispatcher reads whole (docs/dispatcher.md)."""
+
+
 def timer_command(run_id: str, timer_id: str, due_ms: int, kind: str, target: str) -> cmd.FireTimer:
     """The `timer.fire` command a due timer becomes (its commandId `timer:<id>:<due ms>` is the
     causationId of what it decides; the crash oracle rebuilds fires from it)."""
@@ -436,7 +441,10 @@ class DeciderShell:
     def _emit_event(self, event: EventBase, ctx: Context, trace: list[tuple[str, bytes]] | None) -> None:
         fast = self.fast
         headers = fast.headers(event)
-        ctx.emit(self.names.events, event.runId.encode(), fast.encode(event), headers + trace if trace else headers)
+        value = fast.encode(event)
+        ctx.emit(self.names.events, event.runId.encode(), value, headers + trace if trace else headers)
+        if event.eventType in CONTROL_EVENTS and event.capabilityId:  # the fleet's pause board, same transaction
+            ctx.emit(self.names.tool_control, event.capabilityId.encode(), value, headers)
 
     def _size_bound(self, key: bytes, ctx: Context) -> int:
         """An upper bound of the run's state JSON after the current command: the last known size

@@ -73,6 +73,8 @@ class DecideContext:
     """(manifest, approver, the approval's requesters) -> None or a reason code."""
     check_tenant: Callable[[CommandBase, str | None], str | None] = default_check_tenant
     """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
+    required_roles: Callable[[str], tuple[str, ...]] = lambda command_type: ()
+    """The roles the policy asks of a command type: a `forbidden_role` rejection names them."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
     verify_review_token: ReviewCheck | None = None  # None: memory reviews need no signed token
     drained: frozenset[tuple[str, str]] = frozenset()

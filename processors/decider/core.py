@@ -22,7 +22,14 @@ from functools import cache
 from runfacts.processors.decider import children
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import fold
-from runfacts.processors.decider.run_commands import HANDLERS, create_run, drain_version, erase_subject, follow_ups
+from runfacts.processors.decider.run_commands import (
+    HANDLERS,
+    control_tool,
+    create_run,
+    drain_version,
+    erase_subject,
+    follow_ups,
+)
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
@@ -56,12 +63,16 @@ def decide_evolve(command: CommandBase, state: RunState | None,
 def _decide(command: CommandBase, state: RunState | None, ctx: DecideContext) -> list[Draft]:
     denied = ctx.check_command(command)
     if denied is not None:
+        needs = ctx.required_roles(command.commandType) if denied == "forbidden_role" else ()
+        missing = f"; {command.commandType} needs the role {' or '.join(needs)}" if needs else ""
         raise Rejected(command, denied, f"actor {command.actor.subjectId or '<none>'} "
-                       f"via {command.actor.authSource or '<none>'}")
+                       f"via {command.actor.authSource or '<none>'}{missing}")
     if isinstance(command, cmd.EraseSubject):  # not a run: no state before or after
         return erase_subject(command, state)
     if isinstance(command, cmd.DrainVersion):  # not a run either: the shell keeps the partition's drains
         return drain_version(command, state)
+    if isinstance(command, cmd.PauseTool | cmd.ResumeTool):  # a capability's pause: not a run either
+        return control_tool(command, state, ctx)
     if isinstance(command, cmd.CreateRun | cmd.CreateChildRun):
         if state is not None:
             raise Rejected(command, "run_exists")

@@ -407,6 +407,7 @@ HANDLERS: dict[str, Handler] = {
     "tool.call.report_reconciled": tools.report_reconciled,
     "tool.call.retry": tools.retry,
     "tool.call.report_verification": tools.report_verification,
+    "tool.call.report_held": tools.report_held,
     "memory.propose": memory_commands.propose_memory,
     "memory.review": memory_commands.review_memory,
     "memory.revoke": memory_commands.revoke_memory,
@@ -470,3 +471,32 @@ def drain_version(c: cmd.DrainVersion, state: RunState | None) -> list[Draft]:
         raise Rejected(c, "invalid_dimension", f"{p.dimension!r}: one of {', '.join(DRAIN_DIMENSIONS)}")
     return [draft(ev.VersionDrained, dimension=p.dimension, version=p.version, undo=p.undo, reason=p.reason,
                   actor=c.actor)]
+
+
+# --- a capability's pause for the fleet: `tool.pause` / `tool.resume` (docs/dispatcher.md "Paused capabilities")
+# Not a run: runId `tools-<capabilityId>` (one partition per capability, so a pause and its resume stay in
+# order; a re-sent command is deduped like any command for no run). The decider records the fact; its shell
+# also writes it to the compacted `<prefix>.tools.control` topic every dispatcher reads whole.
+TOOL_CONTROL_RUN_PREFIX = "tools-"
+
+
+def tool_control_run_id(capability_id: str) -> str:
+    """The run id a pause or resume of `capability_id` travels under."""
+    return TOOL_CONTROL_RUN_PREFIX + capability_id
+
+
+def control_tool(c: cmd.PauseTool | cmd.ResumeTool, state: RunState | None, ctx: DecideContext) -> list[Draft]:
+    """One `tool.paused` / `tool.resumed` fact, or a rejection naming what is wrong."""
+    p = c.payload
+    if state is not None:
+        raise Rejected(c, "run_exists", "a pause is not a command on a run")
+    if c.runId != tool_control_run_id(p.capabilityId):
+        raise Rejected(c, "invalid_control_run", f"runId must be {tool_control_run_id(p.capabilityId)}")
+    if p.capabilityId not in ctx.capabilities.capabilities:
+        known = ", ".join(sorted(ctx.capabilities.capabilities)) or "none"
+        raise Rejected(c, "unknown_capability", f"{p.capabilityId} is not in the capability manifest (known: {known})")
+    if isinstance(c, cmd.PauseTool):
+        if not p.reason.strip():
+            raise Rejected(c, "reason_required", "a pause needs a reason: everyone whose call waits reads it")
+        return [draft(ev.ToolPaused, capabilityId=p.capabilityId, reason=p.reason, actor=c.actor)]
+    return [draft(ev.ToolResumed, capabilityId=p.capabilityId, reason=p.reason, actor=c.actor)]

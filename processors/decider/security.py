@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
 
-from runfacts.processors.policy.access import Policy, check_approver, check_command, check_tenant
+from runfacts.processors.policy.access import Policy, check_approver, check_command, check_tenant, required_roles
 from runfacts.processors.policy.approvals import ApprovalBinding, Keyring, verify_token
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.commands import ResumeRun
@@ -75,6 +75,7 @@ def policy_checks(policy: Policy, keyring: Keyring | None = None) -> dict[str, A
         "check_command": partial(check_command, policy),
         "check_approver": partial(check_approver, policy),
         "check_tenant": partial(check_tenant, policy),
+        "required_roles": partial(required_roles, policy),
         "verify_token": None if keyring is None else approval_token_check(keyring),
         "verify_review_token": None if keyring is None else review_token_check(keyring),
     }

@@ -53,7 +53,7 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 6
+STATE_FORMAT: Final = 7
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -91,6 +91,15 @@ class ApprovalState(Frozen):
     displayDigest: str | None = None  # what the approver is shown (the call's display); None: no display
 
 
+class CallHold(Frozen):
+    """Why an authorized call waits: its capability is paused for the fleet (`tool.call.held`)."""
+
+    pauseId: str  # the eventId of the `tool.paused` fact
+    pausedBy: str
+    reason: str = ""
+    pausedAt: datetime
+
+
 class ToolCallState(Frozen):
     """One tool call on both tracks: execution and verification."""
 
@@ -126,6 +135,7 @@ class ToolCallState(Frozen):
     finishedAt: datetime | None = None
     display: ArgDisplay | None = None  # the arguments as the decider validated them (issue 33)
     displayDigest: str | None = None  # the dispatcher refuses stored arguments that render otherwise
+    held: CallHold | None = None  # its capability is paused: no new attempt until it is resumed (issue 35)
 
     @property
     def in_flight(self) -> bool:
@@ -240,7 +250,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[6] = STATE_FORMAT
+    stateFormat: Literal[7] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""

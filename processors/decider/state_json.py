@@ -84,11 +84,17 @@ def _compensations(value: dict[str, Any]) -> dict[str, Any]:
     return {**value, "compensations": {}, "compensating": None}
 
 
+def _no_holds(value: dict[str, Any]) -> dict[str, Any]:
+    """6 -> 7: a tool call may be `held` (its capability paused, `tool.call.held`); no call of a
+    state written before could be, so the shape is read as it is (`held` defaults to None)."""
+    return value
+
+
 RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
-                                                   4: _child_runs, 5: _compensations})
+                                                   4: _child_runs, 5: _compensations, 6: _no_holds})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
 3 the dedupe window as digests, 4 an approval's requesters, 5 child runs and the evidence ledger,
-6 compensation plans."""
+6 compensation plans, 7 a call's hold (a paused capability)."""
 
 
 def load_state(raw: bytes) -> RunState:

@@ -62,7 +62,7 @@ def wanted_timers(state: RunState | None, catalog: CapabilityCatalog | None = No
 def claim_due(call: ToolCallState, catalog: CapabilityCatalog) -> datetime | None:
     """When an authorized call waiting for a claim is overdue, or None (not waiting)."""
     manifest = catalog.capabilities.get(call.capabilityId)
-    if manifest is None or call.claimableSince is None or not call.awaiting_claim:
+    if manifest is None or call.claimableSince is None or not call.awaiting_claim or call.held is not None:
         return None
     return call.claimableSince + timedelta(milliseconds=manifest.claim_within_ms)
 

@@ -409,3 +409,18 @@ def report_verification(c: cmd.ReportVerification, state: RunState, ctx: DecideC
         raise Rejected(c, "verification_final", f"{call.toolCallId} is {call.verification}")
     return [draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
                   status=p.status, evidenceRef=p.evidenceRef)]
+
+
+def report_held(c: cmd.ReportToolHeld, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A dispatcher holds a call of a paused capability: the run says why the call waits. Only a
+    call that waits for a claim, or a claimed call between tries, can be held; the same pause
+    reported again records nothing (a dispatcher re-checks a held call until it is resumed)."""
+    p = c.payload
+    call = tool_call(c, state, p.toolCallId)
+    if not (call.awaiting_claim or call.execution == "dispatching") or call.closedReason is not None:
+        raise Rejected(c, "not_waiting", f"{call.toolCallId} is {call.execution}: only a call waiting for a "
+                       "claim or a retry is held")
+    if call.held is not None and call.held.pauseId == p.pauseId:
+        return []
+    return [draft(ev.ToolCallHeld, capabilityId=call.capabilityId, toolCallId=call.toolCallId,
+                  pauseId=p.pauseId, pausedBy=p.pausedBy, reason=p.reason, pausedAt=p.pausedAt)]

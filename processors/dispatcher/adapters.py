@@ -15,8 +15,9 @@ secret file), never from requests or events.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -184,6 +185,22 @@ class SealPersonal(Protocol):
     None (no privacy keys configured): the commands go out as they are."""
 
     def __call__(self, command: C, subject: str | None = None) -> C: ...
+
+
+class Pause(NamedTuple):
+    """A capability paused for the fleet: the `tool.paused` fact (its eventId), who, why, when."""
+
+    pause_id: str
+    paused_by: str
+    reason: str
+    paused_at: datetime
+
+
+class PauseBoard(Protocol):
+    """Which capabilities are paused now (`runfacts.ops.toolcontrol.ToolControlBoard` implements it
+    over the compacted `<prefix>.tools.control` topic, read whole). None: not paused."""
+
+    def paused(self, capability_id: str) -> Pause | None: ...
 
 
 class ArgsMissing(RunfactsError):

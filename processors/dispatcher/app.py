@@ -57,6 +57,8 @@ from runfacts.processors.dispatcher.adapters import (
     ArgsMissing,
     ArgsReader,
     ArgsTampered,
+    Pause,
+    PauseBoard,
     SealPersonal,
     ToolAdapter,
     ToolOutcome,
@@ -127,7 +129,8 @@ class DispatcherShell:
                  args: ArgsReader, *, clock: Callable[[], float] = time.time,
                  crash: Callable[[str], None] = crash_point,
                  telemetry: telemetry_hooks.Telemetry | None = None,
-                 pool: ToolPool | None = None, seal: SealPersonal | None = None) -> None:
+                 pool: ToolPool | None = None, seal: SealPersonal | None = None,
+                 pauses: PauseBoard | None = None) -> None:
         self.settings = settings
         self.telemetry = telemetry or telemetry_hooks.current()
         self.adapters = dict(adapters)
@@ -142,8 +145,14 @@ class DispatcherShell:
         self.reruns = frozenset(cid for cid, m in settings.catalog.capabilities.items() if m.reruns_safely)
         self.pool = pool  # None: calls run inside the transaction (one at a time)
         self.seal = seal  # None: no privacy keys, the reports go out as they are
+        self.pauses = pauses  # None: no capability is ever paused (no control topic read)
         self._subject = ""  # the data subject of the run at hand (its userId): what `seal` seals for
         self._salt = ""  # makes command ids of a collected try unique (its `done:` timer may repeat)
+        self.limits = {cid: core.Limits(m.max_concurrency, m.rate_per_second)
+                       for cid, m in settings.catalog.capabilities.items()
+                       if m.max_concurrency is not None or m.rate_per_second is not None}
+        self._started: dict[str, set[tuple[str, str, int, int]]] = {}  # capability -> tries on the pool
+        self._last_start: dict[str, int] = {}  # capability -> when its last try started (ms)
         self._sent = 0
         self._cause: str | None = None
         self._trace: list[tuple[str, bytes]] = []
@@ -201,6 +210,14 @@ class DispatcherShell:
             self._retry(call, progress, run, ctx)
         elif kind == "reconcile" and call.execution == "result_unknown" and progress.phase == "reconciling":
             self._lookup(call, progress, ctx, run.runId)
+        elif kind == "slot" and call.execution == "dispatching":  # waited for a free slot or the rate
+            mine = core.incarnation_of(call.leaseEpoch) == self.settings.incarnation
+            if mine or call.capabilityId in self.reruns:
+                self._execute(call, progress, run, ctx)
+            else:  # an earlier incarnation's wait: it may have started the try before it stopped
+                self._collect(call, progress, run, ctx)
+        elif kind == "held" and core.claimable(call, run):
+            self._claim(call, progress, run, ctx)
         elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
             self._collect(call, progress, run, ctx)
         elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
@@ -233,7 +250,7 @@ class DispatcherShell:
             case core.Cancel():
                 self._cancel(call, progress, run, ctx)
             case core.Forget():
-                for kind in ("retry", "reconcile", "verify", "done"):
+                for kind in ("retry", "reconcile", "verify", "done", "held", "slot"):
                     ctx.cancel(run.runId.encode(), f"{kind}:{call.toolCallId}")
 
     def _claim(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
@@ -241,6 +258,11 @@ class DispatcherShell:
         if refused is not None:
             self._refused(refused, call, run, "claim")
             return
+        pause = self._paused(call)
+        if pause is not None:  # no new attempt while its capability is paused: look again later
+            self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "held")
+            return
+        ctx.cancel(run.runId.encode(), f"held:{call.toolCallId}")
         claim = core.claim_draft(call, self.settings.incarnation)
         if claim is None:
             log.warning("cannot claim %s/%s: incarnation %d is behind the call's epoch %d", run.runId,
@@ -249,9 +271,14 @@ class DispatcherShell:
         self._send(ctx, run.runId, progress.correlationId, [claim])
 
     def _execute(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
-        """Call the tool once for this try (or reuse this process's earlier answer), then report."""
-        progress = core.start_try(progress, call, self._now_ms())
-        memo = (run.runId, call.toolCallId, call.attempts, progress.tries)
+        """Call the tool once for this try (or reuse this process's earlier answer), then report.
+        A capability with limits (manifest `maxConcurrency`, `ratePerSecond`) starts a new try only
+        when it is admitted; otherwise the call waits, claimed, for its `slot:` timer."""
+        tried = core.start_try(progress, call, self._now_ms())
+        memo = (run.runId, call.toolCallId, call.attempts, tried.tries)
+        if not self._admitted(call, memo):
+            return self._wait_for_slot(call, run, ctx)
+        progress = tried
         if self.pool is not None:
             self._start(memo, call, progress, ctx, run.runId)
             return
@@ -275,6 +302,8 @@ class DispatcherShell:
                 self._apply(ctx, run_id, call, core.Step([request], progress), "retry")
                 return
             self.pool.start(memo, self._adapter(call).execute, request)
+            if call.capabilityId in self.limits:
+                self._started.setdefault(call.capabilityId, set()).add(memo)
             log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
                      call.toolCallId, call.attempts, call.leaseEpoch, self._in_flight())
         self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
@@ -315,6 +344,31 @@ class DispatcherShell:
             return
         log.info("running %s again: %s (capability %s is safe to re-run)", call.toolCallId, why, call.capabilityId)
         self._execute(call, progress, run, ctx)
+
+    def _admitted(self, call: ToolCallState, memo: tuple[str, str, int, int]) -> bool:
+        """May this try start now under its capability's limits? A try this process already
+        started or answered (a replayed batch) is always admitted: it is not started twice."""
+        limits = self.limits.get(call.capabilityId)
+        known = memo in self._outcomes or (self.pool is not None and self.pool.get(memo) is not None)
+        if limits is None or known:
+            return True
+        started = self._started.get(call.capabilityId, set())
+        running = {m for m in started if (f := self.pool.get(m) if self.pool else None) is not None and not f.done()}
+        self._started[call.capabilityId] = running
+        now = self._now_ms()
+        if core.admit(limits, len(running), self._last_start.get(call.capabilityId), now) is not None:
+            return False
+        self._last_start[call.capabilityId] = now
+        return True
+
+    def _wait_for_slot(self, call: ToolCallState, run: RunState, ctx: Context) -> None:
+        limits = self.limits[call.capabilityId]
+        started = self._started.get(call.capabilityId, set())
+        wake = core.admit(limits, len(started), self._last_start.get(call.capabilityId), self._now_ms())
+        due = wake if wake is not None else self._now_ms() + core.SLOT_POLL_MS
+        log.info("%s/%s waits for %s's limits (max %s at once, %s a second)", run.runId, call.toolCallId,
+                 call.capabilityId, limits.max_concurrency, limits.rate_per_second)
+        ctx.schedule(run.runId.encode(), due, f"slot:{call.toolCallId}", call.toolCallId.encode())
 
     def _in_flight(self) -> int:
         """Calls started on the pool and not finished; also the telemetry gauge."""
@@ -383,6 +437,10 @@ class DispatcherShell:
             self._refused(refused, call, run, "retry")
             self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
             return
+        pause = self._paused(call)
+        if pause is not None:  # no new try while its capability is paused: the retry waits (same claim)
+            self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "retry")
+            return
         holder = core.incarnation_of(call.leaseEpoch)
         if holder == self.settings.incarnation or call.capabilityId in self.reruns:
             self._execute(call, progress, run, ctx)
@@ -417,6 +475,10 @@ class DispatcherShell:
                                                                     result_cap=self.settings.result_max_bytes), "retry")
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _paused(self, call: ToolCallState) -> Pause | None:
+        """The pause that holds `call`'s capability now, or None."""
+        return None if self.pauses is None else self.pauses.paused(call.capabilityId)
 
     def _adapter(self, call: ToolCallState) -> ToolAdapter:
         return self.adapters[call.capabilityId]

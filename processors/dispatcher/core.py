@@ -35,6 +35,7 @@ from runfacts.processors.dispatcher.adapters import (
     LookupOutcome,
     LookupUnknown,
     NotFound,
+    Pause,
     ToolCompleted,
     ToolFailed,
     ToolOutcome,
@@ -50,7 +51,7 @@ from runfacts.schemas.base import Record
 from runfacts.schemas.common import CommandBase, EventBase
 from runfacts.schemas.models import payload_class
 
-PROGRESS_FORMAT: Final = 2
+PROGRESS_FORMAT: Final = 3
 """`Progress.stateFormat` (the stored shape's version)."""
 Phase = Literal["idle", "executing", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
@@ -75,7 +76,7 @@ class Progress(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    stateFormat: Literal[2] = PROGRESS_FORMAT
+    stateFormat: Literal[3] = PROGRESS_FORMAT
     """The stored shape's version (read with `load_progress`, which migrates older shapes)."""
     toolCallId: str
     correlationId: str
@@ -87,10 +88,12 @@ class Progress(BaseModel):
     deadlineMs: int = 0  # reconciliation or verification deadline
     reportedStill: bool = False  # still_unknown already reported for this reconciliation
     polls: int = 0  # polls of the running try's future (execution off the transaction)
+    throttles: int = 0  # tries of this claim the provider rate-limited (429): not counted as attempts
 
 
-PROGRESS = Migrations("dispatcher progress", PROGRESS_FORMAT, {1: lambda value: value})
-"""The progress record's shapes: 1 unmarked (with or without `polls`, which defaults to 0), 2 marked."""
+PROGRESS = Migrations("dispatcher progress", PROGRESS_FORMAT, {1: lambda value: value, 2: lambda value: value})
+"""The progress record's shapes: 1 unmarked (with or without `polls`, which defaults to 0), 2 marked,
+3 with `throttles` (defaults to 0: a record written before counted no throttle)."""
 
 
 def load_progress(raw: bytes) -> Progress:
@@ -236,6 +239,48 @@ def refusal(call: ToolCallState, run: RunState, now_ms: int) -> Refusal | None:
     return None if lapsed is None else Refusal("grant_expired", lapsed)
 
 
+HELD_POLL_MS = 1_000
+"""How often a call held by a paused capability is looked at again (its resume dispatches it)."""
+
+
+class Limits(NamedTuple):
+    """A capability's limits per dispatcher (manifest `maxConcurrency`, `ratePerSecond`)."""
+
+    max_concurrency: int | None = None
+    rate_per_second: float | None = None
+
+
+SLOT_POLL_MS = 50
+"""How soon a call waiting for a free slot (max concurrency) looks again."""
+
+
+def admit(limits: Limits, running: int, last_start_ms: int | None, now_ms: int) -> int | None:
+    """None: a try of the capability may start now; else when to look again (a full house: in
+    `SLOT_POLL_MS`; the rate: when the interval `1000 / ratePerSecond` since the last start ends)."""
+    if limits.max_concurrency is not None and running >= limits.max_concurrency:
+        return now_ms + SLOT_POLL_MS
+    if limits.rate_per_second is not None and last_start_ms is not None:
+        due = last_start_ms + -(-1000 // limits.rate_per_second)  # ceil: never faster than the rate
+        if due > now_ms:
+            return int(due)
+    return None
+
+
+def held_draft(call: ToolCallState, pause: Pause) -> Draft | None:
+    """Report that `call` waits for its paused capability (once per pause: None when the run's
+    state already says this pause holds it)."""
+    if call.held is not None and call.held.pauseId == pause.pause_id:
+        return None
+    return draft(cmd.ReportToolHeld, toolCallId=call.toolCallId, pauseId=pause.pause_id,
+                 pausedBy=pause.paused_by, reason=pause.reason, pausedAt=pause.paused_at)
+
+
+def held(progress: Progress, call: ToolCallState, pause: Pause, now_ms: int, poll_ms: int = HELD_POLL_MS) -> Step:
+    """A claim or a retry of a paused capability's call: no new attempt; report the hold, look again later."""
+    report = held_draft(call, pause)
+    return Step([] if report is None else [report], progress, now_ms + poll_ms)
+
+
 def refused_draft(call: ToolCallState, refused: Refusal) -> Draft:
     """A retry refused inside a lease: the last try's failure stands, no try follows."""
     return failed_draft(call, refused.reason, False, refused.detail)
@@ -310,10 +355,11 @@ def rerun_lost(call: ToolCallState, progress: Progress, policy: RetryPolicy, why
     """A safely re-runnable call whose try was lost with an earlier incarnation: None (run it
     again), or a retryable failure once the tries of its claim reach the policy's attempts
     (a tool that takes its dispatcher down every time is not run forever)."""
-    if progress.tries < policy.max_attempts:
+    tries = progress.tries - progress.throttles  # rate-limited tries are no attempts
+    if tries < policy.max_attempts:
         return None
     return failed_draft(call, ErrorClass.TRANSIENT.value, True,
-                        f"{why}; lost {progress.tries} times, the retry policy allows {policy.max_attempts}")
+                        f"{why}; lost {tries} times, the retry policy allows {policy.max_attempts}")
 
 
 def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
@@ -339,7 +385,7 @@ def _verification(call: ToolCallState, status: str, evidence: str | None) -> Dra
 def start_try(progress: Progress, call: ToolCallState, now_ms: int) -> Progress:
     """Count one more HTTP try of the call's current claim (a new claim starts at 1)."""
     if progress.attempt != call.attempts:
-        progress = progress.model_copy(update={"attempt": call.attempts, "tries": 0,
+        progress = progress.model_copy(update={"attempt": call.attempts, "tries": 0, "throttles": 0,
                                                "firstTryMs": now_ms})
     return progress.model_copy(update={"tries": progress.tries + 1, "phase": "idle"})
 
@@ -392,7 +438,9 @@ def after_execute(outcome: ToolOutcome, call: ToolCallState, progress: Progress,
 
 def _retry_or_fail(failed: ToolFailed, call: ToolCallState, progress: Progress,
                    policy: RetryPolicy, now_ms: int) -> Step:
-    decision = next_retry(policy, progress.tries, now_ms, progress.firstTryMs, failed.error_class,
+    if failed.error_class is ErrorClass.RATE_LIMITED:
+        return throttled(failed, call, progress, policy, now_ms)
+    decision = next_retry(policy, progress.tries - progress.throttles, now_ms, progress.firstTryMs, failed.error_class,
                           retry_after_ms=failed.retry_after_ms,
                           jitter_seed=f"{call.idempotencyKey}:{call.attempts}")
     if isinstance(decision, GiveUp):
@@ -402,6 +450,26 @@ def _retry_or_fail(failed: ToolFailed, call: ToolCallState, progress: Progress,
         return Step([draft_], progress.model_copy(update={"phase": "idle"}))
     waiting = progress.model_copy(update={"phase": "retry_wait"})
     return Step([], waiting, decision.retry_at_ms)
+
+
+def throttled(failed: ToolFailed, call: ToolCallState, progress: Progress, policy: RetryPolicy,
+              now_ms: int) -> Step:
+    """The provider rate-limited the try (a 429, `ToolError("rate_limited")`): nothing happened and
+    nothing failed. Wait as it says (Retry-After; without one, the policy's backoff over the
+    throttles so far) and try again in the same claim; the try is not counted toward
+    `maxAttempts`. Only the policy's deadline (from the claim's first try) bounds the waiting: a
+    wait past it fails the call `rate_limited`, retryable, saying how often it was throttled."""
+    throttles = progress.throttles + 1
+    wait = (failed.retry_after_ms if failed.retry_after_ms is not None
+            else backoff_ms(policy, throttles, f"throttle:{call.idempotencyKey}:{call.attempts}"))
+    deadline = progress.firstTryMs + policy.deadline_ms
+    if now_ms + wait > deadline:
+        message = (f"{failed.code}: {failed.detail}; rate limited {throttles} time(s): the next try in {wait} ms "
+                   f"would pass the retry deadline ({policy.deadline_ms} ms after the first try)")
+        return Step([failed_draft(call, ErrorClass.RATE_LIMITED.value, True, message)],
+                    progress.model_copy(update={"phase": "idle", "throttles": throttles}))
+    waiting = progress.model_copy(update={"phase": "retry_wait", "throttles": throttles})
+    return Step([], waiting, now_ms + wait)
 
 
 def begin_lookups(progress: Progress, phase: Phase, deadline_ms: int) -> Progress:

@@ -131,6 +131,12 @@ def check_command(policy: Policy, command: CommandEnvelope) -> CommandDenial | N
     return None
 
 
+def required_roles(policy: Policy, command_type: str) -> tuple[str, ...]:
+    """The roles the policy asks of `command_type` (sorted; empty: no rule, or the capability's role)."""
+    rule = policy.commands.get(command_type)
+    return () if rule is None else tuple(sorted(rule.roles))
+
+
 def check_tenant(policy: Policy, command: CommandEnvelope, run_tenant: str | None) -> TenantDenial | None:
     """None when the command's actor may act on a run of `run_tenant` (for run.create: the
     tenant the run is created in); otherwise why not. Call after `check_command`."""

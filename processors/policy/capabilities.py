@@ -15,6 +15,8 @@ camelCase keys as on the wire:
     readOnly = false              # optional: the call changes nothing, so it is simply re-run
     idempotent = false            # optional: a repeat with the same key changes nothing more
     hasLookup = true              # optional: the tool can say what became of a request
+    maxConcurrency = 4            # optional: at most this many calls running at once per dispatcher
+    ratePerSecond = 2.5           # optional: at most this many call starts a second per dispatcher
     argumentSchema = '{"type": "object", ...}'   # optional: the tool's argument JSON schema
     approvalWhen = [{ field = "amountMinor", op = ">", value = 5000 }]   # optional (needsApproval = false)
     [capability.compensation]     # optional: the call that undoes a completed one (docs/tools.md)
@@ -154,6 +156,8 @@ class CapabilityManifest(BaseModel):
     read_only: bool = False  # changes nothing: re-run after a crash or a lost answer, never reconciled
     idempotent: bool = False  # a repeat with the call's idempotency key changes nothing more: re-run too
     has_lookup: bool = True  # False: nothing can reconcile an unknown outcome, a person decides at once
+    max_concurrency: int | None = Field(default=None, ge=1)  # calls running at once, per dispatcher
+    rate_per_second: float | None = Field(default=None, gt=0)  # call starts a second, per dispatcher
 
     argument_schema: str | None = None  # the tool's argument JSON schema (canonical JSON text)
     approval_when: tuple[ApprovalCondition, ...] = ()  # ask when any holds (needs_approval false)

@@ -370,7 +370,10 @@ IGNORED = frozenset({"run.migrated", "budget.exceeded", "progress.updated",
                      "child.requested", "child.reported", "run.parent_linked", "evidence.appended",
                      "evidence.merged", "evidence.conflict_detected",
                      # a compensation's plan: what would undo a call, not a step (its undoing is one)
-                     "compensation.planned"})
+                     "compensation.planned",
+                     # an operator's pause of a capability (runId tools-<capability>) and a call it
+                     # holds: the fleet's operations, not the agent's steps (the call's later outcome is)
+                     "tool.paused", "tool.resumed", "tool.call.held"})
 """Event types that do not change a trajectory (named, so a new type must be classified)."""
 
 

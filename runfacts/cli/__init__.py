@@ -36,6 +36,7 @@ from runfacts.cli.platform import (
     topics_app,
     worker_app,
 )
+from runfacts.cli.toolctl import app as tools_app
 from runfacts.schemas.errors import ConfigError, InfrastructureError, RunfactsError
 
 app = typer.Typer(
@@ -65,6 +66,7 @@ app.add_typer(dlq_app, name="dlq")
 app.add_typer(erase_app, name="erase")
 app.add_typer(gateway_app, name="gateway")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(tools_app, name="tools")
 
 __all__ = ["app", "main"]
 

@@ -218,12 +218,72 @@ def cancel(run_id: str = typer.Argument(..., help="The run to cancel."),
 
 
 @app.command("retry")
-def retry(tool_call_id: str = typer.Argument(..., help="The failed tool call."),
-          run: str = typer.Option(..., "--run", help="The run the call belongs to."),
+def retry(tool_call_id: str = typer.Argument(None, help="The failed tool call (with --run)."),
+          run: str = typer.Option(None, "--run", help="The run the call belongs to."),
+          capability: str = typer.Option(None, "--capability", help="Retry the retryable failed calls of this "
+                                         "capability on every run (with --since)."),
+          since: str = typer.Option(None, "--since", help="ISO time (e.g. 2026-12-06T05:00:00Z; no zone: UTC): "
+                                    "only calls that failed at or after it."),
           timeout: float = TIMEOUT) -> None:
-    """Retry a failed tool call whose error is classified retryable (operator role)."""
+    """Retry a failed tool call whose error is classified retryable (operator role); with --capability
+    and --since, every such call of many runs, each its own audited command (exit 3 if any is refused)."""
+    if capability is None and since is None:
+        if tool_call_id is None or run is None:
+            raise typer.BadParameter("give TOOL_CALL_ID --run RUN, or --capability CAP --since ISO",
+                                     param_hint="TOOL_CALL_ID")
+        identity = _identity()
+        _send(control.retry_command(_state(run), tool_call_id, _issue(identity)), timeout)
+        return
+    if capability is None or since is None or tool_call_id is not None or run is not None:
+        raise typer.BadParameter("a bulk retry takes --capability CAP --since ISO and no TOOL_CALL_ID / --run",
+                                 param_hint="--capability")
+    _bulk_retry(capability, _since(since), timeout)
+
+
+def _since(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not an ISO time, e.g. 2026-12-06T05:00:00Z", param_hint="--since") \
+            from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _bulk_retry(capability: str, since: datetime, timeout: float) -> None:
+    """Each retryable failed call of `capability` since `since`: one RetryToolCall, answered in turn."""
     identity = _identity()
-    _send(control.retry_command(_state(run), tool_call_id, _issue(identity)), timeout)
+    targets = control.retry_targets(_all_states().values(), capability, since)
+    console, err = Console(), _err()
+    if not targets.calls:
+        left = f" on a running run ({targets.skipped} on runs that take no retry)" if targets.skipped else ""
+        console.print(f"no retryable failed call of {capability} since {since.isoformat()}{left}", highlight=False)
+        return
+    kafka, names, settings = _setup(timeout)
+    client = CommandClient(kafka, names, settings=settings, sources=load_source_keys_if_configured(),
+                           protect=protector_if_configured(kafka, names.keys))
+    batch = f"ops:bulk-retry:{uuid.uuid4()}"  # one correlation id ties the batch's commands together
+    refused: dict[str, int] = {}
+    try:
+        with progress_bar(err, f"retrying {capability}", len(targets.calls)) as update:
+            for done, (state, call) in enumerate(targets.calls, 1):
+                issue = _issue(identity)
+                issue = control.Issue(issue.actor, issue.command_id, issue.issued_at, batch)
+                outcome = client.send(control.bulk_retry_command(state, call, issue))
+                rejection = outcome.rejection
+                if rejection is not None:
+                    refused[rejection.reasonCode] = refused.get(rejection.reasonCode, 0) + 1
+                console.print(f"{state.runId} {call.toolCallId}: {outcome.describe()}", highlight=False)
+                update(done, len(targets.calls))
+    finally:
+        client.close()
+    accepted = len(targets.calls) - sum(refused.values())
+    reasons = ", ".join(f"{n} {code}" for code, n in sorted(refused.items()))
+    console.print(f"retried {accepted} of {len(targets.calls)} calls of {capability} (correlation {batch})"
+                  + (f"; refused {sum(refused.values())}: {reasons}" if refused else "")
+                  + (f"; {targets.skipped} left out (their run takes no retry)" if targets.skipped else ""),
+                  highlight=False)
+    if refused:
+        raise typer.Exit(REJECTED_EXIT)
 
 
 @runs_app.command("list")

@@ -73,7 +73,7 @@ def inspect_panel(summary: dict[str, Any]) -> Group:
     parts.append(_table("pending approvals", ["approvalId", "toolCallId", "risk", "requiredRole", "expiresAt"],
                         summary["pendingApprovals"]))
     parts.append(_table("tool calls", ["toolCallId", "capabilityId", "execution", "verification", "attempts",
-                                       "errorClass", "reconciliation"], summary["toolCalls"]))
+                                       "errorClass", "reconciliation", "waiting"], summary["toolCalls"]))
     if summary["settledCalls"]:
         parts.append(f"{summary['settledCalls']} older settled calls compacted (their history: "
                      f"runfacts replay / the audit log)")

@@ -360,7 +360,7 @@ class Runfacts(ClientCore):
         waiter = self._waiter(run, check)
         if not waiter.done.wait(timeout):
             self.follower.drop_waiter(run.journal, waiter)
-            raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id)
+            raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id, self._held(run, tool_call_id))
         return waiter.resolved.unwrap()  # type: ignore[union-attr]
 
     async def _wait_async(self, run: Run, check: Callable[[Journal], Resolved | None], what: str,
@@ -378,7 +378,12 @@ class Runfacts(ClientCore):
             return await asyncio.wait_for(waiter.future, timeout)
         except TimeoutError:
             self.follower.drop_waiter(run.journal, waiter)
-            raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id) from None
+            raise WaitTimeout(run.id, what, timeout or 0.0, tool_call_id, self._held(run, tool_call_id)) from None
+
+    @staticmethod
+    def _held(run: Run, tool_call_id: str | None) -> str | None:
+        """Why the call waits, when its capability is paused (its `tool.call.held`), else None."""
+        return None if tool_call_id is None else outcomes.held(run.journal.entries, tool_call_id)
 
 
 def entries_of(run: Run) -> list[Entry]:

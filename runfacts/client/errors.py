@@ -94,10 +94,13 @@ class RunNotFound(ClientError):
 class WaitTimeout(ClientError, TimeoutError):
     """Nothing decided within the timeout; the wait can be repeated (nothing was lost)."""
 
-    def __init__(self, run_id: str, what: str, timeout_s: float, tool_call_id: str | None = None) -> None:
+    def __init__(self, run_id: str, what: str, timeout_s: float, tool_call_id: str | None = None,
+                 waiting: str | None = None) -> None:
         self.what, self.timeout_s = what, timeout_s
-        super().__init__(run_id, f"no {what} within {timeout_s:g}s (are the decider and dispatcher running?)",
-                         tool_call_id)
+        self.waiting = waiting
+        """Why the call waits when its capability is paused ("waiting: CAP paused by WHO: WHY"), else None."""
+        why = waiting or "are the decider and dispatcher running?"
+        super().__init__(run_id, f"no {what} within {timeout_s:g}s ({why})", tool_call_id)
 
 
 class BadArgument(ClientError, ValueError):

@@ -216,6 +216,28 @@ def pending_approval(entries: Sequence[Entry], tool_call_id: str) -> ev.Approval
     return None if found is None else found.event  # type: ignore[return-value]
 
 
+RELEASED = frozenset({"tool.call.dispatching", "tool.call.completed", "tool.call.failed",
+                      "tool.call.result_unknown", "grant.revoked"})
+
+
+def held(entries: Sequence[Entry], tool_call_id: str) -> str | None:
+    """Why the call waits, when its capability is paused (`tool.call.held` not followed by a claim
+    or an outcome): "waiting: payments.refund paused by olga: provider incident", else None."""
+    found: Entry | None = None
+    for entry in entries:
+        if entry.tool_call_id != tool_call_id:
+            continue
+        if entry.event_type == "tool.call.held":
+            found = entry
+        elif entry.event_type in RELEASED:
+            found = None
+    if found is None:
+        return None
+    event = found.event
+    p: Any = event.payload
+    return f"waiting: {event.capabilityId} paused by {p.pausedBy}" + (f": {p.reason}" if p.reason else "")
+
+
 TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled", "run.compensated"})
 
 

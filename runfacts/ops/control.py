@@ -8,12 +8,13 @@ Clock, ids and the authenticated actor come in from the caller.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 from runfacts.processors.decider.run_commands import DRAIN_DIMENSIONS, drain_run_ids
-from runfacts.processors.decider.state import RunState
+from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase, RunVersions
 from runfacts.schemas.errors import RunfactsError
@@ -151,6 +152,39 @@ def find_approval(states: dict[str, RunState], approval_id: str) -> RunState:
         runs = ", ".join(sorted(s.runId for s in open_ or holders))
         raise ControlError(f"approval {approval_id} exists in several runs ({runs}); pass --run RUN_ID")
     return (open_ or holders)[0]
+
+
+@dataclass(frozen=True)
+class RetryTargets:
+    """What `runfacts retry --capability X --since T` would retry: (run, call) pairs, oldest failure
+    first, and how many retryable failures it leaves out because their run takes no retry now."""
+
+    calls: tuple[tuple[RunState, ToolCallState], ...]
+    skipped: int
+
+
+def retry_targets(states: Iterable[RunState], capability: str, since: datetime) -> RetryTargets:
+    """The failed, retryable, open calls of `capability` that failed at or after `since`, on runs
+    that take a retry (running: the decider's rule); the attempt limit is the decider's to judge."""
+    found: list[tuple[RunState, ToolCallState]] = []
+    skipped = 0
+    for state in states:
+        for call in state.toolCalls.values():
+            if (call.capabilityId != capability or call.execution != "failed" or not call.retryable
+                    or call.closedReason is not None or call.finishedAt is None or call.finishedAt < since):
+                continue
+            if state.status != "running" or state.archived:
+                skipped += 1
+                continue
+            found.append((state, call))
+    found.sort(key=lambda pair: (pair[1].finishedAt or since, pair[0].runId, pair[1].toolCallId))
+    return RetryTargets(tuple(found), skipped)
+
+
+def bulk_retry_command(state: RunState, call: ToolCallState, issue: Issue) -> cmd.RetryToolCall:
+    """One retry of a bulk retry: no expectedVersion (a run with two such calls changes version after
+    the first; the decider judges each call's own state: failed, retryable, attempts, grant)."""
+    return retry_command(state, call.toolCallId, issue).model_copy(update={"expectedVersion": None})
 
 
 @dataclass(frozen=True)

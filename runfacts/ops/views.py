@@ -82,7 +82,9 @@ def _call_row(c: ToolCallState) -> dict[str, Any]:
     return {"toolCallId": c.toolCallId, "capabilityId": c.capabilityId, "action": c.action,
             "execution": c.execution, "verification": c.verification, "attempts": c.attempts,
             "errorClass": c.errorClass, "retryable": c.retryable, "reconciliation": c.reconciliation,
-            "closedReason": c.closedReason, "risk": c.risk}
+            "closedReason": c.closedReason, "risk": c.risk,
+            "waiting": None if c.held is None else  # its capability is paused (runfacts tools pause)
+            f"{c.capabilityId} paused by {c.held.pausedBy}" + (f": {c.held.reason}" if c.held.reason else "")}
 
 
 def _budget(state: RunState) -> dict[str, dict[str, int]]:

@@ -5,14 +5,16 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | component    | reads                      | writes                         | group / txn id / own topics |
 |--------------|----------------------------|--------------------------------|-----------------------------|
 | decider      | commands                   | events, state, view.user, dlq, | `<prefix>-run-decider*`      |
-|              |                            | decider.versions, metrics      |                             |
+|              |                            | decider.versions, metrics,     |                             |
+|              |                            | tools.control                  |                             |
 | projector    | events                     | audit, eval.trajectory,        | `<prefix>-projector*` (and   |
 |              |                            | memory, dlq, metrics           | `-projector-memory`)        |
-| dispatcher   | events, keys               | commands, dlq, metrics, keys   | `<prefix>-dispatcher*`       |
+| dispatcher   | events, keys, tools.control | commands, dlq, metrics, keys  | `<prefix>-dispatcher*`       |
 | outbox-relay | —                          | commands                       | txn id `<prefix>-outbox-*`   |
 | dashboard    | view.user, state, events,  | commands, dlq (redrive         | group `<prefix>-dashboard*`, |
 |              | audit, dlq, metrics        | markers)                       | txn `runfacts-dlq-redrive-<dlq>` |
-| cli          | state, events, view.user, dlq | commands                    | group `<prefix>-cli*`        |
+| cli          | state, events, view.user, dlq, | commands                    | group `<prefix>-cli*`        |
+|              | tools.control              |                                |                             |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
 | client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
 |              | decider.versions, memory   |                                | txn `<prefix>-client-relay-*` |
@@ -106,13 +108,15 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
     return [
         # every engine publishes its metrics record (runfacts.processors.engine.reporter)
         # n.state is also its `runs` store's changelog (ADR 0010): read to restore, configs checked at start
+        # n.tool_control: the last pause / resume of each capability (docs/dispatcher.md "Paused capabilities")
         replace(engine("decider", (n.commands, n.state),
-                       (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics)),
+                       (n.events, n.state, n.user_view, n.dlq, n.decider_versions, n.metrics, n.tool_control)),
                 configs_read=(n.state,)),
         # memory: the projector's memory app
         engine("projector", (n.events,), (n.audit, n.trajectory, n.memory, n.dlq, n.metrics)),
         # (n.keys: it seals the personal fields of its reports, runfacts.privacy)
-        engine("dispatcher", (n.events, n.keys), (n.commands, n.dlq, n.metrics, n.keys)),
+        # (n.tool_control: read whole, it holds no call of a paused capability)
+        engine("dispatcher", (n.events, n.keys, n.tool_control), (n.commands, n.dlq, n.metrics, n.keys)),
         relay,
         # the user role's views; operators'/auditors' views, run owners and the State commands are
         # built from; the decider's answers (events whose causationId is the command)
@@ -122,7 +126,7 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         replace(client("dashboard", (n.user_view, n.state, n.events, n.audit, n.dlq, n.metrics, n.keys),
                        tuple(dict.fromkeys((n.commands, *redrive_writes(n), n.keys)))),
                 transactional_prefix=redrive_transactional_id(n.dlq)),
-        client("cli", (n.state, n.events, n.user_view, n.dlq, n.keys), (n.commands, n.keys)),
+        client("cli", (n.state, n.events, n.user_view, n.dlq, n.keys, n.tool_control), (n.commands, n.keys)),
         client("auditor", (n.audit, n.trajectory, n.events, n.keys), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)

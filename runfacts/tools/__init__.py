@@ -4,10 +4,14 @@
   `catalog()` (the capability manifest), `adapters()` (what the dispatcher calls). Pure.
 - `spec` — one tool: its manifest, argument model and result type read from the function's
   signature, `ToolContext` / `LookupContext`. Pure.
-- `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`.
+- `errors` — `ToolError` (retryability is the error's), `OutcomeUnknown`, `RegistryError`,
+  `retry_after_ms` (a 429's Retry-After header for `ToolError("rate_limited", ...)`).
 - `manifest` — the catalog as the TOML `runfacts worker decider --capabilities` reads. Pure.
 - `adapter` — shell: `RegisteredTool` (implements `processors.dispatcher.adapters.ToolAdapter`) and the
   `ToolRuntime` where tool code runs (thread pool, event loop).
+- `control` — shell: `ToolControlBoard`, the fleet's paused capabilities read from
+  `<prefix>.tools.control` (implements `processors.dispatcher.adapters.PauseBoard`), and the
+  `tool.pause` / `tool.resume` commands (`runfacts tools pause|resume`).
 - `loader` — `load_registry("module:attribute")` (or a source: `mcp:<manifest.toml>`,
   runfacts.mcp); `refund` — the packaged registry
   (`runfacts.tools.refund:registry`, served by default); `serve` — the manifest a dispatcher
@@ -19,7 +23,8 @@
 - `render`, `problems`, `asks_approval` — the argument display an approver sees of a call, what in
   it breaks the tool's schema, whether its approval rule asks (from processors.policy.display).
 
-Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), loader
+Pure: registry, spec, errors, manifest. Shells: adapter (runs tool code), control (reads the control topic),
+loader
 (imports the user's module), serve (reads the decider's manifest file).
 This room may import processors, connectors and schemas; nothing there imports it.
 """
@@ -28,7 +33,7 @@ from runfacts.processors.policy.capabilities import parse_capabilities
 from runfacts.processors.policy.compensation import derive as derive_compensation
 from runfacts.processors.policy.display import asks_approval, problems, render
 from runfacts.tools.adapter import RegisteredTool, ToolRuntime
-from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError
+from runfacts.tools.errors import OutcomeUnknown, RegistryError, ToolError, retry_after_ms
 from runfacts.tools.loader import DEFAULT_TOOLS, load_registry
 from runfacts.tools.manifest import manifest_toml
 from runfacts.tools.registry import RETRY_CLASSES, ToolRegistry
@@ -53,4 +58,5 @@ __all__ = [
     "parse_capabilities",
     "problems",
     "render",
+    "retry_after_ms",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+
 from runfacts.processors.policy.retry import ErrorClass
 from runfacts.schemas.errors import RunfactsError
 
@@ -49,6 +52,25 @@ def _error_class(code: str, retryable: bool | None) -> ErrorClass:
         raise ValueError(f"ToolError({code!r}, retryable={retryable}): {code} is "
                          f"{'' if known in _RETRYABLE_DEFAULT else 'not '}retryable by definition")
     return known
+
+
+def retry_after_ms(value: str | None, now: datetime | None = None) -> int | None:
+    """An HTTP `Retry-After` header in milliseconds, for `ToolError("rate_limited", retry_after_ms=...)`:
+    delay-seconds (`"2"` -> 2000), or an HTTP-date measured from `now` (give it: no clock is read
+    here; without it a date gives None). None when absent or unreadable: the dispatcher then backs
+    off per the capability's retry policy."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text) * 1000
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if now is None or when.tzinfo is None:
+        return None
+    return max(0, int((when - now).total_seconds() * 1000))
 
 
 class OutcomeUnknown(RunfactsError):

@@ -72,7 +72,8 @@ class ToolRegistry:
              reconcile_within_ms: int = 600_000, approval_ttl_ms: int = 900_000,
              self_approval: bool = False, timeout_s: float = 30.0,
              lookup: Callable[..., Any] | None = None, read_only: bool = False,
-             idempotent: bool = False, approval_when: Rule = (),
+             idempotent: bool = False, approval_when: Rule = (), max_concurrency: int | None = None,
+             rate_per_second: float | None = None,
              compensation: tuple[str, Mapping[str, str]] | None = None) -> Callable[[F], F]:
         """Register a sync or async function as the tool `capability_id` (see the module doc).
 
@@ -82,6 +83,8 @@ class ToolRegistry:
         the effect did not happen is result_unknown (docs/tools.md, "How a tool ends").
         `approval_when=[(field, op, value), ...]`: ask a person when any condition holds
         (docs/tools.md, "What the approver sees, and when to ask").
+        `max_concurrency` / `rate_per_second`: each dispatcher runs at most that many of its calls
+        at once / starts at most that many a second; the others wait, claimed (docs/dispatcher.md).
         `compensation=(capability_id, {argument: "args.<argument>" | "result.<field>"})`: the tool
         that undoes a completed call when its run is cancelled or fails (docs/tools.md, "Compensation")."""
         manifest = self._manifest(capability_id, risk=risk, needs_approval=needs_approval,
@@ -89,7 +92,8 @@ class ToolRegistry:
                                   reconcile_within_ms=reconcile_within_ms,
                                   approval_ttl_ms=approval_ttl_ms, self_approval=self_approval,
                                   read_only=read_only, idempotent=idempotent,
-                                  has_lookup=lookup is not None,
+                                  has_lookup=lookup is not None, max_concurrency=max_concurrency,
+                                  rate_per_second=rate_per_second,
                                   compensation=None if compensation is None else
                                   {"capability_id": compensation[0], "arguments": dict(compensation[1])})
         if timeout_s <= 0:

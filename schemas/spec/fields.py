@@ -195,6 +195,7 @@ def command_envelope(type_name: str, version: int) -> list[dict[str, Any]]:
 def all_types() -> tuple[TypeSpec, ...]:
     """Every event and command type at its current version."""
     from runfacts.schemas.spec.commands import COMMANDS
+    from runfacts.schemas.spec.controls import CONTROL_COMMANDS, CONTROL_EVENTS
     from runfacts.schemas.spec.events import EVENTS
 
-    return EVENTS + COMMANDS
+    return EVENTS + CONTROL_EVENTS + COMMANDS + CONTROL_COMMANDS

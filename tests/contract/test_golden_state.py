@@ -4,11 +4,12 @@ The fixtures in golden-state/ were written by golden-state/make_run_state.py fro
 the commit in each file's name (`git archive <commit>`): run states before `settledCalls`
 (1a16857), with ':'-joined `settledCalls` (e384e4b), with pairs but no version marker (8203370),
 marked (`stateFormat` 2, the dedupe window as command ids), with the window as digests
-(`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a) and with child runs
+(`stateFormat` 3), with an approval's requesters (`stateFormat` 4, c84833a), with child runs
 (`stateFormat` 5: written by migrating the v4 fixture and adding a child, a reservation and an
-evidence item); dispatcher
-progress before and after `polls` and marked; the timer index; the user view. A record newer
-than this code knows is refused, naming the fix.
+evidence item), with compensation plans (`stateFormat` 6) and with a call's hold (`stateFormat`
+7, a paused capability); dispatcher progress before and after `polls`, marked, and with
+`throttles` (format 3); the timer index; the user view. A record newer than this code knows is
+refused, naming the fix.
 
 Each stored kind's field set per version is recorded in golden-state/shapes.json: a shape that
 changes without a version bump (and a fixture of the old shape) fails here, saying what to do.

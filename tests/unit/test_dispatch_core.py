@@ -163,3 +163,36 @@ def test_args_store_raises_when_arguments_are_missing_or_altered(tmp_path: Path)
         store.load_verified(stored.ref, stored.hash)
     with pytest.raises(ArgsMissing, match="args/y"):
         store.get("args/y")
+
+
+def test_rate_limited_tries_wait_as_told_and_do_not_count_toward_max_attempts() -> None:
+    call = dispatched_refund().s.toolCalls["tool-call-031"]  # the refund's policy: 3 attempts within 30 s
+    progress, now = _progress(), 0
+    for throttle in range(1, 6):  # five 429s: more than maxAttempts, none of them an attempt
+        progress = core.start_try(progress, call, now)
+        step = core.after_execute(ToolFailed.of(ErrorClass.RATE_LIMITED, "429", retry_after_ms=1_000),
+                                  call, progress, POLICY, now)
+        assert step.drafts == [] and step.wake_at_ms == now + 1_000  # Retry-After, exactly
+        progress, now = step.progress, now + 1_000
+        assert (progress.phase, progress.throttles, progress.tries) == ("retry_wait", throttle, throttle)
+    for _ in range(2):  # then two real failures: attempts 1 and 2 of 3, retried
+        progress = core.start_try(progress, call, now)
+        step = core.after_execute(ToolFailed.of(ErrorClass.TRANSIENT, "503"), call, progress, POLICY, now)
+        assert step.drafts == [] and step.wake_at_ms is not None
+        progress, now = step.progress, step.wake_at_ms
+    progress = core.start_try(progress, call, now)  # the third counted attempt fails: the policy is spent
+    (failed,) = core.after_execute(ToolFailed.of(ErrorClass.TRANSIENT, "503"), call, progress, POLICY, now).drafts
+    assert (failed.payload.errorClass, failed.payload.retryable) == ("transient", True)
+    assert "after 3 attempts" in failed.payload.message
+
+
+def test_rate_limited_without_retry_after_backs_off_per_policy_within_the_deadline() -> None:
+    call = dispatched_refund().s.toolCalls["tool-call-031"]
+    progress = core.start_try(_progress(), call, 0)
+    step = core.after_execute(ToolFailed.of(ErrorClass.RATE_LIMITED, "429"), call, progress, POLICY, 0)
+    assert step.drafts == [] and 100 <= (step.wake_at_ms or 0) <= 200  # backoff 1: in [base/2, base]
+    late = core.start_try(step.progress, call, 29_950)
+    (failed,) = core.after_execute(ToolFailed.of(ErrorClass.RATE_LIMITED, "429", retry_after_ms=5_000),
+                                   call, late, POLICY, 29_950).drafts
+    assert (failed.payload.errorClass, failed.payload.retryable) == ("rate_limited", True)
+    assert "rate limited 2 time(s)" in failed.payload.message and "deadline" in failed.payload.message

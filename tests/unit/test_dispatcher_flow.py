@@ -168,3 +168,14 @@ def test_dispatcher_commands_pass_the_packaged_access_policy_when_the_decider_en
         assert loop.call().verification == "confirmed_success"
     finally:
         loop.close()
+
+
+def test_rate_limits_back_off_without_spending_the_calls_attempts(loop: Loop) -> None:
+    loop.sim.set_faults(rateLimitNext=5, retryAfterS=1)  # five 429s: more than the policy's 3 attempts
+    loop.start_refund()
+    for _ in range(5):
+        loop.advance(1_000)  # each Retry-After of 1 s, honoured exactly
+    call = loop.call()
+    assert (call.execution, call.attempts) == ("completed", 1) and len(loop.adapter.executed) == 6
+    assert len(loop.sim.ledger()) == 1 and "tool.call.failed" not in loop.types()
+    assert {r.external_request_id for r in loop.adapter.executed} == {call.externalRequestId}

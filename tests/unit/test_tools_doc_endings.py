@@ -33,7 +33,7 @@ def _example(index: int) -> dict[str, Any]:
 
 
 @contextmanager
-def _server(mode: str, status: int = 200, body: bytes = b"{}") -> Iterator[int]:
+def _server(mode: str, status: int = 200, body: bytes = b"{}", headers: str = "") -> Iterator[int]:
     """A one-connection-at-a-time loopback server; yields its port ("refuse": a closed port)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -75,8 +75,9 @@ def _server(mode: str, status: int = 200, body: bytes = b"{}") -> Iterator[int]:
                 elif mode == "silent":
                     stop.wait(2)
                 elif mode == "answer":
-                    reason = {200: "OK", 402: "Payment Required", 500: "Internal Server Error"}[status]
-                    conn.sendall(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+                    reason = {200: "OK", 402: "Payment Required", 429: "Too Many Requests",
+                              500: "Internal Server Error"}[status]
+                    conn.sendall(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{headers}"
                                  f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
                 # "close": closed without an answer
 
@@ -175,3 +176,35 @@ def test_requests_example_ends_as_the_table_says(mode: str, status: int, expecte
         assert what in outcome.reason
     else:
         assert outcome.result == '{"refund_id":"re_1"}'
+
+
+RATE_LIMITED = "retry-after: 2\r\n"
+
+
+def test_httpx_example_is_rate_limited_for_the_retry_after_when_the_provider_answers_429() -> None:
+    with _server("answer", 429, b'{"error": "slow down"}', RATE_LIMITED) as port:
+        outcome = _execute(_httpx(port), "payments.charge", CHARGE)
+    assert isinstance(outcome, ToolFailed), outcome
+    assert (outcome.error_class.value, outcome.retryable, outcome.retry_after_ms) == ("rate_limited", True, 2_000)
+
+
+def test_requests_example_is_rate_limited_for_the_retry_after_when_the_provider_answers_429() -> None:
+    namespace = _example(1)
+    with _server("answer", 429, b'{"error": "slow down"}', RATE_LIMITED) as port:
+        namespace["session"].mount("https://", _Loopback(port))
+        outcome = _execute(namespace, "payments.refund", {"charge_id": "ch_1", "amount_minor": 500})
+    assert isinstance(outcome, ToolFailed), outcome
+    assert (outcome.error_class.value, outcome.retryable, outcome.retry_after_ms) == ("rate_limited", True, 2_000)
+
+
+def test_retry_after_reads_seconds_and_dates_and_ignores_what_it_cannot_read() -> None:
+    from datetime import UTC, datetime
+
+    from runfacts.tools import retry_after_ms
+
+    now = datetime(2026, 12, 6, 6, 0, 0, tzinfo=UTC)
+    assert retry_after_ms("2") == 2_000 and retry_after_ms(" 0 ") == 0
+    assert retry_after_ms("Sun, 06 Dec 2026 06:00:30 GMT", now) == 30_000
+    assert retry_after_ms("Sun, 06 Dec 2026 05:59:00 GMT", now) == 0  # in the past: at once
+    assert retry_after_ms("Sun, 06 Dec 2026 06:00:30 GMT") is None  # a date, but no `now` given
+    assert retry_after_ms(None) is None and retry_after_ms("soon") is None and retry_after_ms("-1") is None

@@ -55,8 +55,8 @@ def fold(state: RunState | None, events: list[ev.EventBase]) -> RunState | None:
 
 
 def _first(event: ev.EventBase) -> RunState | None:
-    if isinstance(event, ev.CommandRejected | ev.SubjectErased | ev.VersionDrained):
-        return None  # a command for a run that does not exist, an erasure or a drain (not runs): nothing to change
+    if isinstance(event, ev.CommandRejected | ev.SubjectErased | ev.VersionDrained | ev.ToolPaused | ev.ToolResumed):
+        return None  # a command for no run, an erasure, a drain, a capability's pause (not runs): nothing to change
     if not isinstance(event, ev.RunCreated):
         raise CorruptLog(event, "first event of a run must be run.created")
     return _created(event)

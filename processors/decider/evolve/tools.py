@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from runfacts.processors.decider.evolve.run import CLOSABLE, Apply, CorruptLog, counted, replace_value
-from runfacts.processors.decider.state import KEEP_SETTLED, PATH_WINDOW, ApprovalState, RunState, ToolCallState
+from runfacts.processors.decider.state import (
+    KEEP_SETTLED,
+    PATH_WINDOW,
+    ApprovalState,
+    CallHold,
+    RunState,
+    ToolCallState,
+)
 from runfacts.processors.policy.access import requesters
 from runfacts.processors.policy.retry import call_idempotency_key
 from runfacts.schemas import events as ev
@@ -139,7 +146,7 @@ def _dispatching(s: RunState, e: ev.ToolCallDispatching) -> dict[str, Any]:
     return _with_call(s, e, p.toolCallId, execution="dispatching", attempts=p.attempt,
                       externalRequestId=p.externalRequestId, leaseEpoch=p.leaseEpoch,
                       dispatchedAt=e.occurredAt, claimableSince=None, reconciliation="none",
-                      reconcileDeadline=None,
+                      reconcileDeadline=None, held=None,
                       errorClass=None, retryable=None)
 
 
@@ -149,18 +156,18 @@ def _accepted(s: RunState, e: ev.ToolCallAccepted) -> dict[str, Any]:
 
 def _tool_completed(s: RunState, e: ev.ToolCallCompleted) -> dict[str, Any]:
     return _with_call(s, e, e.payload.toolCallId, execution="completed", finishedAt=e.occurredAt,
-                      resultRef=e.payload.resultRef)
+                      resultRef=e.payload.resultRef, held=None)
 
 
 def _tool_failed(s: RunState, e: ev.ToolCallFailed) -> dict[str, Any]:
     p = e.payload
     return _with_call(s, e, p.toolCallId, execution="failed", errorClass=p.errorClass,
-                      retryable=p.retryable, lastError=p.errorClass, finishedAt=e.occurredAt)
+                      retryable=p.retryable, lastError=p.errorClass, finishedAt=e.occurredAt, held=None)
 
 
 def _result_unknown(s: RunState, e: ev.ToolCallResultUnknown) -> dict[str, Any]:
     return _with_call(s, e, e.payload.toolCallId, execution="result_unknown",
-                      lastError=e.payload.lastError or "result_unknown")
+                      lastError=e.payload.lastError or "result_unknown", held=None)
 
 
 def _reconciliation_requested(s: RunState, e: ev.ToolCallReconciliationRequested) -> dict[str, Any]:
@@ -188,6 +195,13 @@ def _retry_requested(s: RunState, e: ev.ToolCallRetryRequested) -> dict[str, Any
                       retryable=None, claimableSince=e.occurredAt)
 
 
+def _held(s: RunState, e: ev.ToolCallHeld) -> dict[str, Any]:
+    """The call waits for its paused capability (cleared by its next claim or outcome)."""
+    p = e.payload
+    hold = CallHold(pauseId=p.pauseId, pausedBy=p.pausedBy, reason=p.reason, pausedAt=p.pausedAt)
+    return _with_call(s, e, p.toolCallId, held=hold)
+
+
 def _verification(s: RunState, e: ev.VerificationUpdated) -> dict[str, Any]:
     return _with_call(s, e, e.payload.toolCallId, verification=e.payload.status)
 
@@ -198,7 +212,7 @@ def _revoked(s: RunState, e: ev.GrantRevoked) -> dict[str, Any]:
     p = e.payload
     call = _call(s, e, p.toolCallId)
     closed = "grant_revoked" if call.execution in CLOSABLE and call.closedReason is None else call.closedReason
-    changes = _with_call(s, e, p.toolCallId, revoked=True, closedReason=closed)
+    changes = _with_call(s, e, p.toolCallId, revoked=True, closedReason=closed, held=None)
     if p.approvalId is not None:
         changes |= _with_approval(s, e, p.approvalId, status="revoked", decidedAt=e.occurredAt)
     return changes
@@ -223,6 +237,7 @@ TOOL_APPLY: dict[str, Apply] = {
     "tool.call.reconciliation_requested": _reconciliation_requested,
     "tool.call.reconciled": _reconciled,
     "tool.call.retry_requested": _retry_requested,
+    "tool.call.held": _held,
     "verification.updated": _verification,
     "grant.revoked": _revoked,
 }
