@@ -42,7 +42,7 @@ state and view record the command produced; counters for commands, retries, poli
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
@@ -56,9 +56,11 @@ from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state, load_state
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
+from runfacts.processors.decider.tool_commands import ATTEMPT_SLOTS
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source
 from runfacts.schemas import commands as cmd
+from runfacts.schemas import events as ev
 from runfacts.schemas.codec import Codec, CodecSettings
 from runfacts.schemas.common import Actor, CommandBase, EventBase, RunVersions, TimerKind
 from runfacts.schemas.errors import InvalidInput
@@ -251,6 +253,26 @@ def effective_command(command: CommandBase, received_ms: int, max_backdate_ms: i
     return command.model_copy(update={"issuedAt": received})
 
 
+DISPATCHER_KEY = b"\x00dispatcher"
+"""In `orphans` (no orphan key starts with NUL): the incarnation of the partition's dispatcher,
+the last `claimant`. In the store, so it is restored with the partition and rolls back with
+an aborted batch: the events stay a function of the committed commands (the crash oracle
+replays the same rule)."""
+
+
+def claimant(command: CommandBase, events: list[EventBase]) -> int | None:
+    """The incarnation a claim shows to be the partition's dispatcher, or None: an accepted
+    claim, or one whose epoch is behind the call's (a dispatcher with an older incarnation took
+    the partition over: the calls authorized from now on carry ITS lease, ADR 0011)."""
+    if not isinstance(command, cmd.ClaimToolCall) or not events:
+        return None
+    first = events[0]
+    if isinstance(first, ev.ToolCallDispatching) or (
+            isinstance(first, ev.CommandRejected) and first.payload.reasonCode == "stale_lease"):
+        return command.payload.leaseEpoch // ATTEMPT_SLOTS
+    return None
+
+
 @dataclass(frozen=True)
 class DeciderShell:
     """The decider's wiring: topic names, the pure context, the codec and view publishers."""
@@ -268,6 +290,8 @@ class DeciderShell:
         default_factory=dict, compare=False, repr=False)
     telemetry: telemetry.Telemetry = field(default_factory=telemetry.current)
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
+    leases: dict[int, DecideContext] = field(default_factory=dict, compare=False, repr=False)
+    """`ctx` with `dispatcher_incarnation` set, per incarnation (built once)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fast", DeciderCodec(self.codec))
@@ -331,7 +355,11 @@ class DeciderShell:
         state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
-        events, new = decide_evolve(command, state, self.ctx)
+        decide_ctx = self._with_dispatcher(ctx)
+        events, new = decide_evolve(command, state, decide_ctx)
+        learned = claimant(command, events)
+        if learned is not None and learned != decide_ctx.dispatcher_incarnation:
+            ctx.store("orphans").put(DISPATCHER_KEY, str(learned).encode())
         dumped, bound = None, 0
         if new is not None and new is not state:
             bound = self._size_bound(key, ctx)
@@ -350,6 +378,20 @@ class DeciderShell:
         self._plan_timers(key, state, new, ctx)
         if self.telemetry.enabled:
             _count(self.telemetry, command, events)
+
+    def _with_dispatcher(self, ctx: Context) -> DecideContext:
+        """`self.ctx` with the partition's dispatcher as the store remembers it (ADR 0011)."""
+        raw = ctx.store("orphans").get(DISPATCHER_KEY)
+        return self.context_for(None if raw is None else int(raw))
+
+    def context_for(self, incarnation: int | None) -> DecideContext:
+        """`self.ctx` knowing the partition's dispatcher `incarnation` (None: unknown)."""
+        if incarnation is None:
+            return self.ctx
+        known = self.leases.get(incarnation)
+        if known is None:
+            known = self.leases[incarnation] = replace(self.ctx, dispatcher_incarnation=incarnation)
+        return known
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""

@@ -69,6 +69,10 @@ class DecideContext:
     """(command, the run's tenant or for run.create the new run's) -> None or a reason code."""
     verify_token: TokenCheck | None = None  # None: approvals need no signed token
     verify_review_token: ReviewCheck | None = None  # None: memory reviews need no signed token
+    dispatcher_incarnation: int | None = None
+    """The incarnation of the dispatcher that last claimed on this command's partition (the
+    shell's memory, ADR 0011): an authorization then carries that dispatcher's lease and
+    dispatches at once. None: the dispatcher claims."""
 
 
 class Draft(NamedTuple):
