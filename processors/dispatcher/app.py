@@ -41,9 +41,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import wait
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
