@@ -293,6 +293,7 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.dev.crash.oracle import ledger_problems
     from runfacts.dev.provider.book import read_ledger
+    from runfacts.schemas.events import ToolCallAuthorized
 
     stage.provision()
     url = stage.start_provider()
@@ -325,7 +326,7 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
     extra = ledger_problems(stage.expected, refunds) + ([] if _all_verified(stage.lab.runs)(stage.expected) else [
         "not every refund reached confirmed_success"])
-    if at_once and not any(e.eventType == "tool.call.authorized" and e.payload.leaseEpoch is not None
+    if at_once and not any(isinstance(e, ToolCallAuthorized) and e.payload.leaseEpoch is not None
                            for events in stage.expected.events.values() for e in events):
         extra.append("no authorization carried the lease: the row did not test a dispatch at once")
     down = f"down past the {KEY_TTL_MS} ms key TTL; " if row.fault == "key-ttl" else ""
