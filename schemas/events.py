@@ -727,13 +727,14 @@ class ToolCallAuthorizedPayload(Record):
     toolCallId: str
     argsHash: str
     approvalId: str | None = None
+    leaseEpoch: int | None = None
 
 
 class ToolCallAuthorized(EventBase):
     """Policy or an approval allowed the call."""
 
     eventType: Literal["tool.call.authorized"] = "tool.call.authorized"
-    schemaVersion: Literal[1] = 1
+    schemaVersion: Literal[2] = 2
     payload: ToolCallAuthorizedPayload
 
 

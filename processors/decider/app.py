@@ -62,6 +62,7 @@ from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state, lacks_evidence, load_state, with_evidence
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
+from runfacts.processors.decider.tool_commands import ATTEMPT_SLOTS
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source, sign
 from runfacts.schemas import commands as cmd
@@ -261,6 +262,26 @@ def effective_command(command: CommandBase, received_ms: int, max_backdate_ms: i
     return command.model_copy(update={"issuedAt": received})
 
 
+DISPATCHER_KEY = b"\x00dispatcher"
+"""In `orphans` (no orphan key starts with NUL): the incarnation of the partition's dispatcher,
+the last `claimant`. In the store, so it is restored with the partition and rolls back with
+an aborted batch: the events stay a function of the committed commands (the crash oracle
+replays the same rule)."""
+
+
+def claimant(command: CommandBase, events: list[EventBase]) -> int | None:
+    """The incarnation a claim shows to be the partition's dispatcher, or None: an accepted
+    claim, or one whose epoch is behind the call's (a dispatcher with an older incarnation took
+    the partition over: the calls authorized from now on carry ITS lease, ADR 0011)."""
+    if not isinstance(command, cmd.ClaimToolCall) or not events:
+        return None
+    first = events[0]
+    if isinstance(first, ev.ToolCallDispatching) or (
+            isinstance(first, ev.CommandRejected) and first.payload.reasonCode == "stale_lease"):
+        return command.payload.leaseEpoch // ATTEMPT_SLOTS
+    return None
+
+
 @dataclass(frozen=True)
 class DeciderShell:
     """The decider's wiring: topic names, the pure context, the codec and view publishers."""
@@ -281,6 +302,8 @@ class DeciderShell:
     """A run's (eventId, eventType) in log order (`history.EventHistory`): rebuilds the evidence of
     a state stored before the run kept it (`state_json.lacks_evidence`). None: not rebuilt."""
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
+    leases: dict[int, DecideContext] = field(default_factory=dict, compare=False, repr=False)
+    """`ctx` with `dispatcher_incarnation` set, per incarnation (built once)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fast", DeciderCodec(self.codec))
@@ -344,9 +367,13 @@ class DeciderShell:
         state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
-        events, new = decide_evolve(command, state, self._context_for(command, ctx))
+        decide_ctx = self._with_dispatcher(ctx, self._context_for(command, ctx))
+        events, new = decide_evolve(command, state, decide_ctx)
         if isinstance(command, cmd.DrainVersion) and events and isinstance(events[0], ev.VersionDrained):
             self._note_drain(events[0], ctx)
+        learned = claimant(command, events)
+        if learned is not None and learned != decide_ctx.dispatcher_incarnation:
+            ctx.store("orphans").put(DISPATCHER_KEY, str(learned).encode())
         dumped, bound = None, 0
         if new is not None and new is not state:
             bound = self._size_bound(key, ctx)
@@ -378,6 +405,23 @@ class DeciderShell:
         if sources is not None and XRUN_SOURCE in sources.keyrings and sources.keyrings[XRUN_SOURCE].current:
             headers += sign(sources, XRUN_SOURCE, value)
         return headers
+
+    def _with_dispatcher(self, ctx: Context, base: DecideContext) -> DecideContext:
+        """`self.ctx` with the partition's dispatcher as the store remembers it (ADR 0011); `base`
+        as it is when it is another context (a `run.create` with drained versions dispatches nothing)."""
+        if base is not self.ctx:
+            return base
+        raw = ctx.store("orphans").get(DISPATCHER_KEY)
+        return self.context_for(None if raw is None else int(raw))
+
+    def context_for(self, incarnation: int | None) -> DecideContext:
+        """`self.ctx` knowing the partition's dispatcher `incarnation` (None: unknown)."""
+        if incarnation is None:
+            return self.ctx
+        known = self.leases.get(incarnation)
+        if known is None:
+            known = self.leases[incarnation] = replace(self.ctx, dispatcher_incarnation=incarnation)
+        return known
 
     def flush(self, ctx: Context) -> None:
         """Step 6 for every run the batch changed: its last state, stored and published once."""

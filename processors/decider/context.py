@@ -80,6 +80,10 @@ class DecideContext:
     drained: frozenset[tuple[str, str]] = frozenset()
     """(dimension, version) pairs this partition drained (`version.drained`): no run starts on them.
     The shell sets it from the partition's store for `run.create` (docs/decider.md "Draining")."""
+    dispatcher_incarnation: int | None = None
+    """The incarnation of the dispatcher that last claimed on this command's partition (the
+    shell's memory, ADR 0011): an authorization then carries that dispatcher's lease and
+    dispatches at once. None: the dispatcher claims."""
 
 
 class Draft(NamedTuple):

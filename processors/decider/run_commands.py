@@ -15,6 +15,7 @@ from runfacts.processors.decider import children, compensation
 from runfacts.processors.decider import memory as memory_commands
 from runfacts.processors.decider import tool_commands as tools
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
+from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.decider.timers import CLAIM_WAIT, claim_due
 from runfacts.schemas import commands as cmd
@@ -111,13 +112,20 @@ def resume(c: cmd.ResumeRun, state: RunState, ctx: DecideContext) -> list[Draft]
         raise Rejected(c, "incompatible_versions",
                        _diff(run_versions, ctx.current_versions) + "; send run.migrate first")
     ids = {"approvalId": approval.approvalId, "toolCallId": approval.toolCallId, "argsHash": p.argsHash}
+    lease = None
     if p.decision == "approve":
+        fresh = call.attempts == 0 and call.closedReason is None and not call.revoked
+        lease = tools.lease_at_once(state, ctx, manifest, call.leaseEpoch) if fresh else None
         drafts = [draft(ev.ApprovalGranted, **ids, actor=c.actor, displayDigest=approval.displayDigest),
-                  draft(ev.ToolCallAuthorized, capabilityId=call.capabilityId, **ids)]
+                  draft(ev.ToolCallAuthorized, capabilityId=call.capabilityId, **ids, leaseEpoch=lease)]
     else:
         drafts = [draft(ev.ApprovalRejected, **ids, actor=c.actor)]
     if len(state.open_approvals()) == 1 and state.status == "waiting_for_approval":
         drafts.append(draft(ev.RunResumed, approvalId=approval.approvalId, actor=c.actor))
+    if lease is not None:  # ADR 0011: the authorization is the dispatch
+        drafts += tools.dispatch_drafts(call.capabilityId, call.turnId, call.toolCallId,
+                                        action_hash(call.capabilityId, call.argsHash), 1, call.idempotencyKey,
+                                        tools.external_request_id(call.toolCallId, 1), lease, approval.approvalId)
     return drafts
 
 

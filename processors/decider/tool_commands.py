@@ -22,6 +22,19 @@ from runfacts.schemas.common import ArgDisplay, BudgetAmounts, CommandBase
 from runfacts.schemas.errors import ConfigError
 
 CLAIMABLE_STATUS = frozenset({"running", "waiting_for_approval", "compensating"})  # not review, cancel, end
+ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
+
+
+def lease_epoch(incarnation: int, attempt: int) -> int:
+    """The lease epoch of `attempt` under dispatcher `incarnation` (docs/dispatcher.md)."""
+    if not 1 <= attempt < ATTEMPT_SLOTS:
+        raise ValueError(f"attempt={attempt}: expected 1..{ATTEMPT_SLOTS - 1}")
+    return incarnation * ATTEMPT_SLOTS + attempt
+
+
+def external_request_id(tool_call_id: str, attempt: int) -> str:
+    """The provider-facing id of one dispatch attempt of a call."""
+    return f"{tool_call_id}-a{attempt}"
 
 
 def manifest_for(command: CommandBase, ctx: DecideContext, capability_id: str) -> CapabilityManifest:
@@ -81,7 +94,14 @@ def propose(c: cmd.ProposeToolCall, state: RunState, ctx: DecideContext) -> list
         businessKey=p.businessKey, display=display, displayDigest=digest)]
     why = approval_reason(manifest, display)
     if why is None:
-        return drafts + [draft(ev.ToolCallAuthorized, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash)]
+        lease = lease_at_once(state, ctx, manifest, 0)
+        drafts.append(draft(ev.ToolCallAuthorized, **ids, toolCallId=p.toolCallId, argsHash=p.argsHash,
+                            leaseEpoch=lease))
+        if lease is None:
+            return drafts
+        return drafts + dispatch_drafts(p.capabilityId, p.turnId, p.toolCallId,
+                                        action_hash(p.capabilityId, p.argsHash), 1, key,
+                                        external_request_id(p.toolCallId, 1), lease, None)
     approval_id = f"approval-{p.toolCallId}"
     expires = c.issuedAt + timedelta(milliseconds=manifest.approval_ttl_ms)
     return drafts + [
@@ -210,16 +230,43 @@ def claim(c: cmd.ClaimToolCall, state: RunState, ctx: DecideContext) -> list[Dra
     over = _over_budget(state, BudgetAmounts(toolCalls=1))
     if over:
         return over
-    ids = {"capabilityId": call.capabilityId, "turnId": call.turnId}
-    drafts = [draft(ev.ToolCallDispatching, **ids, toolCallId=call.toolCallId, attempt=p.attempt,
-                    idempotencyKey=p.idempotencyKey, externalRequestId=p.externalRequestId,
-                    leaseEpoch=p.leaseEpoch)]
     approval = state.approvals.get(call.approvalId or "")
-    if approval is not None and approval.status == "granted":
-        drafts.append(draft(ev.ApprovalConsumed, approvalId=approval.approvalId, toolCallId=call.toolCallId))
-    drafts.append(draft(ev.BudgetDebited, amounts=BudgetAmounts(toolCalls=1),
-                        actionHash=action_hash(call.capabilityId, call.argsHash)))
+    granted = approval.approvalId if approval is not None and approval.status == "granted" else None
+    return dispatch_drafts(call.capabilityId, call.turnId, call.toolCallId,
+                           action_hash(call.capabilityId, call.argsHash), p.attempt, p.idempotencyKey,
+                           p.externalRequestId, p.leaseEpoch, granted)
+
+
+def dispatch_drafts(capability_id: str, turn_id: str | None, tool_call_id: str, action: str, attempt: int,
+                    key: str, request_id: str, epoch: int, granted: str | None) -> list[Draft]:
+    """A dispatch attempt's facts: `dispatching` with its lease, the granted approval (if any)
+    consumed, one tool call debited. Written for an accepted claim, or with the authorization
+    itself when the decider knows the dispatcher (`lease_at_once`)."""
+    ids = {"capabilityId": capability_id, "turnId": turn_id}
+    drafts = [draft(ev.ToolCallDispatching, **ids, toolCallId=tool_call_id, attempt=attempt,
+                    idempotencyKey=key, externalRequestId=request_id, leaseEpoch=epoch)]
+    if granted is not None:
+        drafts.append(draft(ev.ApprovalConsumed, approvalId=granted, toolCallId=tool_call_id))
+    drafts.append(draft(ev.BudgetDebited, amounts=BudgetAmounts(toolCalls=1), actionHash=action))
     return drafts
+
+
+def lease_at_once(state: RunState, ctx: DecideContext, manifest: CapabilityManifest, leased: int) -> int | None:
+    """The lease of attempt 1 when an authorization may dispatch at once (ADR 0011), else None
+    (the dispatcher claims, as before): the shell knows the partition's dispatcher
+    (`ctx.dispatcher_incarnation`), the run takes dispatches, the budget has a tool call left,
+    and a dispatch lost with its dispatcher can be settled by a lookup or a rerun (a capability
+    without a lookup keeps the claim: a lost lease would park its run in needs_review).
+    `leased`: the call's epoch so far (0 for a call never dispatched)."""
+    incarnation = ctx.dispatcher_incarnation
+    if incarnation is None or state.status not in CLAIMABLE_STATUS:
+        return None
+    if not (manifest.has_lookup or manifest.reruns_safely):
+        return None
+    if _over_budget(state, BudgetAmounts(toolCalls=1)):
+        return None
+    epoch = lease_epoch(incarnation, 1)
+    return epoch if epoch > leased else None
 
 
 def _check_claimable(c: cmd.ClaimToolCall, call: ToolCallState, ctx: DecideContext) -> None:

@@ -43,6 +43,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -280,7 +281,8 @@ class DispatcherShell:
             return self._wait_for_slot(call, run, ctx)
         progress = tried
         if self.pool is not None:
-            self._start(memo, call, progress, ctx, run.runId)
+            if self._start(memo, call, progress, ctx, run.runId):
+                self._collect(call, progress, run, ctx)  # done within the first look: reported now
             return
         outcome = self._outcomes.get(memo)
         if outcome is None:
@@ -293,20 +295,27 @@ class DispatcherShell:
         self._report(outcome, call, progress, ctx, run.runId)
 
     def _start(self, memo: tuple[str, str, int, int], call: ToolCallState, progress: core.Progress,
-               ctx: Context, run_id: str) -> None:
-        """Start the try on the pool (once per memo) and commit: the `done:` timer collects it."""
+               ctx: Context, run_id: str) -> bool:
+        """Start the try on the pool (once per memo). True: it finished within the first look
+        (`poll.first_ms`), so the caller reports it in this transaction, as an inline call is
+        (issue 34: an instant tool's report no longer waits for one more commit); else commit
+        with the `done:` timer armed, which collects it."""
         assert self.pool is not None
         if self.pool.get(memo) is None:
             request = self._request(call)
             if isinstance(request, core.Draft):
                 self._apply(ctx, run_id, call, core.Step([request], progress), "retry")
-                return
+                return False
             self.pool.start(memo, self._adapter(call).execute, request)
             if call.capabilityId in self.limits:
                 self._started.setdefault(call.capabilityId, set()).add(memo)
             log.info("executing %s attempt %d epoch %d off the transaction (%d calls in flight)",
                      call.toolCallId, call.attempts, call.leaseEpoch, self._in_flight())
+        future = self.pool.get(memo)
+        if future is not None and (future.done() or wait([future], self.settings.poll.first_ms / 1000).done):
+            return True
         self._apply(ctx, run_id, call, core.executing(progress, self.settings.poll, self._now_ms()), "done")
+        return False
 
     def _collect(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
         """The `done:` timer: report the try's outcome, look again later, or (the try ran in

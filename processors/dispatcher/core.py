@@ -8,7 +8,9 @@ adapter's typed outcomes back through `after_execute`, `after_lookup`, `after_ve
 1. A claim's lease epoch is `incarnation * ATTEMPT_SLOTS + attempt`: greater for every
    later incarnation, and for every later attempt within one (the decider wants each claim
    of a call to carry a greater epoch than the last).
-2. A tool is executed only for a `tool.call.dispatching` whose epoch is THIS incarnation's.
+2. A tool is executed only for a `tool.call.dispatching` whose epoch is THIS incarnation's
+   (after a claim, or written by the decider with an authorization that carries the lease
+   of the partition's last claimant, ADR 0011: such an `authorized` asks for nothing).
    Any other is never executed: it becomes `result_unknown` (the earlier holder may have
    called before it died), and reconciliation decides.
 3. Every attempt of a call carries the call's one idempotency key; only the
@@ -28,7 +30,12 @@ from typing import Any, Final, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from runfacts.processors.decider.state import RunState, ToolCallState
-from runfacts.processors.decider.tool_commands import CLAIMABLE_STATUS
+from runfacts.processors.decider.tool_commands import (  # one lease scheme for claims and the decider's own
+    ATTEMPT_SLOTS,
+    CLAIMABLE_STATUS,
+    external_request_id,
+    lease_epoch,
+)
 from runfacts.processors.dispatcher.adapters import (
     FoundCompleted,
     FoundFailed,
@@ -55,15 +62,7 @@ PROGRESS_FORMAT: Final = 3
 """`Progress.stateFormat` (the stored shape's version)."""
 Phase = Literal["idle", "executing", "retry_wait", "reconciling", "verifying", "done"]
 MESSAGE_CHARS = 500
-ATTEMPT_SLOTS = 1_000  # > RetryPolicy.max_attempts (at most 100)
 RESULT_MAX_BYTES = 16_384  # default cap of a result value on the log (RUNFACTS_TOOL_RESULT_MAX_BYTES)
-
-
-def lease_epoch(incarnation: int, attempt: int) -> int:
-    """The lease epoch of `attempt` claimed by `incarnation`."""
-    if not 1 <= attempt < ATTEMPT_SLOTS:
-        raise ValueError(f"attempt={attempt}: expected 1..{ATTEMPT_SLOTS - 1}")
-    return incarnation * ATTEMPT_SLOTS + attempt
 
 
 def incarnation_of(epoch: int) -> int:
@@ -173,6 +172,8 @@ def work_for(event: EventBase, run: RunState, incarnation: int,
         # nothing now: a try running off the transaction is still collected, a lookup still
         # reconciles (a read uses no grant); a retry due later is refused then (`refusal`)
         return []
+    if isinstance(event, ev.ToolCallAuthorized) and event.payload.leaseEpoch is not None:
+        return []  # the decider dispatched with the authorization: its `dispatching` follows (ADR 0011)
     if isinstance(event, ev.ToolCallAuthorized | ev.ToolCallRetryRequested):
         return [Claim(call)] if claimable(call, run) else []
     if isinstance(event, ev.ToolCallDispatching):
@@ -291,11 +292,6 @@ def _ms(at: Any) -> int:
 
 
 # --- commands -----------------------------------------------------------------------
-
-def external_request_id(tool_call_id: str, attempt: int) -> str:
-    """The provider-facing id of one claim of a call."""
-    return f"{tool_call_id}-a{attempt}"
-
 
 def claim_draft(call: ToolCallState, incarnation: int) -> Draft | None:
     """Claim the next attempt of `call` with the call's one idempotency key (None: our

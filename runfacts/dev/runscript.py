@@ -135,7 +135,7 @@ class RunScript:
             approved = yield from self._approval(run, call, args_hash)
         else:
             yield self._event(run, "tool.call.authorized", {
-                "toolCallId": call, "argsHash": args_hash, "approvalId": None})
+                "toolCallId": call, "argsHash": args_hash, "approvalId": None, "leaseEpoch": None})
         if approved:
             yield from self._dispatch(run, call, env)
 
@@ -155,7 +155,8 @@ class RunScript:
                                       **({"displayDigest": None} if granted else {})})
         if granted:
             yield self._event(run, "tool.call.authorized", {
-                "toolCallId": call, "argsHash": args_hash, "approvalId": approval})
+                "toolCallId": call, "argsHash": args_hash, "approvalId": approval,
+                "leaseEpoch": None})
         else:
             yield self._event(run, "tool.call.failed", {
                 "toolCallId": call, "attempt": 0, "externalRequestId": "", "retryable": False,

@@ -170,7 +170,10 @@ _TOOL = [
         f("toolCallId", STRING),
         f("argsHash", STRING),
         opt("approvalId", STRING, "Null when policy allowed it without a person."),
-    ]),
+        opt("leaseEpoch", LONG, "The dispatch lease the decider chose with the authorization (ADR "
+            "0011): a `tool.call.dispatching` of this epoch follows in the same transaction and the "
+            "dispatcher does not claim. Null: the dispatcher claims."),
+    ], version=2),  # v2: leaseEpoch
     event("ToolCallDispatching", "tool.call.dispatching", "A dispatcher claimed the call.", [
         f("toolCallId", STRING),
         f("attempt", INT),

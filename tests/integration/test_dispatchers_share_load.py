@@ -91,4 +91,11 @@ def test_two_dispatchers_in_one_group_share_the_calls_each_executed_once(stack: 
               for r in records if r.key is not None and r.key.decode() in run_ids and r.value is not None]
     by_instance = Counter(c.actor.subjectId for c in claims if isinstance(c, cmd.ClaimToolCall))
     assert set(by_instance) == {"dispatcher", SECOND}, by_instance  # both instances served calls
-    assert sum(by_instance.values()) == len(calls)  # one claim per call: no instance executed another's
+    # one dispatch per call: claimed, or at once with the authorization once the decider knew the
+    # partition's dispatcher from a claim (ADR 0011); no instance executed another's
+    events = read_to_end(stack.options.kafka.bootstrap_servers, [stack.names.events])[stack.names.events]
+    dispatches = Counter(e.payload.toolCallId for e in (codec.decode(r.value) for r in events
+                                                         if r.key is not None and r.key.decode() in run_ids)
+                         if e.eventType == "tool.call.dispatching")
+    assert dispatches == Counter({call.id: 1 for _, call in calls}), dispatches
+    assert sum(by_instance.values()) <= len(calls)

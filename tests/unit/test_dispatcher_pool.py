@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from decider_support import REFUND_HASH
 from dispatcher_support import Loop
 
 from runfacts.processors.dispatcher.adapters import ToolAdapter, ToolRequest
+from runfacts.processors.dispatcher.core import PollPolicy
 from runfacts.processors.dispatcher.pool import ToolPool
 from runfacts.telemetry import TOOL_CALLS_IN_FLIGHT, Telemetry
 
@@ -121,3 +122,19 @@ def test_pool_starts_a_memo_once_and_counts_calls_in_flight() -> None:
     with pytest.raises(ValueError, match="threads=0"):
         ToolPool(0)
     pool.close()
+
+
+def test_an_instant_pooled_call_is_reported_in_its_dispatching_transaction(tmp_path: Path) -> None:
+    """Issue 34: a try that ends within the first look (`poll.first_ms`) is reported with the
+    `dispatching` it executes, as an inline call is, not after one more commit and its `done:` timer."""
+    loop = Loop(tmp_path, pooled=True)
+    loop.shell.settings = replace(loop.shell.settings, poll=PollPolicy(first_ms=5_000, max_ms=5_000))
+    try:
+        loop.start_refund(approve=False)
+        loop.pipe(loop.approval(REFUND_HASH))
+        for _ in range(5):  # forward events and commands only: no timer fires
+            loop.step()
+        assert "tool.call.completed" in loop.types() and len(loop.sim.ledger()) == 1
+        assert _progress(loop) == "verifying"  # the refund's settlement track: past executing, no done: timer
+    finally:
+        loop.close()

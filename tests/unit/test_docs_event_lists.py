@@ -65,7 +65,7 @@ def rows() -> list[Row]:
 
 # --- what each documented command means ---------------------------------------------------------
 
-RUN, CALL = "doc-run", "call-doc-run"
+RUN, CALL, CALL2 = "doc-run", "call-doc-run", "call-doc-run-2"
 Step = Callable[[Commands], CommandBase | None]  # None: let the approval's TTL pass
 
 
@@ -78,6 +78,8 @@ def _commands() -> dict[str, Step]:
         "`tool.call.propose` (a refund of -5, displayed)": lambda c: _displayed(c.propose(RUN, CALL), -5),
         "`run.resume` approve": lambda c: c.resume(RUN, CALL),
         "`run.resume` reject": lambda c: c.resume(RUN, CALL, "reject"),
+        "`tool.call.propose` (a second high-risk refund)": lambda c: c.propose(RUN, CALL2, order="order-002"),
+        "`run.resume` approve (the second)": lambda c: c.resume(RUN, CALL2, order="order-002"),
         "`tool.call.claim`": lambda c: c.claim(RUN, CALL),
         "`tool.call.report_result_unknown`": lambda c: c.unknown(RUN, CALL),
         "`tool.call.report_reconciled` found_completed": lambda c: c.reconciled(RUN, CALL),

@@ -62,7 +62,7 @@ def _approval_run():
                                         "display": None, "displayDigest": None, "proposedBy": None}),
         _event(7, "approval.granted", {"approvalId": "a1", **call, "argsHash": "args1",
                                        "actor": ACTOR, "displayDigest": None}),
-        _event(8, "tool.call.authorized", {**call, "argsHash": "args1", "approvalId": "a1"}),
+        _event(8, "tool.call.authorized", {**call, "argsHash": "args1", "approvalId": "a1", "leaseEpoch": None}),
         _event(9, "tool.call.dispatching", {**call, "attempt": 1, "idempotencyKey": "k",
                                             "externalRequestId": "x1", "leaseEpoch": 1}),
         _event(10, "tool.call.result_unknown", {**ext, "lastError": "timeout"}),
@@ -100,7 +100,7 @@ def test_trajectory_marks_approval_not_required_when_policy_authorized_the_call(
     events = _approval_run()[:5]
     events[4]["payload"]["risk"] = "low"
     events.append(_event(6, "tool.call.authorized", {"toolCallId": "c1", "argsHash": "args1",
-                                                     "approvalId": None}))
+                                                     "approvalId": None, "leaseEpoch": None}))
     step = trajectory_of(_fold(events)).steps[0]
     assert (step.approval.outcome, step.execution.status) == ("not_required", "authorized")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runfacts.logread import LogRecord
-from runfacts.processors.decider.app import DeciderShell, effective_command, timer_command
+from runfacts.processors.decider.app import DeciderShell, claimant, effective_command, timer_command
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.timers import wanted_timers
@@ -65,11 +65,12 @@ def expect(commands: Iterable[LogRecord], shell: DeciderShell,
     with `events`, the timer fires they show too."""
     out = Expected()
     orphans: set[tuple[str, str]] = set()
+    dispatchers: dict[int, int] = {}  # per partition, the last claimant (the shell's `DISPATCHER_KEY`)
     causes = None if events is None else _causes(events)
     for record in commands:
         if causes is not None and record.key is not None:
             _fire_timers(record.key.decode(errors="replace"), causes, shell, out)
-        out.counts[_fold_one(record, shell, out, orphans)] += 1
+        out.counts[_fold_one(record, shell, out, orphans, dispatchers)] += 1
     for run in list(causes or {}):
         _fire_timers(run, causes or {}, shell, out)
     return out
@@ -108,7 +109,8 @@ def _fire_timers(run: str, causes: dict[str, list[str]], shell: DeciderShell, ou
         out.fired += 1
 
 
-def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: set[tuple[str, str]]) -> str:
+def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: set[tuple[str, str]],
+              dispatchers: dict[int, int]) -> str:
     try:
         command = shell.deserialize(record.value, list(record.headers))
     except InvalidInput:
@@ -120,7 +122,10 @@ def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: se
     orphan = (command.runId, command.commandId)
     if state is None and orphan in orphans:
         return "deduplicated"
-    events, new = decide_evolve(command, state, shell.ctx)
+    events, new = decide_evolve(command, state, shell.context_for(dispatchers.get(record.partition)))
+    learned = claimant(command, events)
+    if learned is not None:
+        dispatchers[record.partition] = learned
     if new is None:
         orphans.add(orphan)
     else:

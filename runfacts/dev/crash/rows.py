@@ -88,6 +88,8 @@ ROWS = (
     Row("eos-dispatch-record", "dispatcher.after_record_before_commit", EOS, "dispatcher", after=1),
     Row("alo-dispatch-record", "dispatcher.after_record_before_commit", ALO, "dispatcher", after=1),
     Row("eos-key-ttl", "dispatcher.after_call_before_record", EOS, "dispatcher", after=1, fault="key-ttl"),
+    Row("eos-dispatch-at-once", "dispatcher.after_call_before_record", EOS, "dispatcher", after=2,
+        fault="at-once", ci=True),  # the call dispatched with its authorization (ADR 0011)
     Row("eos-expired-grant", "dispatcher.after_call_before_record", EOS, "expiry", after=1, ci=True),
     Row("eos-timer-fire", "engine.after_produce_before_commit", EOS, "timers", after=1, ci=True),
     Row("eos-between-compensations", "engine.after_produce_before_commit", EOS, "compensation", after=1),
@@ -303,20 +305,29 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     from runfacts.connectors.args_store import ArgsStore
     from runfacts.dev.crash.oracle import ledger_problems
     from runfacts.dev.provider.book import read_ledger
+    from runfacts.schemas.events import ToolCallAuthorized
 
     stage.provision()
     url = stage.start_provider()
     if row.fault == "key-ttl":
         _set_faults(url, keyTtlMs=KEY_TTL_MS)
     args = ArgsStore.open(stage.dir / "args.db")
-    stage.send(_refund_inputs(stage, args))
+    inputs = _refund_inputs(stage, args)
     args.close()
+    at_once = row.fault == "at-once"  # ADR 0011: run 0's call is claimed, the later ones dispatched at once
+    stage.send(inputs[:3] if at_once else inputs)
     stage.worker("decider", env=FAST_COMMITS).start()
     dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
         "provider_url": url, "args_store": str(stage.dir / "args.db")}, env={
         "RUNFACTS_CONSUME_BATCH": "1", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "30000",
         "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": "3000", **FAST_COMMITS})
-    marker = dispatcher.start(row.point, row.after).wait_killed()
+    dispatcher.start(row.point, row.after)
+    if at_once:  # the decider learns the dispatcher from run 0's claim; the crash is on an at-once call
+        deadline = time.monotonic() + 60
+        while not read_ledger(stage.provider.ledger) and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.05)
+        stage.send(inputs[3:])
+    marker = dispatcher.wait_killed()
     executed_at_crash = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
     if row.fault == "key-ttl":
         time.sleep(KEY_TTL_MS / 1000 + 1)  # the executed call's key has expired at the provider
@@ -327,6 +338,9 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
     extra = ledger_problems(stage.expected, refunds) + ([] if _all_verified(stage.lab.runs)(stage.expected) else [
         "not every refund reached confirmed_success"])
+    if at_once and not any(isinstance(e, ToolCallAuthorized) and e.payload.leaseEpoch is not None
+                           for events in stage.expected.events.values() for e in events):
+        extra.append("no authorization carried the lease: the row did not test a dispatch at once")
     down = f"down past the {KEY_TTL_MS} ms key TTL; " if row.fault == "key-ttl" else ""
     what = (f"{_killed(row, marker)} with {executed_at_crash} refund(s) executed; {down}restarted; "
             f"{len(refunds)} refunds in the ledger for {stage.lab.runs} authorized calls")
