@@ -1,15 +1,12 @@
 """The decider: the single writer of the run events. `decide(command, state, ctx)` turns a
 command into events, `evolve` folds events into `RunState`.
 
-Pure: core (decide, decide_evolve), context (DecideContext, Draft, Rejected), run_commands
-(lifecycle, turns, approvals, budget, timers, run-end hygiene), tool_commands (the tool-call
-track), compensation (undoing completed calls, newest first), memory (memory candidates and their
-review), state (RunState), evolve (the fold; its
-cases in evolve.run, the run's own facts, evolve.tools, the tool-call track, and
-evolve.compensation), timers
-(which timers a run needs), state_json. Shell: app (DeciderShell, the engine application),
-codec (the shell-side reader), security (policy and keyring -> the DecideContext checks),
-history (a run's past events, for states stored before they kept their evidence).
+Pure: core (decide, decide_evolve), context (DecideContext, Draft, Rejected), state (RunState),
+timers (which timers a run needs), state_json. Rooms: commands/ (the handlers: run, tools,
+compensation, children, memory; pure), evolve/ (the fold; pure). Shell: app (DeciderShell, the
+engine application), codec (the shell-side reader), security (policy and keyring -> the
+DecideContext checks), history (a run's past events, for states stored before they kept their
+evidence).
 The worker factory is runfacts.workers:decider.
 """
 

@@ -56,13 +56,13 @@ from pydantic import BaseModel
 from runfacts import telemetry
 from runfacts.ids import violation
 from runfacts.partitioning import misplaced_run_record
-from runfacts.processors.decider.children import XRUN_SOURCE, outbox
 from runfacts.processors.decider.codec import DeciderCodec, Extent
+from runfacts.processors.decider.commands.children import XRUN_SOURCE, outbox
+from runfacts.processors.decider.commands.tools import ATTEMPT_SLOTS
 from runfacts.processors.decider.core import DecideContext, decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.state_json import Parts, dump_state, lacks_evidence, load_state, with_evidence
 from runfacts.processors.decider.timers import TimerSpec, wanted_timers
-from runfacts.processors.decider.tool_commands import ATTEMPT_SLOTS
 from runfacts.processors.engine.api import Application, Context, Record, Source, Timer
 from runfacts.processors.policy.sources import SourceKeys, check_source, sign
 from runfacts.schemas import commands as cmd

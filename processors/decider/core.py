@@ -19,10 +19,8 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
-from runfacts.processors.decider import children
-from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
-from runfacts.processors.decider.evolve import fold
-from runfacts.processors.decider.run_commands import (
+from runfacts.processors.decider.commands import children
+from runfacts.processors.decider.commands.run import (
     HANDLERS,
     control_tool,
     create_run,
@@ -30,6 +28,8 @@ from runfacts.processors.decider.run_commands import (
     erase_subject,
     follow_ups,
 )
+from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
+from runfacts.processors.decider.evolve import fold
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev

@@ -29,13 +29,13 @@ from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from runfacts.processors.decider.state import RunState, ToolCallState
-from runfacts.processors.decider.tool_commands import (  # one lease scheme for claims and the decider's own
+from runfacts.processors.decider.commands.tools import (  # one lease scheme for claims and the decider's own
     ATTEMPT_SLOTS,
     CLAIMABLE_STATUS,
     external_request_id,
     lease_epoch,
 )
+from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.processors.dispatcher.adapters import (
     FoundCompleted,
     FoundFailed,

@@ -28,7 +28,7 @@ from runfacts.ops.erasure import pending, recorded
 from runfacts.privacy.envelope import subject_ref
 from runfacts.privacy.keys import load_privacy_keys, new_privacy_keys_json
 from runfacts.privacy.store import KeyStore
-from runfacts.processors.decider.run_commands import erasure_run_id
+from runfacts.processors.decider.commands.run import erasure_run_id
 from runfacts.schemas import commands as cmd
 
 app = typer.Typer(no_args_is_help=True, help="Erase a data subject's personal fields (crypto-shredding).")

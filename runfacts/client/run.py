@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, over
 from runfacts.client import outcomes
 from runfacts.client.errors import BadArgument
 from runfacts.client.outcomes import Decision
-from runfacts.processors.decider.memory import SCOPE_KINDS, candidate_hash
+from runfacts.processors.decider.commands.memory import SCOPE_KINDS, candidate_hash
 from runfacts.processors.decider.state import EVIDENCE_TYPES
 from runfacts.processors.policy.capabilities import TOOL_MARK
 from runfacts.processors.policy.retry import args_hash

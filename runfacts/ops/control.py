@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from runfacts.processors.decider.run_commands import DRAIN_DIMENSIONS, drain_run_ids
+from runfacts.processors.decider.commands.run import DRAIN_DIMENSIONS, drain_run_ids
 from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor, ApprovalDecision, CommandBase, EventBase, RunVersions

@@ -16,7 +16,7 @@ from typing import Any
 from runfacts.client.follower import FollowerSettings, read_run
 from runfacts.logread import ReadOptions, batches, log_range
 from runfacts.privacy.store import KeyTable
-from runfacts.processors.decider.run_commands import ERASURE_RUN_PREFIX, erasure_run_id
+from runfacts.processors.decider.commands.run import ERASURE_RUN_PREFIX, erasure_run_id
 from runfacts.schemas.codec import Codec
 from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames

@@ -21,7 +21,7 @@ from datetime import datetime
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from runfacts.logread import ReadOptions, consume_ready, consumer, partition_count, watermarks
-from runfacts.processors.decider.run_commands import tool_control_run_id
+from runfacts.processors.decider.commands.run import tool_control_run_id
 from runfacts.processors.dispatcher.adapters import Pause
 from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev

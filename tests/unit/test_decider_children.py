@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from decider_support import AGENT, USER, command, create, policy_ctx
 
-from runfacts.processors.decider.children import XRUN_ACTOR, outbox
+from runfacts.processors.decider.commands.children import XRUN_ACTOR, outbox
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import EVIDENCE_MAX, RunState
 from runfacts.schemas import commands as cmd

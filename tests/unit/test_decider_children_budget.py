@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_decider_children import PARENT, Tree, debit, finish, start, tree
 
-from runfacts.processors.decider.children import POOLS, XRUN_ACTOR
+from runfacts.processors.decider.commands.children import POOLS, XRUN_ACTOR
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import BudgetAmounts
 

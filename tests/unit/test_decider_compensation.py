@@ -18,7 +18,7 @@ from decider_support import (
     tick,
 )
 
-from runfacts.processors.decider.compensation import compensation_call_id
+from runfacts.processors.decider.commands.compensation import compensation_call_id
 from runfacts.processors.policy.capabilities import parse_capabilities
 from runfacts.processors.policy.compensation import INLINE, inline_arguments
 from runfacts.processors.policy.display import render

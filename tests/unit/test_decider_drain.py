@@ -10,7 +10,7 @@ import decider_support as support
 
 from runfacts.partitioning import partition_for
 from runfacts.processors.decider.app import DeciderShell
-from runfacts.processors.decider.run_commands import DRAIN_RUN_PREFIX, drain_run_ids
+from runfacts.processors.decider.commands.run import DRAIN_RUN_PREFIX, drain_run_ids
 from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd

@@ -22,9 +22,9 @@ from decider_support import (  # noqa: I001
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runfacts.processors.decider.commands.run import HANDLERS
 from runfacts.processors.decider.core import decide
 from runfacts.processors.decider.evolve import _APPLY, evolve
-from runfacts.processors.decider.run_commands import HANDLERS
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.commands import COMMAND_CLASSES
 from runfacts.schemas.common import BudgetAmounts

@@ -25,7 +25,7 @@ from decider_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runfacts.processors.decider.memory import candidate_hash
+from runfacts.processors.decider.commands.memory import candidate_hash
 from runfacts.processors.decider.security import to_millis
 from runfacts.processors.policy.approvals import ApprovalClaims, Keyring, SigningKey, issue_token
 from runfacts.processors.policy.retry import call_idempotency_key

@@ -20,7 +20,7 @@ from runfacts.privacy import ENCRYPTED, ERASED, NO_KEYS, UNREADABLE, KeyTable, p
 from runfacts.privacy.envelope import SEALED_PREFIX, b64, decode_record, is_protected, pseudonym, subject_ref
 from runfacts.privacy.fields import _apply
 from runfacts.privacy.keys import new_privacy_keys_json, parse_privacy_keys, random_nonce
-from runfacts.processors.decider.run_commands import erasure_run_id
+from runfacts.processors.decider.commands.run import erasure_run_id
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.codec import Codec

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfacts.processors.decider.commands.memory import remember_evidence
 from runfacts.processors.decider.evolve.children import CHILD_APPLY
 from runfacts.processors.decider.evolve.compensation import COMPENSATION_APPLY
 from runfacts.processors.decider.evolve.run import RUN_APPLY, Apply, CorruptLog, add_amounts
 from runfacts.processors.decider.evolve.tools import TOOL_APPLY, action_hash
-from runfacts.processors.decider.memory import remember_evidence
 from runfacts.processors.decider.state import Budget, RunState, command_digest, window_holds, window_with
 from runfacts.schemas import events as ev
 from runfacts.schemas.construct import trusted

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runfacts.processors.decider.memory import apply_memory
+from runfacts.processors.decider.commands.memory import apply_memory
 from runfacts.processors.decider.state import ACTION_WINDOW, Checkpoint, Progress, RunState
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import BudgetAmounts

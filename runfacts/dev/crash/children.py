@@ -20,7 +20,7 @@ from runfacts.dev.crash.procs import wait_until
 from runfacts.dev.crash.workload import USER, Commands, Input, valid
 from runfacts.logread import LogRecord, read_to_end
 from runfacts.processors.decider.app import effective_command
-from runfacts.processors.decider.children import XRUN_SOURCE, outbox
+from runfacts.processors.decider.commands.children import XRUN_SOURCE, outbox
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas import commands as cmd

@@ -556,7 +556,7 @@ def _completed(c: Commands, run: str, call: str, result: dict[str, str] | None =
 
 def _undone(c: Commands, run: str, order: str) -> list[CommandBase]:
     """The reversal of the refund of `order` claimed (with the key the decider derived) and completed."""
-    from runfacts.processors.decider.compensation import ACTION, compensation_call_id
+    from runfacts.processors.decider.commands.compensation import ACTION, compensation_call_id
     from runfacts.processors.policy.retry import args_hash, idempotency_key
 
     call = f"call-{run}-{order}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from runfacts.processors.decider import compensation
+from runfacts.processors.decider.commands import compensation
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState

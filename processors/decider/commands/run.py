@@ -11,9 +11,8 @@ import re
 from typing import Any
 
 from runfacts.partitioning import partition_for
-from runfacts.processors.decider import children, compensation
-from runfacts.processors.decider import memory as memory_commands
-from runfacts.processors.decider import tool_commands as tools
+from runfacts.processors.decider.commands import children, compensation, tools
+from runfacts.processors.decider.commands import memory as memory_commands
 from runfacts.processors.decider.context import DecideContext, Draft, Handler, Rejected, draft, state_hash
 from runfacts.processors.decider.evolve import action_hash
 from runfacts.processors.decider.state import RunState, ToolCallState
