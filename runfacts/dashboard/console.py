@@ -75,14 +75,14 @@ def _family(page: RunPage) -> str:
 def _children(rows: Sequence[ChildRow]) -> str:
     out = []
     for c in rows:
-        own = f", run {_words(c.run_status)}" if c.run_status != NONE_TEXT else ""
+        own = f"{_e(_words(c.run_status))} · " if c.run_status != NONE_TEXT else ""
         reason = f" ({_e(_words(c.reason))})" if c.reason != NONE_TEXT else ""
+        told = "not reported yet" if c.status == "requested" else f"reported {_words(c.status)}"
         held = "released" if c.released else "reserved"
         below = f'<ul>{_children(c.children)}</ul>' if c.children else ""
         out.append(f'<li data-child="{escape(c.run_id)}" data-status="{escape(c.status)}"><a href="/runs/'
-                   f'{escape(c.run_id)}">{escape(c.run_id)}</a> <span class="state-{escape(c.status)}">'
-                   f'{_e(_words(c.status))}</span>{reason}{escape(own)} · budget {_e(c.reserved)} ({held}) · '
-                   f'used {_e(c.used)}{below}</li>')
+                   f'{escape(c.run_id)}">{escape(c.run_id)}</a> {own}<span class="state-{escape(c.status)}">'
+                   f'{_e(told)}</span>{reason} · budget {_e(c.reserved)} ({held}) · used {_e(c.used)}{below}</li>')
     return "".join(out)
 
 
@@ -154,7 +154,8 @@ def _meters(page: RunPage) -> str:
         return ""
     rows = "".join(
         f'<tr data-meter="{_e(m.name)}"><td>{_e(m.name)}</td><td><span class="meter"><span style="width:'
-        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}</td></tr>'
+        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}'
+        f'{f" ({m.reserved} reserved for child runs)" if m.reserved else ""}</td></tr>'
         for m in page.meters)
     return f'<h2>Budget</h2><table id="budget">{rows}</table>'
 

@@ -145,6 +145,7 @@ class Meter:
     name: str
     used: int
     limit: int
+    reserved: int = 0  # held for live child runs (their sub-budgets): `used + reserved` never passes `limit`
 
     @property
     def fraction(self) -> float:
@@ -689,7 +690,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
                     changed_since(state, a.toolCallId, auditor, keys))
         for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
-    meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
+    held = state.budget.reserved.model_dump()
+    meters = tuple(Meter(d, used[d], limits[d], held[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
     cp = state.checkpoint
     return RunPage(
         run_id=state.runId, version=state.version, status=state.status, status_reason=text(state.statusReason),

@@ -65,8 +65,10 @@ def test_console_renders_the_tree_with_links_nested_under_their_parent_and_a_chi
     assert child_item.index(f'<li data-child="{GRAND}"') < child_item.index("</li>")  # nested inside CHILD's item
     for run in (CHILD, OTHER, GRAND):
         assert f'<a href="/runs/{run}">{run}</a>' in html
-    assert "budget 10 steps, 2 tool calls (reserved) · used 2 steps" in html
-    assert "budget 5 steps, 1 tool call (released) · used 3 steps" in html
+    assert "running · <span class=\"state-requested\">not reported yet</span> · budget 10 steps, 2 tool calls " \
+           "(reserved) · used 2 steps" in html
+    assert "reported completed</span> · budget 5 steps, 1 tool call (released) · used 3 steps" in html
+    assert "3 of 50 (10 reserved for child runs)" in html
 
     child_html = run_console(run_page(t[CHILD], _entries(t, CHILD), OLGA, lookup=_lookup(t)), "csrf")
     assert f'child run of <a href="/runs/{PARENT}">{PARENT}</a>' in child_html
