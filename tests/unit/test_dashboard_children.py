@@ -122,3 +122,16 @@ def test_a_held_call_reads_waiting_cap_paused_by_who_why() -> None:
     said = dict(_words([Entry(i, e) for i, e in enumerate(s.log)], s.s))
 
     assert said["tool.call.held"] == "Waiting: orders.lookup paused by olga: provider incident (call-1 held)"
+
+
+def test_a_child_in_review_reads_as_reported_needs_review_on_the_parents_tree_and_timeline() -> None:
+    t = tree().send(start(toolCalls=2, steps=10), debit(CHILD, steps=11))
+    page = run_page(t[PARENT], _entries(t, PARENT), OLGA, lookup=_lookup(t))
+    html = run_console(page, "csrf")
+
+    row = page.children[0]
+    assert (row.status, row.run_status, row.released) == ("needs_review", "needs_review", False)
+    assert (f'data-status="needs_review"><a href="/runs/{CHILD}">{CHILD}</a> needs review · '
+            '<span class="state-needs_review">reported needs review</span>') in html
+    said = [f.words for turn in page.turns for f in turn.facts]
+    assert said[-1] == f"Child {CHILD} needs review: budget exceeded", said
