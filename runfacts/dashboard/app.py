@@ -213,10 +213,16 @@ class _Pages:
         if view is None or not isinstance(state, RunState):
             return html.run_fragment(view, session.csrf)
         entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
-        page = run_page(state, entries, viewer, self.audit_status(run_id), facts_from, calls_from, self.d.keys())
+        page = run_page(state, entries, viewer, self.audit_status(run_id), facts_from, calls_from, self.d.keys(),
+                        lookup=lambda other: self.seen_state(viewer, other))
         banner = view.get("approvalBanner")
         asking = next((a for a in page.approvals if banner and a.approval_id == banner["approvalId"]), None)
         return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking)
+
+    def seen_state(self, viewer: Viewer, run_id: str) -> RunState | None:
+        """Another run's state when this viewer may see that run (a child under a parent's page)."""
+        state = self.d.states.get(run_id)
+        return state if isinstance(state, RunState) and shown(self.d, viewer, run_id) is not None else None
 
     def owners(self) -> Callable[[str | None], str | None]:
         """A run's userId as a viewer's subject compares with it (a pseudonym revealed), with the

@@ -24,6 +24,7 @@ from runfacts.dashboard.runpage import (
     VERIFICATION_STEPS,
     CallsPage,
     CallTracks,
+    ChildRow,
     FactsPage,
     RunPage,
     Turn,
@@ -59,7 +60,30 @@ def _csrf(token: str) -> str:
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
     return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
-            f'{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+            f'{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+
+
+def _family(page: RunPage) -> str:
+    """The run's parent (a link) and its child runs as a tree, each linked to its own page."""
+    parent = (f'<p id="parent-run">child run of <a href="/runs/{escape(page.parent)}">{escape(page.parent)}</a></p>'
+              if page.parent else "")
+    if not page.children:
+        return parent
+    return f'{parent}<h2>Child runs</h2><ul id="child-runs" class="tree">{_children(page.children)}</ul>'
+
+
+def _children(rows: Sequence[ChildRow]) -> str:
+    out = []
+    for c in rows:
+        own = f"{_e(_words(c.run_status))} · " if c.run_status != NONE_TEXT else ""
+        reason = f" ({_e(_words(c.reason))})" if c.reason != NONE_TEXT else ""
+        told = "not reported yet" if c.status == "requested" else f"reported {_words(c.status)}"
+        held = "released" if c.released else "reserved"
+        below = f'<ul>{_children(c.children)}</ul>' if c.children else ""
+        out.append(f'<li data-child="{escape(c.run_id)}" data-status="{escape(c.status)}"><a href="/runs/'
+                   f'{escape(c.run_id)}">{escape(c.run_id)}</a> {own}<span class="state-{escape(c.status)}">'
+                   f'{_e(told)}</span>{reason} · budget {_e(c.reserved)} ({held}) · used {_e(c.used)}{below}</li>')
+    return "".join(out)
 
 
 def earlier_control(run_id: str, part: str, earlier: int, before: Any) -> str:
@@ -130,7 +154,8 @@ def _meters(page: RunPage) -> str:
         return ""
     rows = "".join(
         f'<tr data-meter="{_e(m.name)}"><td>{_e(m.name)}</td><td><span class="meter"><span style="width:'
-        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}</td></tr>'
+        f'{m.fraction * 100:.0f}%"></span></span></td><td>{m.used} of {m.limit if m.limit else "no limit"}'
+        f'{f" ({m.reserved} reserved for child runs)" if m.reserved else ""}</td></tr>'
         for m in page.meters)
     return f'<h2>Budget</h2><table id="budget">{rows}</table>'
 

@@ -14,7 +14,7 @@ auditors) only. Nothing here prints Python's `None`: a missing value is
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +26,7 @@ from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, re
 from runfacts.privacy.fields import reveal_dict
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
 from runfacts.processors.policy.display import display_lines, masked
-from runfacts.schemas.common import Actor, ArgDisplay, EventBase
+from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, EventBase
 from runfacts.schemas.pii import MASK, redact
 
 NONE_TEXT = "—"
@@ -145,10 +145,27 @@ class Meter:
     name: str
     used: int
     limit: int
+    reserved: int = 0  # held for live child runs (their sub-budgets): `used + reserved` never passes `limit`
 
     @property
     def fraction(self) -> float:
         return min(1.0, self.used / self.limit) if self.limit > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ChildRow:
+    """A child run under its parent (docs/decisions/0012-child-runs.md): where it stands as the
+    parent knows it, its own status when its state is read here, its sub-budget and what it used,
+    and its own children (read from its state) beneath it."""
+
+    run_id: str
+    status: str  # as its parent knows it: requested, needs_review, completed, failed, cancelled, refused
+    run_status: str  # the child's own status (`NONE_TEXT`: its state is not read here)
+    reason: str
+    reserved: str  # the sub-budget reserved from the parent, in words
+    released: bool  # the child ended: its reservation went back (its `used` was charged)
+    used: str
+    children: tuple[ChildRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,8 @@ class RunPage:
     earlier_calls: int = 0  # tool calls proposed before the first one shown
     calls_before: str | None = None  # the first tool call shown (None: no call)
     subject: str = ""  # the run's data subject: "erased", "protected", "plain", "" (no keys held here)
+    parent: str | None = None  # the run that started this one (None: a top-level run)
+    children: tuple[ChildRow, ...] = ()  # its child runs, each with its own beneath it
 
 
 @dataclass(frozen=True)
@@ -310,6 +329,25 @@ def words(event: EventBase) -> str:
         "memory.expired": lambda: f"Memory {p.memoryId} expired (at {text(p.expiresAt)})",
         "command.rejected": lambda: f"Command {p.commandType} rejected: {_code(p.reasonCode)}"
                                     + (f" — {p.detail}" if p.detail else ""),
+        "child.requested": lambda: f"Started child run {p.childRunId} with budget {amounts(p.budget)}",
+        "run.parent_linked": lambda: f"Started as a child of run {p.parentRunId}",
+        "child.reported": lambda: _child_reported(p),
+        "evidence.appended": lambda: f"Evidence {p.item.evidenceId} appended (hash {_short(p.item.hash)})",
+        "evidence.merged": lambda: f"Merged {len(p.items)} evidence item(s) from child {p.childRunId}" + (
+            f"; {len(p.overflow)} not merged, the ledger is full ({', '.join(p.overflow)}): needs review"
+            if p.overflow else ""),
+        "evidence.conflict_detected": lambda: f"Evidence {p.evidenceId} conflicts: {p.offeredBy} offers hash "
+                                              f"{_short(p.offeredHash)}, {p.heldBy} holds {_short(p.heldHash)}; "
+                                              "nothing overwritten, needs review",
+        "tool.call.held": lambda: f"Waiting: {event.capabilityId or 'its capability'} paused by {p.pausedBy}"
+                                  + (f": {p.reason}" if p.reason else "") + f" ({p.toolCallId} held)",
+        "tool.paused": lambda: f"{event.capabilityId} paused by {actor_words(p.actor)}"
+                               + (f": {p.reason}" if p.reason else ""),
+        "tool.resumed": lambda: f"{event.capabilityId} resumed by {actor_words(p.actor)}"
+                                + (f": {p.reason}" if p.reason else ""),
+        "version.drained": lambda: f"{'Drain undone' if p.undo else 'New runs stopped'} on {p.dimension} "
+                                   f"{p.version} by {actor_words(p.actor)}" + (f": {p.reason}" if p.reason else ""),
+        "subject.erased": lambda: f"Data subject's keys erased by {actor_words(p.actor)}",
     }
     say = plain.get(t)
     return say() if say is not None else t
@@ -317,6 +355,50 @@ def words(event: EventBase) -> str:
 
 def _code(code: Any) -> str:
     return str(code).replace("_", " ")
+
+
+def _child_reported(p: Any) -> str:
+    """'Child run-x completed; used 3 steps; released 7 steps, 2 tool calls' (or its review)."""
+    if p.status == "needs_review":
+        return f"Child {p.childRunId} needs review" + (f": {_code(p.reason)}" if p.reason else "")
+    return (f"Child {p.childRunId} {_code(p.status)}" + (f" ({_code(p.reason)})" if p.reason else "")
+            + f"; used {amounts(p.used)}; released {amounts(p.released)}")
+
+
+AMOUNT_WORDS = {"steps": ("step", "steps"), "toolCalls": ("tool call", "tool calls"), "tokens": ("token", "tokens"),
+                "wallTimeMs": ("ms wall time", "ms wall time"), "costMicros": ("µ cost", "µ cost")}
+
+
+def amounts(budget: BudgetAmounts) -> str:
+    """Budget amounts in words, the zero ones left out: '10 steps, 1 tool call'; 'nothing'."""
+    said = [f"{v} {AMOUNT_WORDS.get(k, (k, k))[v != 1]}" for k, v in budget.model_dump().items() if v]
+    return ", ".join(said) or "nothing"
+
+
+def _short(digest: str) -> str:
+    """A hash as a person compares it: its first characters ('sha256:1a2b3c4d5e6f…')."""
+    return digest if len(digest) <= 19 else digest[:19] + "…"
+
+
+TREE_DEPTH = 8  # child runs below a page's run shown at most this deep (a deeper one: its own page)
+
+
+def child_tree(state: RunState, lookup: Callable[[str], RunState | None] | None = None,
+               depth: int = TREE_DEPTH, seen: frozenset[str] = frozenset()) -> tuple[ChildRow, ...]:
+    """The run's child runs (`RunState.children`, in the order they were asked for), each with its
+    own children beneath it when `lookup` reads its state (a run this viewer may see, else None):
+    without it, one level. What a live child used is its own state's, when read; an ended child's
+    is what it reported."""
+    seen = seen | {state.runId}
+    rows = []
+    for child in state.children.values():
+        own = lookup(child.childRunId) if lookup is not None else None
+        used = own.budget.used if own is not None and child.live else child.used
+        below = (child_tree(own, lookup, depth - 1, seen)
+                 if own is not None and depth > 1 and child.childRunId not in seen else ())
+        rows.append(ChildRow(child.childRunId, child.status, own.status if own is not None else NONE_TEXT,
+                             text(child.reason), amounts(child.reserved), not child.live, amounts(used), below))
+    return tuple(rows)
 
 
 Span = tuple[str, int, int]  # a turn's label and the indexes [start, end) of its facts
@@ -580,11 +662,14 @@ def subject_status(state: RunState, keys: KeyView) -> str:
 
 
 def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: AuditStatus | None = None,
-             facts_from: int | None = None, calls_from: str | None = None, keys: KeyView = NO_KEYS) -> RunPage:
+             facts_from: int | None = None, calls_from: str | None = None, keys: KeyView = NO_KEYS,
+             lookup: Callable[[str], RunState | None] | None = None) -> RunPage:
     """The run page's content for this viewer (who may see the run: checked by the caller): the
     newest page of facts and of tool calls, or everything from `facts_from` (an offset) and
     `calls_from` (a tool call) on, as a page that has unfolded older ones asks. An auditor reads
-    the personal fields revealed with `keys` (`[erased]` once the subject's keys are gone)."""
+    the personal fields revealed with `keys` (`[erased]` once the subject's keys are gone).
+    `lookup` reads another run's state (None when this viewer may not see it): the child runs'
+    own statuses and children (`child_tree`)."""
     auditor = viewer.role == "auditor"
     turns = spans(entries)
     start = page_start(turns, len(entries)) if facts_from is None else _index_of(entries, facts_from)
@@ -605,7 +690,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
                     changed_since(state, a.toolCallId, auditor, keys))
         for a in sorted(state.approvals.values(), key=lambda a: a.expiresAt))
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
-    meters = tuple(Meter(d, used[d], limits[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
+    held = state.budget.reserved.model_dump()
+    meters = tuple(Meter(d, used[d], limits[d], held[d]) for d in BUDGET_DIMENSIONS if limits[d] > 0 or used[d] > 0)
     cp = state.checkpoint
     return RunPage(
         run_id=state.runId, version=state.version, status=state.status, status_reason=text(state.statusReason),
@@ -618,7 +704,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         checkpoint=f"node {cp.node}, saved {text(cp.savedAt)}" if cp else NONE_TEXT,
         versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
         audit=audit, earlier_facts=start, facts_before=entries[start].offset if start < len(entries) else None,
-        earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None)
+        earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None,
+        parent=state.parentRunId, children=child_tree(state, lookup))
 
 
 def relative(then: datetime, now: datetime) -> str:

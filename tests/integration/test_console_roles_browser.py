@@ -31,6 +31,7 @@ from runfacts.processors.policy.display import render
 from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.codec import Codec
+from runfacts.schemas.common import BudgetAmounts
 from runfacts.security.identity import hash_secret
 from runfacts.workers import projector as projector_app
 
@@ -67,7 +68,8 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     """Three runs of tenant acme, sealed as a client seals them:
     - ask: refund 59.90 EUR proposed, rejected, proposed again at 49.90 EUR (open approval);
     - fail: a lookup that failed for good with the provider's words;
-    - erased: a run whose customer was erased (their keys tombstoned)."""
+    - erased: a run whose customer was erased (their keys tombstoned);
+    - parent: a run that started child run `child` with a sub-budget (issue 35 item 2)."""
     tmp = tmp_path_factory.mktemp("console-roles")
     unique = uuid.uuid4().hex[:10]
     dep = Deployment.create(kafka_bootstrap, f"roles{unique}")
@@ -76,7 +78,7 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
                              settings(kafka_bootstrap, tmp / "projector", f"roles-projector-{unique}")).start()
     table = KeyTable(KEYS, lambda key, value: None)
     runs = {"ask": f"run-ask-{unique}", "fail": f"run-fail-{unique}", "erased": f"run-erased-{unique}",
-            "orphan": f"run-orphan-{unique}"}
+            "orphan": f"run-orphan-{unique}", "parent": f"run-parent-{unique}", "child": f"run-child-{unique}"}
 
     def sealed(*commands: Any, subject: str = CUSTOMER) -> None:
         dep.send(*(protect(c, table, random_nonce, subject=c.payload.userId if isinstance(c, cmd.CreateRun)
@@ -102,10 +104,14 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
         update={"userId": ERASED_CUSTOMER, "goalSummary": "close the account of customer-99"})})
     sealed(erased_create, subject=ERASED_CUSTOMER)
     sealed(create(run=runs["orphan"], at=now, tenant="acme"), propose_lookup(run=runs["orphan"], at=now))
+    sealed(create(BudgetAmounts(toolCalls=5, steps=50), run=runs["parent"], at=now, tenant="acme"),
+           command(cmd.StartChildRun, AGENT, run=runs["parent"], at=now, childRunId=runs["child"],
+                   goalRef="goal-child", goalSummary="collect evidence", budget=BudgetAmounts(toolCalls=2, steps=10)))
     dep.wait_state(ask, lambda s: "approval-tool-call-2" in s.approvals)
     dep.wait_state(fail, lambda s: s.toolCalls["tool-call-010"].execution == "failed")
     dep.wait_state(gone, lambda s: s.status == "running")
     dep.wait_state(runs["orphan"], lambda s: s.toolCalls.get("tool-call-010") is not None)
+    dep.wait_state(runs["child"], lambda s: s.parentRunId == runs["parent"])
     table.erase(subject_ref(ERASED_CUSTOMER, KEYS))
     users = _people(tmp / "users.toml")
     from console_support import reauthorizing_policy
@@ -276,6 +282,26 @@ def test_end_user_lists_their_own_run(world, page):
     _fits(page, "roles-run-list-end-user")
     _run(page, base, runs["ask"])
     _fits(page, "roles-run-page-end-user")
+
+
+# --- issue 35.2: the console shows the tree of child runs ------------------------------------------
+
+def test_a_parents_page_shows_its_child_run_with_its_budget_and_the_child_links_back(world, page):
+    dep, base, runs = world
+    _as(page, base, "olga")
+    _run(page, base, runs["parent"])
+    child = page.locator(f'#child-runs li[data-child="{runs["child"]}"]')
+    said = child.inner_text()
+    assert "running · not reported yet · budget 10 steps, 2 tool calls (reserved) · used nothing" in said, said
+    assert "0 of 50 (10 reserved for child runs)" in page.locator("#budget").inner_text()
+    assert f"Started child run {runs['child']} with budget 10 steps, 2 tool calls" in page.locator(
+        "#timeline").inner_text()
+    _fits(page, "roles-parent-tree-operator")
+    child.locator(f'a[href="/runs/{runs["child"]}"]').click()
+    page.locator("#parent-run").wait_for(timeout=15_000)
+    assert page.locator("#parent-run a").get_attribute("href") == f"/runs/{runs['parent']}"
+    assert f"Started as a child of run {runs['parent']}" in page.locator("#timeline").inner_text()
+    _fits(page, "roles-child-page-operator")
 
 
 # --- 9. erasure is visible -------------------------------------------------------------------------
