@@ -22,7 +22,7 @@ type an agent function takes: `Runfacts` and `runfacts.testing`'s client both ar
 `run.propose(tool_function, ...)` types `call.result()` with the tool's return type.
 """
 
-from runfacts.client.agents import Agent
+from runfacts.client.agents import Agent, AgentSettings
 from runfacts.client.approvals import Approval, UiSettings, display_lines, masked
 from runfacts.client.client import Answer, ClientSettings, Runfacts, current_versions
 from runfacts.client.core import ClientCore
@@ -46,7 +46,8 @@ from runfacts.client.outcomes import Decision, result_value
 from runfacts.client.run import ProposedMemory, Run, ToolCall
 
 __all__ = [
-    "Agent", "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected", "BadArgument",
+    "Agent", "AgentSettings", "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected",
+    "BadArgument",
     "ClientCore", "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "ReplayDiverged",
     "Revoked", "Run", "RunCancelled", "RunEnded", "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed",
     "UiSettings", "WaitTimeout", "current_versions", "display_lines", "masked", "result_value",

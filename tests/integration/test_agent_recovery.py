@@ -74,5 +74,5 @@ def test_a_killed_agent_process_s_run_is_finished_by_another_without_repeating_a
         assert "command.rejected" not in types  # replayed steps answered from the facts, none resent
         assert types.count("reasoning.recorded") == 1 and types.count("tool.call.proposed") == 1
         assert types.count("progress.updated") == 1
-        assert resumed_s < 20, resumed_s  # the group's session (6 s) times out, the survivor finishes
+        assert resumed_s < 20, resumed_s  # the session (3 s; 6 s where the broker refuses 3) times out
         print(f"resumed in {resumed_s:.1f}s after kill -9")
