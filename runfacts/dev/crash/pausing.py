@@ -73,7 +73,9 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
     """What the facts and the provider's ledger say against the pause's rules:
     - the pause and the resume are facts, the resume after the pause;
     - no refund the provider executed was dispatched (its lease's `tool.call.dispatching`) between
-      the pause and the resume, and no dispatcher claimed any call in that window;
+      the pause and the resume unless the dispatcher held that dispatch (`tool.call.held` after it:
+      an authorization carrying the lease, ADR 0011, run after the resume), and no dispatcher
+      claimed any call in that window;
     - each call of `in_flight` was dispatched before the pause (the row paused mid-dispatch);
     - each call of `held` was reported held (`tool.call.held`; again only after something else
       happened to the call: a hold a new incarnation turned into result_unknown, reconciled
@@ -86,9 +88,11 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
     at_once: set[tuple[str, int]] = set()
     per_call: dict[str, list[ev.ToolCallDispatching]] = {}
     held_reports: dict[str, int] = {}
+    held_dispatches: set[tuple[str, int]] = set()  # (call, epoch) dispatched, then held: run after the resume
     for events in expected.events.values():
         leases: dict[str, int] = {}
         last: dict[str, str] = {}  # each call's latest event type
+        epoch_of: dict[str, int] = {}  # each call's latest dispatch
         for e in events:
             if isinstance(e, ev.ToolCallAuthorized) and e.payload.leaseEpoch is not None:
                 leases[e.payload.toolCallId] = e.payload.leaseEpoch
@@ -96,6 +100,7 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
                 p = e.payload
                 dispatches[(p.toolCallId, p.leaseEpoch)] = e
                 per_call.setdefault(p.toolCallId, []).append(e)
+                epoch_of[p.toolCallId] = p.leaseEpoch
                 if leases.get(p.toolCallId) == p.leaseEpoch:
                     at_once.add((p.toolCallId, p.leaseEpoch))
                 elif paused <= e.occurredAt < resumed:
@@ -103,6 +108,8 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
             elif isinstance(e, ev.ToolCallHeld):
                 call_id = e.payload.toolCallId
                 held_reports[call_id] = held_reports.get(call_id, 0) + 1
+                if call_id in epoch_of:
+                    held_dispatches.add((call_id, epoch_of[call_id]))
                 if last.get(call_id) == "tool.call.held":
                     problems.append(f"{e.runId}/{call_id}: tool.call.held twice in a row for one pause")
             call_of = getattr(e.payload, "toolCallId", None)
@@ -114,7 +121,7 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
         dispatch = dispatches.get((call_id, refund.lease_epoch))
         if dispatch is None:
             problems.append(f"refund {refund.refund_id} ({call_id}, epoch {refund.lease_epoch}): no dispatch fact")
-        elif paused <= dispatch.occurredAt < resumed:
+        elif paused <= dispatch.occurredAt < resumed and (call_id, refund.lease_epoch) not in held_dispatches:
             how = "at once with its authorization" if (call_id, refund.lease_epoch) in at_once else "by a claim"
             problems.append(f"{call_id}: executed while paused (dispatched {how} at {dispatch.occurredAt}, "
                             f"paused {paused}, resumed {resumed})")
@@ -122,7 +129,10 @@ def pause_problems(expected: Expected, refunds: list, in_flight: list[tuple[str,
         if not any(d.occurredAt < paused for d in per_call.get(call_id, [])):
             problems.append(f"{call_id}: not dispatched before the pause (the row did not pause mid-dispatch)")
     for _, call_id in held:
-        after = [d for d in per_call.get(call_id, []) if d.occurredAt >= resumed]
+        mine = per_call.get(call_id, [])
+        after = [d for d in mine if d.occurredAt >= resumed]
+        if mine and mine[-1].occurredAt < resumed and (call_id, mine[-1].payload.leaseEpoch) in held_dispatches:
+            after.append(mine[-1])  # its last dispatch was held, so it ran after the resume
         if not held_reports.get(call_id):
             problems.append(f"{call_id}: approved while paused, never reported held (tool.call.held)")
         if len(after) != 1:
