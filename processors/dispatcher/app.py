@@ -220,7 +220,11 @@ class DispatcherShell:
         elif kind == "held" and core.claimable(call, run):
             self._claim(call, progress, run, ctx)
         elif kind == "held" and call.execution == "dispatching":  # a dispatch held before its try started
-            if core.incarnation_of(call.leaseEpoch) == self.settings.incarnation or call.capabilityId in self.reruns:
+            refused = core.refusal(call, run, self._now_ms())
+            if refused is not None and refused.reason != "grant_expired":  # as a retry in a claim (`_retry`)
+                self._refused(refused, call, run, "dispatch")
+                self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
+            elif core.incarnation_of(call.leaseEpoch) == self.settings.incarnation or call.capabilityId in self.reruns:
                 self._dispatch(call, progress, run, ctx)
             else:  # held by an earlier incarnation, which may have started it after a resume
                 why = (f"dispatch held by dispatcher incarnation {core.incarnation_of(call.leaseEpoch)}, this is "
@@ -287,6 +291,11 @@ class DispatcherShell:
             self._execute(call, progress, run, ctx)
             return
         self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "held")
+
+    def _held_dispatch(self, call: ToolCallState, progress: core.Progress, run: RunState) -> bool:
+        """A dispatch held by a pause before its try started (`_dispatch`): a cancel settles it."""
+        return (call.execution == "dispatching" and call.held is not None and progress.phase == "idle"
+                and not self._started_here(call, progress, run))
 
     def _started_here(self, call: ToolCallState, progress: core.Progress, run: RunState) -> bool:
         """Whether this process started (or answered) the call's current try: a replay reuses it."""
@@ -499,7 +508,7 @@ class DispatcherShell:
         if call.execution == "result_unknown" and progress.phase == "reconciling":
             adapter.cancel(request_id)
             self._lookup(call, progress.model_copy(update={"phase": "reconciling"}), ctx, run.runId)
-        elif self._retry_due(call, progress):
+        elif self._retry_due(call, progress) or self._held_dispatch(call, progress, run):
             cancelled = adapter.cancel(request_id)
             found = None if cancelled else adapter.lookup(request_id)
             self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress,

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from decider_support import CTX, OPERATOR, policy_ctx
+from decider_support import CTX, OPERATOR, USER, policy_ctx
 from dispatcher_support import NAMES, RUN, Loop
 
 from runfacts.processors.decider.state import RunState
@@ -19,6 +19,7 @@ from runfacts.processors.dispatcher.adapters import Pause, ToolAdapter, ToolRequ
 from runfacts.processors.dispatcher.core import HELD_POLL_MS
 from runfacts.projections.user_view import user_view
 from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 from runfacts.tools.control import fold, pause_command, resume_command
 
@@ -152,6 +153,23 @@ def test_an_authorization_carrying_the_lease_while_paused_is_held_not_executed(t
         loop.settle()
         assert loop.call().execution == "completed" and len(loop.adapter.executed) == 1
         assert len(loop.sim.ledger()) == 1 and loop.types().count("tool.call.dispatching") == 1
+    finally:
+        loop.close()
+
+
+def test_a_held_dispatch_of_a_run_cancelled_while_paused_never_runs(tmp_path: Path) -> None:
+    loop = Loop(tmp_path, ctx=replace(CTX, dispatcher_incarnation=1_000))
+    loop.shell.pauses = TopicBoard(loop)
+    try:
+        _control(loop, pause=True)
+        loop.start_refund()  # dispatched at once, held
+        assert loop.call().held is not None and loop.adapter.executed == []
+        loop.send(loop.at(cmd.CancelRun, USER, reason="customer withdrew"))
+        _control(loop, pause=False, reason="")
+        loop.advance(HELD_POLL_MS * 3)
+        loop.settle()
+        assert loop.adapter.executed == [] and loop.sim.ledger() == []
+        assert loop.call().execution == "failed" and loop.status() == "cancelled", (loop.types(), loop.status())
     finally:
         loop.close()
 
