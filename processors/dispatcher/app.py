@@ -219,6 +219,17 @@ class DispatcherShell:
                 self._collect(call, progress, run, ctx)
         elif kind == "held" and core.claimable(call, run):
             self._claim(call, progress, run, ctx)
+        elif kind == "held" and call.execution == "dispatching":  # a dispatch held before its try started
+            refused = core.refusal(call, run, self._now_ms())
+            if refused is not None and refused.reason != "grant_expired":  # as a retry in a claim (`_retry`)
+                self._refused(refused, call, run, "dispatch")
+                self._apply(ctx, run.runId, call, core.Step([core.refused_draft(call, refused)], progress), "retry")
+            elif core.incarnation_of(call.leaseEpoch) == self.settings.incarnation or call.capabilityId in self.reruns:
+                self._dispatch(call, progress, run, ctx)
+            else:  # held by an earlier incarnation, which may have started it after a resume
+                why = (f"dispatch held by dispatcher incarnation {core.incarnation_of(call.leaseEpoch)}, this is "
+                       f"{self.settings.incarnation}: it may have started the try before it stopped")
+                self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
         elif kind == "done" and call.execution == "dispatching" and progress.phase == "executing":
             self._collect(call, progress, run, ctx)
         elif kind == "verify" and call.verification == "pending" and progress.phase == "verifying":
@@ -237,7 +248,7 @@ class DispatcherShell:
             case core.Claim():
                 self._claim(call, progress, run, ctx)
             case core.Execute():
-                self._execute(call, progress, run, ctx)
+                self._dispatch(call, progress, run, ctx)
             case core.ReportLost(why=why):
                 self._apply(ctx, run.runId, call, core.Step([core.unknown_draft(call, why)], progress), "retry")
             case core.Reconcile(deadline_ms=deadline) if deadline and deadline <= self._now_ms():
@@ -270,6 +281,26 @@ class DispatcherShell:
                         call.toolCallId, self.settings.incarnation, call.leaseEpoch)
             return
         self._send(ctx, run.runId, progress.correlationId, [claim])
+
+    def _dispatch(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
+        """A `dispatching` of ours: execute it, unless its capability is paused and its try has not
+        started here; then hold it (reported once per pause, `held:` timer) until the resume. The
+        decider's authorization may carry our lease (ADR 0011): nobody read the board before it."""
+        pause = self._paused(call)
+        if pause is None or self._started_here(call, progress, run):
+            self._execute(call, progress, run, ctx)
+            return
+        self._apply(ctx, run.runId, call, core.held(progress, call, pause, self._now_ms()), "held")
+
+    def _held_dispatch(self, call: ToolCallState, progress: core.Progress, run: RunState) -> bool:
+        """A dispatch held by a pause before its try started (`_dispatch`): a cancel settles it."""
+        return (call.execution == "dispatching" and call.held is not None and progress.phase == "idle"
+                and not self._started_here(call, progress, run))
+
+    def _started_here(self, call: ToolCallState, progress: core.Progress, run: RunState) -> bool:
+        """Whether this process started (or answered) the call's current try: a replay reuses it."""
+        memo = (run.runId, call.toolCallId, call.attempts, core.start_try(progress, call, self._now_ms()).tries)
+        return memo in self._outcomes or (self.pool is not None and self.pool.get(memo) is not None)
 
     def _execute(self, call: ToolCallState, progress: core.Progress, run: RunState, ctx: Context) -> None:
         """Call the tool once for this try (or reuse this process's earlier answer), then report.
@@ -477,7 +508,7 @@ class DispatcherShell:
         if call.execution == "result_unknown" and progress.phase == "reconciling":
             adapter.cancel(request_id)
             self._lookup(call, progress.model_copy(update={"phase": "reconciling"}), ctx, run.runId)
-        elif self._retry_due(call, progress):
+        elif self._retry_due(call, progress) or self._held_dispatch(call, progress, run):
             cancelled = adapter.cancel(request_id)
             found = None if cancelled else adapter.lookup(request_id)
             self._apply(ctx, run.runId, call, core.after_cancel(cancelled, found, call, progress,

@@ -6,9 +6,11 @@ exactly as the dispatcher's board folds the topic."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
-from decider_support import OPERATOR, policy_ctx
+import pytest
+from decider_support import CTX, OPERATOR, USER, policy_ctx
 from dispatcher_support import NAMES, RUN, Loop
 
 from runfacts.processors.decider.state import RunState
@@ -17,6 +19,7 @@ from runfacts.processors.dispatcher.adapters import Pause, ToolAdapter, ToolRequ
 from runfacts.processors.dispatcher.core import HELD_POLL_MS
 from runfacts.projections.user_view import user_view
 from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import Actor
 from runfacts.tools.control import fold, pause_command, resume_command
 
@@ -126,6 +129,48 @@ def test_pause_during_a_running_try_lets_it_complete_and_starts_no_new_attempt(t
         assert "tool.call.held" not in loop.types()  # ... and is reported, not held
     finally:
         gate.set()
+        loop.close()
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["inline", "pooled"])
+def test_an_authorization_carrying_the_lease_while_paused_is_held_not_executed(tmp_path: Path, pooled: bool) -> None:
+    """Found by crash row eos-pause-during-dispatch: the decider knows the partition's dispatcher, so
+    the approval dispatches at once (ADR 0011) without anyone reading the pause board; the
+    dispatcher executed that `dispatching` while paused. Now it holds the unstarted try."""
+    loop = Loop(tmp_path, ctx=replace(CTX, dispatcher_incarnation=1_000), pooled=pooled)
+    loop.shell.pauses = TopicBoard(loop)
+    try:
+        _control(loop, pause=True)
+        loop.start_refund()
+        authorized = next(e for e in loop.events() if e.eventType == "tool.call.authorized")
+        assert authorized.payload.leaseEpoch is not None  # dispatched at once, no claim
+        assert loop.adapter.executed == [] and loop.sim.ledger() == []
+        assert loop.types().count("tool.call.held") == 1 and loop.call().held is not None
+        loop.advance(HELD_POLL_MS * 5)  # still paused: no try, no second report
+        assert loop.adapter.executed == [] and loop.types().count("tool.call.held") == 1
+        _control(loop, pause=False, reason="")
+        loop.advance(HELD_POLL_MS)
+        loop.settle()
+        assert loop.call().execution == "completed" and len(loop.adapter.executed) == 1
+        assert len(loop.sim.ledger()) == 1 and loop.types().count("tool.call.dispatching") == 1
+    finally:
+        loop.close()
+
+
+def test_a_held_dispatch_of_a_run_cancelled_while_paused_never_runs(tmp_path: Path) -> None:
+    loop = Loop(tmp_path, ctx=replace(CTX, dispatcher_incarnation=1_000))
+    loop.shell.pauses = TopicBoard(loop)
+    try:
+        _control(loop, pause=True)
+        loop.start_refund()  # dispatched at once, held
+        assert loop.call().held is not None and loop.adapter.executed == []
+        loop.send(loop.at(cmd.CancelRun, USER, reason="customer withdrew"))
+        _control(loop, pause=False, reason="")
+        loop.advance(HELD_POLL_MS * 3)
+        loop.settle()
+        assert loop.adapter.executed == [] and loop.sim.ledger() == []
+        assert loop.call().execution == "failed" and loop.status() == "cancelled", (loop.types(), loop.status())
+    finally:
         loop.close()
 
 

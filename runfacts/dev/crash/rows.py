@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from runfacts.dev.crash.procs import Worker, wait_until
 from runfacts.dev.crash.stage import DISPATCHER_APP, FAST_COMMITS, PROJECTOR_APP, Lab, Stage
-from runfacts.dev.crash.workload import DISPATCHER, Commands, Input, refund_args, valid, workload
+from runfacts.dev.crash.workload import DISPATCHER, REFUND, Commands, Input, refund_args, valid, workload
 from runfacts.schemas import commands as cmd
 from runfacts.schemas.common import CommandBase
 from runfacts.schemas.errors import RunfactsError
@@ -97,6 +97,7 @@ ROWS = (
     Row("eos-lost-commit-answer", "engine.during_commit", EOS, "lost-answer", after=3),
     Row("eos-rebalance-kill", "engine.during_rebalance", EOS, "rebalance", after=1),
     Row("eos-child-runs", "engine.after_produce_before_commit", EOS, "children", after=1),  # twice: 0012-child-runs
+    Row("eos-pause-during-dispatch", "dispatcher.after_call_before_record", EOS, "pause-dispatch", after=1),
     Row("eos-zombie-pause", "SIGSTOP past session.timeout.ms, then SIGCONT", EOS, "pause"),
     Row("soak", "no crash: decider, dispatcher, projector under a steady stream of refund runs for "
         "RUNFACTS_CRASH_SOAK_S (600) s", EOS, "soak"),
@@ -574,6 +575,62 @@ def _undoing(runs: list[str], n: int) -> Callable[[object], bool]:
                    and sum(1 for p in states[r].compensations.values() if p.compensationToolCallId) == n
                    for r in runs)
     return ready
+
+
+def pause_dispatch_scenario(row: Row, stage: Stage) -> Finished:
+    """Issue 35: an operator pauses a capability while the dispatcher is mid-dispatch, and the
+    dispatcher dies there (runfacts.dev.crash.pausing). Wave 1's refunds execute at a slow
+    provider; the pause lands; wave 2 is approved and held; the dispatcher dies -9 when wave 1's
+    first answer comes (executed, not reported); its next incarnation reconciles wave 1 and keeps
+    holding wave 2 until the resume; then wave 2 runs once."""
+    from runfacts.connectors.args_store import ArgsStore
+    from runfacts.dev.crash.oracle import ledger_problems
+    from runfacts.dev.crash.pausing import LATENCY_MS, approved, calls_in, control, pause_problems, wave
+    from runfacts.dev.provider.book import read_ledger
+    from runfacts.processors.decider.commands.run import tool_control_run_id
+
+    stage.provision()
+    url = stage.start_provider()
+    _set_faults(url, latencyMs=LATENCY_MS)
+    n = max(2, stage.lab.runs // 2)
+    first, second = wave(stage.prefix, 0, n), wave(stage.prefix, n, n)
+    args = ArgsStore.open(stage.dir / "args.db")
+    for _, call in first + second:
+        args.put(refund_args("order-001"), ref=f"args/{call}")
+    args.close()
+    c = Commands(stage.prefix)
+    stage.worker("decider", env=FAST_COMMITS).start()
+    dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
+        "provider_url": url, "args_store": str(stage.dir / "args.db")}, env={
+        "RUNFACTS_CONSUME_BATCH": "1", "RUNFACTS_TRANSACTION_TIMEOUT_MS": "30000",
+        "RUNFACTS_PAYMENT_READ_TIMEOUT_MS": str(LATENCY_MS * 3), **FAST_COMMITS})
+    dispatcher.start(row.point, row.after)
+    stage.send(approved(c, first))
+    stage.settle(ready=lambda e: calls_in(e, first, "dispatching"), timeout_s=60)
+    stage.send([control(c, True, "provider incident: refunds on hold")])
+    stage.settle(ready=lambda e: calls_in(e, first, "dispatching") and bool(e.events.get(
+        tool_control_run_id(REFUND))), timeout_s=60)
+    stage.send(approved(c, second))
+    stage.settle(ready=lambda e: all(r in e.states and e.states[r].toolCalls for r, _ in second), timeout_s=60)
+    marker = dispatcher.wait_killed(LATENCY_MS / 1000 + 60)
+    executed_at_crash = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
+    _set_faults(url, latencyMs=0)
+    dispatcher.start()
+    stage.settle(ready=lambda e: calls_in(e, first, "verified") and calls_in(e, second, "held"))
+    time.sleep(3)  # the new incarnation's held: timers fire a few times while it stays paused
+    before_resume = len(read_ledger(stage.provider.ledger))  # type: ignore[union-attr]
+    stage.send([control(c, False, "provider recovered")])
+    stage.settle(ready=lambda e: calls_in(e, first + second, "verified"))
+    dispatcher.stop()
+    stage.settle()
+    refunds = read_ledger(stage.provider.ledger)  # type: ignore[union-attr]
+    extra = ledger_problems(stage.expected, refunds) + pause_problems(stage.expected, refunds, first, second)
+    if not calls_in(stage.expected, first + second, "verified"):
+        extra.append("not every refund reached confirmed_success")
+    return _finish(row, stage, f"{n} refunds executing when paused, {n} approved while paused; "
+                               f"{_killed(row, marker)} with {executed_at_crash} executed; restarted while paused: "
+                               f"{before_resume} refunds before the resume, {len(refunds)} after it for "
+                               f"{2 * n} calls", extra)
 
 
 def bounce_scenario(row: Row, stage: Stage) -> Finished:
@@ -1222,7 +1279,7 @@ SCENARIOS: dict[str, Callable[[Row, Stage], Finished]] = {
     "lost-answer": lost_answer_scenario,
     "rebalance": rebalance_scenario,
     "between": between_scenario, "expiry": expiry_scenario, "timers": timers_scenario, "pause": pause_scenario,
-    "compensation": compensation_scenario,
+    "compensation": compensation_scenario, "pause-dispatch": pause_dispatch_scenario,
     "cluster": cluster_scenario,
     "storm": storm_scenario, "soak": soak_scenario,
     "children": lambda row, stage: children_row(row, stage),
