@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from runfacts.cli import app
 from runfacts.processors.policy.retry import args_hash, idempotency_key
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import CommandBase
 
 pytestmark = pytest.mark.integration
 CAP = "orders.lookup"
@@ -33,23 +32,35 @@ def deployment(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
     engine.stop()
 
 
-def _failed_lookup(run: str, attempts: int) -> list[CommandBase]:
-    """A lookup that failed (transient, retryable) `attempts` times, retried by an operator in between."""
+def _fail_lookup(deployment: Deployment, run: str, attempts: int) -> None:
+    """A lookup that failed (transient, retryable) `attempts` times, retried by an operator in
+    between, with the dispatcher's commands scripted. An attempt the decider dispatched at once
+    (ADR 0011: it knows the partition's dispatcher from an earlier claim) is reported without a
+    claim, under the request id the decider gave it."""
     key = idempotency_key(run, "lookup", "order-001", args_hash({"orderId": "order-001"}))
-    out: list[CommandBase] = [create(run=run), propose_lookup("call-1", run=run)]
+    deployment.send(create(run=run), propose_lookup("call-1", run=run))
     for attempt in range(1, attempts + 1):
         if attempt > 1:
-            out.append(command(cmd.RetryToolCall, OPERATOR, run=run, toolCallId="call-1"))
-        out += [claim("call-1", attempt=attempt, epoch=attempt, key=key, run=run),
-                failed("call-1", attempt=attempt, error="transient", run=run)]
-    return out
+            deployment.send(command(cmd.RetryToolCall, OPERATOR, run=run, toolCallId="call-1"))
+        state = deployment.wait_state(run, lambda s, a=attempt: "call-1" in s.toolCalls and (
+            (s.toolCalls["call-1"].execution == "dispatching" and s.toolCalls["call-1"].attempts == a) or (
+                s.toolCalls["call-1"].execution == "authorized" and s.toolCalls["call-1"].attempts == a - 1)))
+        call = state.toolCalls["call-1"]
+        if call.execution == "dispatching":
+            deployment.send(failed("call-1", attempt=attempt, error="transient", run=run,
+                                   request=call.externalRequestId))
+        else:
+            deployment.send(claim("call-1", attempt=attempt, epoch=attempt, key=key, run=run),
+                            failed("call-1", attempt=attempt, error="transient", run=run))
+        deployment.wait_state(run, lambda s, a=attempt: s.toolCalls["call-1"].execution == "failed"
+                              and s.toolCalls["call-1"].attempts == a)
 
 
 def test_bulk_retry_retries_each_call_and_exits_3_when_one_is_refused(deployment: Deployment, tmp_path: Path) -> None:
     since = datetime.now(UTC) - timedelta(seconds=5)
     runs = {f"run-bulk-{uuid.uuid4().hex[:6]}": attempts for attempts in (1, 1, 3)}  # the last: attempts spent
     for run, attempts in runs.items():
-        deployment.send(*_failed_lookup(run, attempts))
+        _fail_lookup(deployment, run, attempts)
     for run, attempts in runs.items():
         deployment.wait_state(run, lambda s, a=attempts: s.toolCalls["call-1"].execution == "failed"
                               and s.toolCalls["call-1"].attempts == a)
