@@ -165,7 +165,7 @@ def test_waits_are_awaitable_and_served_by_one_follower(stack: AgentStack, rf: R
     async def gather() -> list[Any]:
         waits = [asyncio.ensure_future(c.result_async(timeout=120)) for c in calls]
         await asyncio.sleep(0.2)
-        assert threading.active_count() == threads_before  # a wait is a future, not a thread or consumer
+        assert threading.active_count() <= threads_before  # a wait is a future, not a thread or consumer (others may end)
         return await asyncio.gather(*waits)
 
     values = asyncio.run(gather())
