@@ -32,20 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+from step_latency import pct, summary  # the same nearest-rank quantiles as the runs they are compared with
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SERVER = HERE / "mcp_echo_server.py"
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else 0.0
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": pct(values, 0.5), "p90": pct(values, 0.9), "p99": pct(values, 0.99),
-            "max": max(values, default=0.0)}
 
 
 def write_manifest(workdir: Path) -> Path:
