@@ -104,7 +104,8 @@ def test_dev_up_serves_a_registry_restarts_a_killed_worker_and_stops_on_sigint(
         ready = out.wait_for("ready: console http://127.0.0.1:", 300)
         text = "\n".join(out.lines)
         assert f"export RUNFACTS_KAFKA_TOPIC_PREFIX='{prefix}'" in text and f"logs: {work / 'logs'}" in text
-        assert (work / "env.sh").read_text().count("export ") == 4
+        env_sh = (work / "env.sh").read_text()
+        assert env_sh.count("export ") == 5 and "export RUNFACTS_TOOLS='devtools_mod:registry'" in env_sh  # typed results
         pids = json.loads((work / "pids.json").read_text())
         assert set(pids) >= {"decider", "dispatcher", "projector", "memory", "console", "supervisor"}
 
