@@ -36,7 +36,7 @@ def test_apply_topics_creates_then_is_a_no_op_when_applied_twice(kafka_bootstrap
     assert sorted(second.unchanged) == sorted(s.name for s in specs)
     admin = AdminClient(settings.client_config())
     meta = admin.list_topics(timeout=10).topics
-    single = {names.decider_versions, names.metrics, names.keys}  # not runId-keyed: one partition
+    single = {names.decider_versions, names.metrics, names.keys, names.tool_control}  # not runId-keyed: one partition
     assert {len(meta[s.name].partitions) for s in specs if s.name not in single} == {6}
     assert {len(meta[name].partitions) for name in single} == {1}
     res = ConfigResource(ConfigResource.Type.TOPIC, names.decider_versions)
