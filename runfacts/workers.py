@@ -13,6 +13,7 @@ projections/projector/memory.py.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -83,8 +84,12 @@ def decider(prefix: str = "runfacts", capabilities: str = "", policy: str = "", 
     views = (publisher(names.user_view),) if user_view == "true" else ()
     limits = input_limits(max_record_bytes, max_text_chars, max_state_bytes)
     history = EventHistory(common_config(load_settings()), names.events)  # runs stored before their evidence
-    return DeciderShell(names, ctx, views=views, limits=limits,
-                        sources=load_source_keys_if_configured(), history=history).application()
+    at_once = os.environ.get("RUNFACTS_DISPATCH_AT_ONCE", "true").strip().lower()
+    if at_once not in ("true", "false"):
+        raise ConfigError("RUNFACTS_DISPATCH_AT_ONCE", at_once, "true (ADR 0011: an authorization carries the "
+                          "dispatcher's lease) or false (every call is claimed: while older dispatchers run)")
+    return DeciderShell(names, ctx, views=views, limits=limits, sources=load_source_keys_if_configured(),
+                        history=history, dispatch_at_once=at_once == "true").application()
 
 
 def dispatcher(prefix: str = "runfacts", provider_url: str = "", args_store: str = "",

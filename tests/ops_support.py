@@ -61,8 +61,11 @@ class Deployment:
         return env
 
     def decider(self) -> Any:
-        """The run decider publishing the user view with the state (as `runfacts worker decider`)."""
-        return DeciderShell(self.names, CTX, views=(publisher(self.names.user_view),)).application()
+        """The run decider publishing the user view with the state (as `runfacts worker decider`).
+        These tests script the dispatcher's commands as a claiming dispatcher does: no at-once
+        dispatch (ADR 0011), which would refuse a scripted claim depending on the partitions."""
+        return DeciderShell(self.names, CTX, views=(publisher(self.names.user_view),),
+                            dispatch_at_once=False).application()
 
     def send(self, *commands: CommandBase) -> None:
         client = CommandClient(self.kafka, self.names)

@@ -301,6 +301,10 @@ class DeciderShell:
     history: Callable[[str], Iterable[tuple[str, str]]] | None = None
     """A run's (eventId, eventType) in log order (`history.EventHistory`): rebuilds the evidence of
     a state stored before the run kept it (`state_json.lacks_evidence`). None: not rebuilt."""
+    dispatch_at_once: bool = True
+    """ADR 0011: an authorization carries the lease of the partition's known dispatcher (False:
+    every call is claimed, e.g. while dispatchers older than ADR 0011 still run;
+    RUNFACTS_DISPATCH_AT_ONCE=false)."""
     fast: DeciderCodec = field(init=False, compare=False, repr=False)
     leases: dict[int, DecideContext] = field(default_factory=dict, compare=False, repr=False)
     """`ctx` with `dispatcher_incarnation` set, per incarnation (built once)."""
@@ -367,11 +371,12 @@ class DeciderShell:
         state = self._current(key, ctx)
         if state is None and self._orphan_seen(command, ctx):
             return
-        decide_ctx = self._with_dispatcher(ctx, self._context_for(command, ctx))
+        base = self._context_for(command, ctx)
+        decide_ctx = self._with_dispatcher(ctx, base) if self.dispatch_at_once else base
         events, new = decide_evolve(command, state, decide_ctx)
         if isinstance(command, cmd.DrainVersion) and events and isinstance(events[0], ev.VersionDrained):
             self._note_drain(events[0], ctx)
-        learned = claimant(command, events)
+        learned = claimant(command, events) if self.dispatch_at_once else None
         if learned is not None and learned != decide_ctx.dispatcher_incarnation:
             ctx.store("orphans").put(DISPATCHER_KEY, str(learned).encode())
         dumped, bound = None, 0

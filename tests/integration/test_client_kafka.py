@@ -161,15 +161,16 @@ def test_waits_are_awaitable_and_served_by_one_follower(stack: AgentStack, rf: R
         rf.decide(approval_of(rf, r.id), "approve", approver="alice")
 
     threads_before = threading.active_count()
+    followers = [t.name for t in threading.enumerate()].count("runfacts-client-follower")  # other tests' clients too
 
     async def gather() -> list[Any]:
         waits = [asyncio.ensure_future(c.result_async(timeout=120)) for c in calls]
         await asyncio.sleep(0.2)
-        assert threading.active_count() <= threads_before  # a wait is a future, not a thread or consumer (others may end)
+        assert threading.active_count() <= threads_before  # a wait is a future, not a thread (others may end)
         return await asyncio.gather(*waits)
 
     values = asyncio.run(gather())
-    assert [t.name for t in threading.enumerate()].count("runfacts-client-follower") == 1
+    assert followers >= 1 and [t.name for t in threading.enumerate()].count("runfacts-client-follower") == followers
     for i, value in enumerate(values):
         [refund] = refunds_of(stack, f"order-20{i}")
         check_value(value, refund)

@@ -43,6 +43,7 @@ from runfacts.projections.audit.verify import VerifySettings, verify
 from runfacts.projections.projector.replay import ReplaySettings, replay
 from runfacts.schemas import codec
 from runfacts.schemas import commands as cmd
+from runfacts.schemas.codec import Codec
 from runfacts.schemas.errors import ConfigError
 from runfacts.security.acls import acl_entries, apply_acls, component_access, create_scram_user
 from runfacts.settings import KafkaSettings
@@ -322,16 +323,20 @@ def test_dashboard_feeds_read_runs_unrefused_when_run_as_dashboard_principal(
 
 def test_dashboard_redrives_a_command_letter_with_its_derived_acls_and_refuses_an_events_letter(
         deployment, monkeypatch, tmp_path):
-    seed_run(deployment, monkeypatch)  # a dead letter of the commands topic, from the decider
+    seed_run(deployment, monkeypatch)
     names = deployment.names
-    producer = Producer(deployment.principal_settings(monkeypatch, "decider").client_config())
-    producer.produce(names.dlq, b"not an event", b"run-2", headers=[  # a projector's refusal of a fact
-        ("dlq.topic", names.events.encode()), ("dlq.partition", b"0"), ("dlq.offset", b"3"),
-        ("dlq.error", b"undecodable event"), ("dlq.app", f"{names.prefix}-projector".encode())])
-    assert producer.flush(15) == 0
     monkeypatch.setenv("RUNFACTS_USERS_FILE", str(write_users(tmp_path / "users.toml")))
     letters = build_dashboard(DashboardSettings(), deployment.principal_settings(monkeypatch, "dashboard")).dead_letters
     assert letters is not None
+    # two letters of records that decode (an undecodable one is refused before its topic is looked at):
+    # a command the decider refused, and a fact a projector refused
+    record = Codec().encode(create(run="run-2"))
+    producer = Producer(deployment.principal_settings(monkeypatch, "decider").client_config())
+    for topic, refuser in ((names.commands, "run-decider"), (names.events, "projector")):
+        producer.produce(names.dlq, record, b"run-2", headers=[
+            ("dlq.topic", topic.encode()), ("dlq.partition", b"0"), ("dlq.offset", b"3"),
+            ("dlq.error", b"refused"), ("dlq.app", f"{names.prefix}-{refuser}".encode())])
+    assert producer.flush(15) == 0
     by_topic = {x.reasons["topic"]: x for x in letters.read()}
 
     with pytest.raises(ConfigError, match="admin"):  # never a copy of a fact on the log from the console
