@@ -21,12 +21,9 @@ from closing an idle stream.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import json
 import logging
 import queue
-import sys
 import threading
 import time
 from collections import deque
@@ -104,16 +101,6 @@ CATCH_UPS = 4
 """Streams reading their past at once, per hub (a thread and a consumer each, reused); the rest wait."""
 CATCH_UP_POLL_S = 0.05
 """A catch-up has read its past when a poll this long returns nothing past its end."""
-
-
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6") if sys.platform == "linux" else None
-
-
-def _trim() -> None:
-    """Hand the heap's free pages back to the system (glibc keeps them after a burst of stream
-    opens and catch-ups; what stays is what the open streams hold)."""
-    if _LIBC is not None and hasattr(_LIBC, "malloc_trim"):
-        _LIBC.malloc_trim(0)
 
 
 def _at(msg: Message) -> tuple[int, int]:
@@ -199,15 +186,12 @@ class TopicHub:
                             if decoded is not None:
                                 for stream in list(streams):
                                     stream.offer(partition, offset, decoded)
-                    swept = time.monotonic() >= sweep
-                    if swept:
+                    if time.monotonic() >= sweep:
                         self._sweep()
                         sweep = time.monotonic() + SWEEP_S
                     for tp in self._consumer.position(assigned):  # past transaction markers too
                         if tp.offset >= 0:
                             self._positions[tp.partition] = max(self._positions[tp.partition], tp.offset)
-                if swept:
-                    _trim()
             except Exception:  # noqa: BLE001 - keep tailing; the streams see no gap (positions hold)
                 log.exception("hub of %s", self.topic)
                 time.sleep(self.poll_s)
