@@ -313,9 +313,9 @@ def dispatcher_scenario(row: Row, stage: Stage) -> Finished:
     if row.fault == "key-ttl":
         _set_faults(url, keyTtlMs=KEY_TTL_MS)
     args = ArgsStore.open(stage.dir / "args.db")
-    inputs = _refund_inputs(stage, args)
-    args.close()
     at_once = row.fault == "at-once"  # ADR 0011: run 0's call is claimed, the later ones dispatched at once
+    inputs = _refund_inputs(stage, args, one_partition=at_once)
+    args.close()
     stage.send(inputs[:3] if at_once else inputs)
     stage.worker("decider", env=FAST_COMMITS).start()
     dispatcher = stage.worker("dispatcher", DISPATCHER_APP, row.guarantee, {
@@ -357,11 +357,21 @@ def _set_faults(url: str, **switches: object) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{url}/_faults", body, method="POST"), timeout=10).close()
 
 
-def _refund_inputs(stage: Stage, args: object, runs: int | None = None) -> list[Input]:
+def _refund_inputs(stage: Stage, args: object, runs: int | None = None, one_partition: bool = False) -> list[Input]:
+    """Create, propose and approve one refund per run. `one_partition`: every run on run 0's
+    partition (the decider learns its dispatcher per partition, ADR 0011: a run elsewhere would
+    still be claimed, and whether any was dispatched at once would hang on the prefix's hash)."""
+    from runfacts.partitioning import partition_for
+
     c = Commands(stage.prefix)
     out = []
-    for i in range(stage.lab.runs if runs is None else runs):
-        run, call = f"{stage.prefix}-run-{i:03d}", f"call-{stage.prefix}-{i:03d}"
+    wanted = stage.lab.runs if runs is None else runs
+    names = (f"{stage.prefix}-run-{j:03d}" for j in range(wanted * stage.lab.partitions * 20))
+    first = partition_for(f"{stage.prefix}-run-000".encode(), stage.lab.partitions)
+    chosen = [n for n in names if not one_partition or partition_for(n.encode(), stage.lab.partitions) == first]
+    for run in chosen[:wanted]:
+        i = int(run.rsplit("-", 1)[1])
+        call = f"call-{stage.prefix}-{i:03d}"
         args.put(refund_args("order-001"), ref=f"args/{call}")  # type: ignore[attr-defined]
         out += [valid(c.create(run)), valid(c.propose(run, call)), valid(c.resume(run, call))]
     return out
