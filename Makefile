@@ -7,7 +7,7 @@
 .PHONY: setup setup-all demo test ts-test unit lint crash fuzz bench kafka-start kafka-stop clean
 
 PY := .venv/bin/python
-TEST_CMD := $(PY) -m pytest -q
+TEST_CMD := $(PY) -m pytest -q --durations=25
 # mypy over the code packages as installed (runfacts.schemas, runfacts.processors, ...): a symlink
 # tree lets it follow imports across them (tests/ and benchmarks/ are not type-checked).
 TYPECHECK := scripts/typecheck.sh
