@@ -46,7 +46,7 @@ crash: setup
 	.venv/bin/runfacts dev crash --fuzz-scale 10
 
 fuzz: setup
-	RUNFACTS_FUZZ_SCALE=10 $(PY) -m pytest -q tests/unit/test_decider_fuzz.py
+	RUNFACTS_FUZZ_SCALE=10 $(PY) -m pytest -q tests/unit/decider/test_fuzz.py
 
 lint: setup
 	.venv/bin/ruff check .

@@ -20,7 +20,7 @@ Foundation modules. Pure: ids (run ids, the contract's limits), partitioning (mu
 Everything else is internal: importable, but it may change without notice. The foundation
 (settings, topics, partitioning, ids, crashpoints, telemetry, otel, logread, privacy), the
 processors, projections and connectors, ops/, security/, dashboard/, gateway/, mcp/, demo/,
-dev/ (fenced: nothing shipped imports it) and cli/. `tests/unit/test_public_api.py` holds the
+dev/ (fenced: nothing shipped imports it) and cli/. `tests/unit/house/test_public_api.py` holds the
 rule that README, docs/ and examples/ import only names of `PUBLIC_MODULES` doorways.
 """
 

@@ -206,7 +206,7 @@ def _ascii(value: bytes | None) -> str | None:
 def _hmac_pads(secret: bytes) -> tuple[Any, Any]:
     """HMAC-SHA256's keyed inner and outer hash states (RFC 2104), computed once per key: each
     MAC then costs two copies and two SHA-256 updates, a third of `hmac.digest` on OpenSSL 3
-    (which sets up its MAC context per call). Equal to `hmac` (tests/unit/test_source_signatures.py)."""
+    (which sets up its MAC context per call). Equal to `hmac` (tests/unit/policy/test_source_signatures.py)."""
     block = hashlib.sha256().block_size
     key = hashlib.sha256(secret).digest() if len(secret) > block else secret
     key = key.ljust(block, b"\x00")

@@ -1,4 +1,4 @@
-"""Wrong uses of runfacts.client that `mypy --strict` MUST refuse (tests/unit/test_client_typing.py):
+"""Wrong uses of runfacts.client that `mypy --strict` MUST refuse (tests/unit/client/test_typing.py):
 each line marked `# error: <code>` is an error of that code; were one accepted, the types would
 no longer say what the client does."""
 

@@ -1,4 +1,4 @@
-"""Typed usage of runfacts.client, checked with `mypy --strict` by tests/unit/test_client_typing.py:
+"""Typed usage of runfacts.client, checked with `mypy --strict` by tests/unit/client/test_typing.py:
 a signature that regresses (a return type lost to Any, a parameter renamed) fails that test."""
 
 from __future__ import annotations

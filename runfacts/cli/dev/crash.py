@@ -87,7 +87,7 @@ def _listing() -> Table:
 
 def _fuzz(scale: int) -> bool:
     """The decider fuzz at 10^4 x scale cases through pytest; prints the outcome counts."""
-    module = REPO / "tests/unit/test_decider_fuzz.py"
+    module = REPO / "tests/unit/decider/test_fuzz.py"
     if not module.exists():
         console.print(f"[red]fuzz: {module} not found (needs a development checkout)[/]")
         return False

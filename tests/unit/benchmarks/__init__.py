@@ -1,0 +1,1 @@
+"""Unit tests of benchmarks/ (their bars and command lines)."""

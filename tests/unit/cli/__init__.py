@@ -1,0 +1,1 @@
+"""Unit tests of runfacts.cli (one module per `runfacts <group>`, render)."""

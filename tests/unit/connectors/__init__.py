@@ -1,0 +1,1 @@
+"""Unit tests of runfacts.connectors (outbox, relay, debezium, the refund adapter)."""

@@ -1,0 +1,1 @@
+"""Unit tests of runfacts.dev (crash harness, payment simulator, dev up)."""

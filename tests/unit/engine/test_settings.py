@@ -1,0 +1,132 @@
+"""Engine settings, Kafka client configs and the worker's app loading (no broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runfacts.dev.apps import counter_app
+from runfacts.processors.engine.settings import (
+    CONSUMER_FETCH,
+    CONSUMER_PREFETCH,
+    EngineSettings,
+    caught_up_interval,
+    consumer_config,
+    load_settings,
+    producer_config,
+    restore_config,
+)
+from runfacts.processors.engine.worker import load_app, parse_params, run
+from runfacts.schemas.errors import ConfigError
+
+APP = counter_app(name="cfg")
+
+
+def test_consumer_config_raises_config_error_when_assignor_is_cooperative() -> None:
+    settings = EngineSettings(consumer={"partition.assignment.strategy": "cooperative-sticky"})
+    with pytest.raises(ConfigError, match="partition.assignment.strategy"):
+        consumer_config(APP, settings)
+
+
+def test_configs_pass_librdkafka_options_through_when_given() -> None:
+    settings = EngineSettings(kafka={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+                              producer={"linger.ms": 20}, consumer={"fetch.wait.max.ms": 50})
+    consumer, producer = consumer_config(APP, settings), producer_config(APP, settings)
+    assert consumer["security.protocol"] == producer["security.protocol"] == "SASL_SSL"
+    assert restore_config(APP, settings)["sasl.mechanism"] == "PLAIN"
+    assert (producer["linger.ms"], consumer["fetch.wait.max.ms"]) == (20, 50)
+
+
+def test_producer_config_is_transactional_per_instance_when_exactly_once() -> None:
+    eos = producer_config(APP, EngineSettings(instance_id="w7"))
+    alos = producer_config(APP, EngineSettings(instance_id="w7", guarantee="at_least_once"))
+    assert eos["transactional.id"] == "cfg-w7"
+    assert "transactional.id" not in alos
+    assert consumer_config(APP, EngineSettings())["isolation.level"] == "read_committed"
+
+
+def test_load_settings_names_the_setting_when_env_value_is_invalid(monkeypatch) -> None:
+    monkeypatch.setenv("RUNFACTS_COMMIT_INTERVAL_MS", "soon")
+    with pytest.raises(ConfigError, match="RUNFACTS_COMMIT_INTERVAL_MS='soon'"):
+        load_settings()
+
+
+def test_load_settings_reads_nested_kafka_options_when_json_in_env(monkeypatch) -> None:
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"security.protocol": "SSL"}')
+    monkeypatch.setenv("RUNFACTS_GUARANTEE", "at_least_once")
+    settings = load_settings()
+    assert settings.kafka == {"security.protocol": "SSL"}
+    assert not settings.exactly_once
+
+
+def test_load_app_builds_application_when_factory_params_given() -> None:
+    app = load_app("runfacts.dev.apps:counter_app", parse_params(["name=x", "idle_ms=5"]))
+    assert app.name == "x" and app.on_timer is not None
+
+
+@pytest.mark.parametrize("spec", ["nocolon", "runfacts.dev.apps:missing", "no.such:f"])
+def test_load_app_raises_config_error_when_spec_cannot_load(spec: str) -> None:
+    with pytest.raises(ConfigError, match="--app"):
+        load_app(spec, {})
+
+
+def test_worker_exits_2_when_params_are_malformed() -> None:
+    assert run("runfacts.dev.apps:counter_app", ["novalue"]) == 2
+
+
+def test_producer_does_not_compress_unless_configured_to() -> None:
+    assert producer_config(APP, EngineSettings())["compression.type"] == "none"
+    lz4 = EngineSettings(producer={"compression.type": "lz4"})
+    assert producer_config(APP, lz4)["compression.type"] == "lz4"
+
+
+ENGINE_DOC = Path(__file__).resolve().parents[3] / "docs" / "engine.md"
+
+
+def test_memory_defaults_are_the_ones_docs_engine_md_names() -> None:
+    doc = " ".join(ENGINE_DOC.read_text().split())
+    settings = EngineSettings()
+    assert f"(`RUNFACTS_STORE_MEMORY_MB`, {settings.store_memory_mb})" in doc
+    assert f"(`RUNFACTS_STORE_CACHE_KEYS`, {settings.store_cache_keys})" in doc
+    assert f"(`RUNFACTS_STORE_CACHE_KB`, {settings.store_cache_kb})" in doc
+    assert f"`RUNFACTS_HEAP_TRIM_INTERVAL_MS` ({settings.heap_trim_interval_ms};" in doc
+    assert f"`RUNFACTS_MALLOC_ARENA_MAX` ({settings.malloc_arena_max}:" in doc
+    assert (settings.store_memory_mb, CONSUMER_PREFETCH["queued.max.messages.kbytes"]) == (64, 16_384)
+    consumer = consumer_config(APP, settings)
+    for key, value in CONSUMER_PREFETCH.items():
+        assert consumer[key] == value
+        assert f"`{key}` {value}" in doc, f"docs/engine.md does not give {key}'s default {value}"
+
+
+def test_memory_defaults_yield_to_the_environment_when_overridden(monkeypatch) -> None:
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_STORE_MEMORY_MB", "32")
+    monkeypatch.setenv("RUNFACTS_CONSUMER", '{"queued.max.messages.kbytes": 65536}')
+    monkeypatch.setenv("RUNFACTS_KAFKA_CONFIG", '{"fetch.max.bytes": 52428800}')
+    settings = load_settings()
+    consumer = consumer_config(APP, settings)
+    assert settings.store_memory_mb == 32
+    assert (consumer["queued.max.messages.kbytes"], consumer["fetch.max.bytes"]) == (65536, 52428800)
+    assert consumer["max.partition.fetch.bytes"] == CONSUMER_PREFETCH["max.partition.fetch.bytes"]
+
+
+def test_fetch_batching_defaults_are_the_ones_docs_engine_md_names_and_yield_to_the_environment(
+        monkeypatch) -> None:
+    doc = " ".join(ENGINE_DOC.read_text().split())
+    consumer = consumer_config(APP, EngineSettings())
+    for key, value in CONSUMER_FETCH.items():
+        assert consumer[key] == value
+        assert f"`{key}` {value}" in doc, f"docs/engine.md does not give {key}'s default {value}"
+    monkeypatch.delenv("RUNFACTS_KAFKA_PROPERTIES", raising=False)
+    monkeypatch.setenv("RUNFACTS_CONSUMER", '{"fetch.min.bytes": 1, "fetch.wait.max.ms": 500}')
+    consumer = consumer_config(APP, load_settings())
+    assert (consumer["fetch.min.bytes"], consumer["fetch.wait.max.ms"]) == (1, 500)
+
+
+def test_the_caught_up_interval_applies_only_with_idle_commits_and_below_the_interval() -> None:
+    assert caught_up_interval(EngineSettings()) == 0.005  # the defaults: 5 ms caught up, 100 ms under a backlog
+    assert caught_up_interval(EngineSettings(commit_on_idle=False)) == 0.1  # the interval only
+    assert caught_up_interval(EngineSettings(commit_interval_caught_up_ms=0)) == 0.1  # off
+    assert caught_up_interval(EngineSettings(commit_interval_ms=4)) == 0.004  # never longer than the interval

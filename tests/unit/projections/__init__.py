@@ -1,0 +1,1 @@
+"""Unit tests of runfacts.projections (user view, audit, trajectory, the projectors)."""

@@ -1,0 +1,1 @@
+"""Unit tests of runfacts.schemas (the wire contract, spec, codec, registry)."""
