@@ -232,7 +232,10 @@ def _check_complete(policy: Policy, source: str) -> None:
         raise ConfigError(f"{source}:crossTenantRoles", role, "no trusted source vouches for this role")
     for cap_id, manifest in sorted(policy.capabilities.capabilities.items()):
         if manifest.required_role not in vouchable:
-            why = "capability's requiredRole: no trusted source vouches for it"
+            human = sorted(frozenset().union(*(s.roles for s in policy.sources.values() if s.tenant_scoped)))
+            why = (f"capability's requiredRole: no trusted source vouches for it; declare one a person can hold"
+                   f" ({', '.join(human)}: required_role= on the tool) or add it to a source's roles"
+                   f" in your policy file (`runfacts worker decider --policy FILE`; docs/tools.md)")
             raise ConfigError(f"{source}:capability {cap_id}", manifest.required_role, why)
 
 

@@ -6,7 +6,8 @@ Steps of `DevStack.run()`:
 2. The topics of the prefix and the workers' store changelogs (`apply_topics`, idempotent).
 3. The workers as `runfacts worker ...` subprocesses: the decider (the manifest of `--tools`
    when given), the dispatcher serving the registry, the projector, the memory projector, and
-   the console (`runfacts dashboard serve`); without `--tools` the packaged refund tool is
+   the console (`runfacts dashboard serve`), and with `--agent` your `@rf.agent` service
+   (`runfacts worker agent module:attribute`); without `--tools` the packaged refund tool is
    served against the payment simulator. Every worker runs with static membership
    (`group.instance.id` = `<prefix>-dev-<worker>`, a stable RUNFACTS_INSTANCE_ID), so a
    restarted worker takes its partitions back at once instead of waiting for a rebalance.
@@ -15,14 +16,15 @@ Steps of `DevStack.run()`:
    directory are printed.
 5. Supervise: a worker that exits is restarted after a backoff (1 s, doubling to 30 s; back
    to 1 s once it ran a minute), and it says so; a change of the registry's module file
-   (mtime, polled each second) restarts the decider and the dispatcher ("reloading").
+   (mtime, polled each second) restarts the decider, the dispatcher and the agent ("reloading");
+   a change of the agent's module restarts the agent.
 6. SIGINT/SIGTERM: every child gets SIGTERM (SIGKILL after a grace period), in reverse start
    order; exit 0. Children run in sessions of their own (the terminal's Ctrl-C reaches only
    the supervisor, which stops them in order) and die with the supervisor on Linux
    (PR_SET_PDEATHSIG), so a killed supervisor leaves no worker behind.
 
 Secrets (approval keyring, console session secret, audit digest key, the console's dev user
-password) are made once per work directory (`<workdir>/secrets.json`, mode 600) and reused, so
+password and CLI token) are made once per work directory (`<workdir>/secrets.json`, mode 600) and reused, so
 the exported environment stays valid across `dev up` restarts.
 """
 
@@ -56,7 +58,7 @@ BACKOFF_MAX_S = 30.0
 STABLE_AFTER_S = 60.0
 STOP_GRACE_S = 15.0
 DEV_USER = "dev"
-DEV_ROLES = ("support_agent", "operator", "auditor", "memory_reviewer")
+DEV_ROLES = ("support_agent", "supervisor", "operator", "auditor", "memory_reviewer")  # every approver role
 _PR_SET_PDEATHSIG = 1
 STRIPPED = ("RUNFACTS_CRASH", "RUNFACTS_APPROVAL_KEYS", "RUNFACTS_AUDIT_PII_KEY", "RUNFACTS_SOURCE_KEYS",
             "RUNFACTS_PII_KEYS", "RUNFACTS_CONSUMER", "RUNFACTS_INSTANCE_ID", "RUNFACTS_STATE_DIR")
@@ -73,6 +75,8 @@ class DevOptions:
     tools: str = ""
     """The registry the dispatcher serves, `module:attribute` (empty: the packaged refund tool
     against the payment simulator)."""
+    agent: str = ""
+    """Your `@rf.agent` service, `module:attribute`, run as one more supervised worker (empty: none)."""
     capabilities: str = ""
     """Without `tools`: the manifest (TOML) the decider reads and the dispatcher serves (empty: the
     packaged one); `runfacts dev up` gives the demo's (the refund, and the refund with a 5 s
@@ -113,8 +117,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def module_file(tools: str, cwd: Path) -> Path | None:
-    """The source file of the registry's module (what a reload watches), None if not a file."""
+def module_file(tools: str, cwd: Path, setting: str = "--tools") -> Path | None:
+    """The source file of the registry's (or agent's) module (what a reload watches), None if not a file."""
     module = tools.partition(":")[0]
     added = str(cwd) not in sys.path
     if added:
@@ -122,13 +126,13 @@ def module_file(tools: str, cwd: Path) -> Path | None:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError) as exc:
-        raise ConfigError("--tools", tools, f"module {module!r} cannot be found from {cwd} ({exc}); run "
+        raise ConfigError(setting, tools, f"module {module!r} cannot be found from {cwd} ({exc}); run "
                                             "`runfacts dev up` from the directory your module imports from") from None
     finally:
         if added:
             sys.path.remove(str(cwd))
     if spec is None:
-        raise ConfigError("--tools", tools, f"no module {module!r} importable from {cwd}; run `runfacts dev up` "
+        raise ConfigError(setting, tools, f"no module {module!r} importable from {cwd}; run `runfacts dev up` "
                                             "from the directory your module imports from, or set PYTHONPATH")
     return Path(spec.origin) if spec.origin and os.path.isfile(spec.origin) else None
 
@@ -155,6 +159,8 @@ class DevStack:
         self.bootstrap = ""
         self.watched: Path | None = None
         self._mtime = 0.0
+        self.agent_watched: Path | None = None
+        self._agent_mtime = 0.0
         self.provider: subprocess.Popen[bytes] | None = None
 
     # --- setup -------------------------------------------------------------------------------
@@ -175,12 +181,13 @@ class DevStack:
 
     def secrets(self) -> dict[str, str]:
         path = self.dir / "secrets.json"
-        if path.exists():
-            return dict(json.loads(path.read_text()))
+        kept = dict(json.loads(path.read_text())) if path.exists() else {}
         made = {"approval_keys": json.dumps({"current": "dev-1", "keys": {"dev-1": new_secret()}}),
-                "session_secret": new_secret(), "audit_pii_key": new_secret(), "password": new_secret()[:16]}
-        path.touch(mode=0o600)
-        path.write_text(json.dumps(made, indent=2))
+                "session_secret": new_secret(), "audit_pii_key": new_secret(), "password": new_secret()[:16],
+                "cli_token": new_secret(), **kept}  # a work directory of an older dev up gets what it lacks
+        if made != kept:
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(made, indent=2))
         return made
 
     def changelogs(self) -> list[str]:
@@ -198,12 +205,14 @@ class DevStack:
         return [f"{app}-{store}-changelog" for app, stores in apps.items() for store in stores]
 
     def env(self) -> dict[str, str]:
-        """What an agent (and `runfacts` commands) need to reach this stack: export it."""
+        """What an agent (and `runfacts` commands: `runfacts approve` acts as the dev user) need to
+        reach this stack: export it."""
         secrets = self.secrets()
         tools = {"RUNFACTS_TOOLS": self.options.tools} if self.options.tools else {}  # typed results (client)
         return {"RUNFACTS_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "RUNFACTS_KAFKA_TOPIC_PREFIX": self.names.prefix,
                 "RUNFACTS_ARGS_STORE": str(self.dir / "args.db"), "RUNFACTS_APPROVAL_KEYS": secrets["approval_keys"],
-                **tools}
+                **tools, "RUNFACTS_USERS_FILE": str(self.dir / "users.toml"), "RUNFACTS_USER": DEV_USER,
+                "RUNFACTS_TOKEN": secrets["cli_token"]}
 
     def _base_env(self, secrets: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(STRIPPED)}
@@ -243,6 +252,8 @@ class DevStack:
         dispatch = ["--args-store", str(self.dir / "args.db"), *tools]
         if provider_url:
             dispatch += ["--provider-url", provider_url]
+        agent = [Worker("agent", [*cli, "worker", "agent", self.options.agent, *prefix],
+                        {**base, **self.env()})] if self.options.agent else []  # its own group: no static id
         return {w.name: w for w in (
             worker("decider", [*cli, "worker", "decider", *prefix, *tools],
                    RUNFACTS_APPROVAL_KEYS=secrets["approval_keys"]),
@@ -253,6 +264,7 @@ class DevStack:
             worker("memory", [*cli, "worker", "memory", *prefix]),
             Worker("console", [*cli, "dashboard", "serve", "--host", "127.0.0.1", "--port", str(self.console_port)],
                    {**base, "RUNFACTS_APPROVAL_KEYS": secrets["approval_keys"]}),
+            *agent,
         )}
 
     def setup(self) -> None:
@@ -261,6 +273,9 @@ class DevStack:
         if self.options.tools:
             self.watched = module_file(self.options.tools, Path.cwd())
             self._mtime = self._stat()
+        if self.options.agent:
+            self.agent_watched = module_file(self.options.agent, Path.cwd(), "--agent")
+            self._agent_mtime = self._stat(self.agent_watched)
         self.bootstrap = self.broker()
         kafka = self.options.kafka.model_copy(update={"bootstrap_servers": self.bootstrap})
         p = self.options.partitions
@@ -268,16 +283,20 @@ class DevStack:
         report = apply_topics(kafka, specs)
         self.say(f"topics: {len(report.created)} created, {len(specs) - len(report.created)} reused "
                  f"(prefix {self.names.prefix}, {p} partitions)")
-        secrets = self.secrets()
-        users = self.dir / "users.toml"
-        if not users.exists():
-            roles = ", ".join(f'"{r}"' for r in DEV_ROLES)
-            hashed = hash_secret(secrets["password"])
-            users.write_text(f'[users.{DEV_USER}]\nroles = [{roles}]\npassword = "{hashed}"\n')
+        self.write_users()
         if self.console_port == 0 or port_open("127.0.0.1", self.console_port):
             self.console_port = free_port()
         provider_url = "" if self.options.tools else self._start_provider()
         self.workers = self.plan(provider_url)
+
+    def write_users(self) -> None:
+        """The console's and the CLI's one user, `dev`, holding every approver role: its password
+        (printed) for the console, its token (exported as RUNFACTS_TOKEN) for `runfacts approve`."""
+        secrets = self.secrets()
+        roles = ", ".join(f'"{r}"' for r in DEV_ROLES)
+        (self.dir / "users.toml").write_text(
+            f'[users.{DEV_USER}]\nroles = [{roles}]\npassword = "{hash_secret(secrets["password"])}"\n'
+            f'tokens = ["{hash_secret(secrets["cli_token"])}"]\n')
 
     def _start_provider(self) -> str:
         args = [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
@@ -321,7 +340,7 @@ class DevStack:
             return port_open("127.0.0.1", self.console_port)
         text = (self.logs / f"{worker.name}.log").read_text(errors="replace")
         last_start = text.rsplit(f"--- runfacts dev up: start {worker.starts} of", 1)[-1]
-        return "assigned partitions" in last_start
+        return ("owns partitions" if worker.name == "agent" else "assigned partitions") in last_start
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.options.ready_timeout_s
@@ -340,9 +359,10 @@ class DevStack:
                                f"see the logs in {self.logs}")
             self.stopping.wait(0.2)
 
-    def _stat(self) -> float:
+    def _stat(self, watched: Path | None = None) -> float:
+        watched = watched or self.watched
         try:
-            return self.watched.stat().st_mtime if self.watched is not None else 0.0
+            return watched.stat().st_mtime if watched is not None else 0.0
         except OSError:
             return 0.0
 
@@ -365,14 +385,21 @@ class DevStack:
             elif now >= worker.restart_at:
                 self.spawn(worker)
                 self.say(f"{worker.name} restarted (pid {worker.proc.pid}, start {worker.starts})")  # type: ignore[union-attr]
-        if self.options.reload and self.watched is not None:
-            mtime = self._stat()
-            if mtime != self._mtime:
-                self._mtime = mtime
-                self.say(f"reloading: {self.watched} changed; restarting the decider and the dispatcher")
-                for name in ("decider", "dispatcher"):
-                    self._terminate(self.workers[name])
-                    self.spawn(self.workers[name])
+        if not self.options.reload:
+            return
+        restart: list[str] = []
+        if self.watched is not None and (mtime := self._stat()) != self._mtime:
+            self._mtime = mtime
+            restart = [n for n in ("decider", "dispatcher", "agent") if n in self.workers]
+            self.say(f"reloading: {self.watched} changed; restarting the {', the '.join(restart)}")
+        if self.agent_watched is not None and (mtime := self._stat(self.agent_watched)) != self._agent_mtime:
+            self._agent_mtime = mtime
+            if "agent" not in restart:
+                restart.append("agent")
+                self.say(f"reloading: {self.agent_watched} changed; restarting the agent")
+        for name in restart:
+            self._terminate(self.workers[name])
+            self.spawn(self.workers[name])
 
     def _last_line(self, name: str) -> str:
         """The last line a worker logged (what it died of, mostly), at most 300 characters."""
@@ -417,7 +444,8 @@ class DevStack:
         env_file.write_text(exports + "\n")
         return (f"ready: console http://127.0.0.1:{self.console_port} (user {DEV_USER}, password "
                 f"{secrets['password']})\n"
-                f"serving: {self.options.tools or 'runfacts.tools.refund:registry (payment simulator)'}\n"
+                f"serving: {self.options.tools or 'runfacts.tools.refund:registry (payment simulator)'}"
+                f"{', agent ' + self.options.agent if self.options.agent else ''}\n"
                 f"logs: {self.logs}\n"
                 f"in another shell: source {env_file}\n{exports}\n"
                 "Ctrl-C stops everything")

@@ -42,6 +42,19 @@ def load_registry(spec: str, setting: str = "--tools") -> ToolRegistry:
     return found
 
 
+def load_attribute(spec: str, setting: str, example: str) -> object:
+    """The object `module:attribute` (or `path/to/file.py:attribute`) names, imported from the
+    working directory; `example` shows the expected form in the error."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(setting, spec, f"expected module:attribute, e.g. {example}")
+    module = _module(module_name, spec, setting)
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ConfigError(setting, spec, f"module {module_name} has no attribute {attribute!r}") from None
+
+
 def _module(name: str, spec: str, setting: str) -> object:
     if name.endswith(".py"):
         path = Path(name)

@@ -105,7 +105,7 @@ def test_dev_up_serves_a_registry_restarts_a_killed_worker_and_stops_on_sigint(
         text = "\n".join(out.lines)
         assert f"export RUNFACTS_KAFKA_TOPIC_PREFIX='{prefix}'" in text and f"logs: {work / 'logs'}" in text
         env_sh = (work / "env.sh").read_text()
-        assert env_sh.count("export ") == 5  # with RUNFACTS_TOOLS: the client's typed results
+        assert env_sh.count("export ") == 8  # with RUNFACTS_TOOLS (typed results) and the dev user for the CLI
         assert "export RUNFACTS_TOOLS='devtools_mod:registry'" in env_sh
         pids = json.loads((work / "pids.json").read_text())
         assert set(pids) >= {"decider", "dispatcher", "projector", "memory", "console", "supervisor"}

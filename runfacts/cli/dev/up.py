@@ -15,6 +15,9 @@ def up(
     tools: Annotated[str, typer.Option(
         help="Your tool registry, module:attribute (imported from this directory); reloaded when its "
              "file changes. Default: the packaged refund tool against the payment simulator.")] = "",
+    agent: Annotated[str, typer.Option(
+        help="Your @rf.agent service, module:attribute (imported from this directory), run as one more "
+             "supervised worker (`runfacts worker agent`); reloaded when its file changes.")] = "",
     prefix: Annotated[str, typer.Option(
         envvar="RUNFACTS_KAFKA_TOPIC_PREFIX",
         help="Topic prefix (default $RUNFACTS_KAFKA_TOPIC_PREFIX or runfacts).")] = "runfacts",
@@ -29,6 +32,6 @@ def up(
     your tools, the projector, the memory worker and the console; restart what crashes; Ctrl-C
     stops everything."""
     packaged = "" if tools else demo_manifest(expiring_ttl_ms=5_000)  # the refund, and its 5 s-window twin
-    options = DevOptions(tools=tools, capabilities=packaged, prefix=prefix, partitions=partitions, workdir=workdir,
-                         console_port=console_port, reload=reload)
+    options = DevOptions(tools=tools, agent=agent, capabilities=packaged, prefix=prefix, partitions=partitions,
+                         workdir=workdir, console_port=console_port, reload=reload)
     raise typer.Exit(DevStack(options, say=lambda line: typer.echo(line)).run())

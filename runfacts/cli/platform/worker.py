@@ -1,4 +1,4 @@
-"""`runfacts worker decider|dispatcher|projector|memory`: one way to run each processor worker.
+"""`runfacts worker decider|dispatcher|projector|memory|agent`: one way to run each worker.
 
 Each command runs one engine application until SIGTERM/SIGINT (graceful: finish the batch,
 commit, leave the group), through `runfacts.processors.engine.worker.run` with the right factory.
@@ -116,3 +116,46 @@ def memory(prefix: Prefix = "runfacts") -> None:
     unrevoked memories per scope, with provenance; tombstones at revocation and expiry), exactly once.
     """
     _run("memory", {"prefix": prefix})
+
+
+@app.command("agent")
+def agent(
+    spec: Annotated[str, typer.Argument(
+        metavar="MODULE:AGENT", help="Your agent: an @rf.agent service or a plain handler function "
+                                     "`def handler(run)`, module:attribute (imported from this directory).")],
+    prefix: Prefix = "runfacts",
+    name: Annotated[str, typer.Option(help="The agent's name for a plain handler function (default: the "
+                                           "function's name).")] = "",
+) -> None:
+    """Your agent (docs/guide.md, "Agents that recover by themselves"): serve its runs until SIGTERM/SIGINT.
+
+    MODULE:AGENT names an `@rf.agent(name)` service (its module connects its own client) or a
+    plain handler function, which this worker serves as `Runfacts.connect().agent(name)` (the
+    module then needs no client of its own, and a unit test hands the same function to
+    `runfacts.testing`). The process joins the agent's consumer group and owns a share of its
+    runs; open runs are re-entered by replay. `runfacts dev up --agent` runs it as one more
+    supervised worker.
+    """
+    import inspect
+    import signal
+
+    from runfacts.client import Runfacts
+    from runfacts.client.agents import Agent
+    from runfacts.schemas.errors import ConfigError
+    from runfacts.tools.loader import load_attribute
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ["RUNFACTS_KAFKA_TOPIC_PREFIX"] = prefix  # before the module connects its client
+    found = load_attribute(spec, "MODULE:AGENT", "examples.room_agent:book_room")
+    if inspect.isfunction(found):
+        found = Runfacts.connect().agent(name or found.__name__)(found)
+    if not isinstance(found, Agent):
+        raise ConfigError("MODULE:AGENT", spec, f"is a {type(found).__name__}, not an agent: name a handler "
+                                                "function `def handler(run)` or an @rf.agent(\"name\") service")
+    served = found
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signum, _frame: served.stop())
+    logging.getLogger("runfacts.worker").info("agent %s: serving (%s, prefix %s)", served.name, spec, prefix)
+    served.serve()
+    raise typer.Exit(0)

@@ -6,6 +6,7 @@ the fix. (tests/integration/test_dev_up.py runs the whole command on the real br
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -81,3 +82,63 @@ def test_the_command_is_listed_under_dev() -> None:
     done = subprocess.run([sys.executable, "-m", "runfacts.cli", "dev", "--help"], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0 and " up " in done.stdout
+
+
+def test_the_agent_runs_as_one_more_worker_with_the_environment_it_prints(tmp_path: Path) -> None:
+    said: list[str] = []
+    dev = DevStack(DevOptions(tools="shop:registry", agent="shop_agent:handle", prefix="p1", workdir=tmp_path),
+                   say=said.append)
+    dev.bootstrap = "127.0.0.1:1"
+    dev.dir.mkdir(parents=True, exist_ok=True)
+    plan = dev.plan()
+    assert list(plan)[-1] == "agent"
+    agent = plan["agent"]
+    assert agent.args[-4:] == ["agent", "shop_agent:handle", "--prefix", "p1"] and agent.args[-5] == "worker"
+    assert {k: agent.env[k] for k in dev.env()} == dev.env()  # the agent sees what `source env.sh` gives
+    assert "RUNFACTS_CONSUMER" not in agent.env  # the agent's own group; a static id would pin its runs
+
+
+def test_the_printed_environment_lets_runfacts_approve_act_as_the_dev_user(tmp_path: Path) -> None:
+    """The trial approved a `supervisor` booking: `runfacts approve` found no users file, and the
+    dev user could not hold the role."""
+    from runfacts.security.identity import cli_identity, load_users
+
+    dev, _ = stack(tmp_path)
+    (tmp_path / "secrets.json").write_text(json.dumps({"password": "old-pw"}))  # an older dev up's work directory
+    env = dev.env()
+    dev.write_users()
+    who = cli_identity(load_users(Path(env["RUNFACTS_USERS_FILE"])), env)  # what `runfacts approve` checks
+    assert who.subject == "dev" and "supervisor" in who.roles
+    assert dev.secrets()["password"] == "old-pw"  # kept; only what it lacked was added
+
+
+def test_an_agent_module_edit_restarts_only_the_agent(tmp_path: Path) -> None:
+    (tmp_path / "agent_mod.py").write_text("def handle(run):\n    pass\n")
+    said: list[str] = []
+    dev = DevStack(DevOptions(agent="agent_mod:handle", prefix="p1", workdir=tmp_path / "w"), say=said.append)
+    dev.dir.mkdir(parents=True)
+    dev.logs.mkdir()
+    dev.agent_watched = module_file("agent_mod:handle", tmp_path, "--agent")
+    dev._agent_mtime = dev._stat(dev.agent_watched)  # noqa: SLF001
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    dev.workers = {name: w for name, w in dev.plan().items() if name in ("decider", "agent")}
+    for worker in dev.workers.values():
+        worker.args = sleeper
+        dev.spawn(worker)
+    try:
+        first = {name: w.proc for name, w in dev.workers.items()}
+        os.utime(tmp_path / "agent_mod.py", (time.time() + 5, time.time() + 5))
+        dev.supervise_once()
+        assert said[-1].startswith("reloading:") and said[-1].endswith("restarting the agent")
+        assert dev.workers["agent"].proc is not first["agent"] and dev.workers["decider"].proc is first["decider"]
+    finally:
+        dev.stop()
+
+
+def test_worker_agent_refuses_what_is_no_agent_naming_the_fix() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    done = subprocess.run([sys.executable, "-m", "runfacts.cli", "worker", "agent", "room_tools:registry"],
+                          cwd=examples, capture_output=True, text=True, check=False, timeout=60)
+    said = " ".join(done.stderr.split())  # the error line, unwrapped
+    assert done.returncode == 2, said
+    assert "is a ToolRegistry, not an agent" in said and "def handler(run)" in said
