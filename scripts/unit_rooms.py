@@ -126,6 +126,7 @@ EXACT = {
     "test_outbox_bench_relay_command.py": "benchmarks/test_outbox_bench_relay_command.py",
     "test_demo_privacy_keys.py": "demo/test_privacy_keys.py",
     "test_topics_list.py": "cli/test_topics_list.py",
+    "test_room_agent_example.py": "testing/test_room_agent_example.py",
 }
 
 # support modules that live in a unit room (the others are in tests/, shared with

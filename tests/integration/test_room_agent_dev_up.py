@@ -3,7 +3,7 @@ on the real broker (issue 36: the new-user trial's agent, and dev up running the
 supervised worker): a small booking completes by itself; a big one waits for a supervisor, the
 agent worker is killed with SIGKILL meanwhile and restarted by dev up, `runfacts approve` (as the
 dev user of the printed environment) approves, and the restarted agent finishes the run by replay:
-one booking, no rejected command. (tests/unit/test_room_agent_example.py: the same agent in process.)"""
+one booking, no rejected command. (tests/unit/testing/test_room_agent_example.py: the same agent in process.)"""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def test_an_agent_module_edit_restarts_only_the_agent(tmp_path: Path) -> None:
 
 
 def test_worker_agent_refuses_what_is_no_agent_naming_the_fix() -> None:
-    examples = Path(__file__).resolve().parents[2] / "examples"
+    examples = Path(__file__).resolve().parents[3] / "examples"
     done = subprocess.run([sys.executable, "-m", "runfacts.cli", "worker", "agent", "room_tools:registry"],
                           cwd=examples, capture_output=True, text=True, check=False, timeout=60)
     said = " ".join(done.stderr.split())  # the error line, unwrapped
