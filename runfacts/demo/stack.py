@@ -6,7 +6,8 @@ the harness's outbox relay.
 Secrets are configured the way a deployment would: the payment API key and the dashboard
 session secret in every process's environment, the approval signing keyring in the decider's
 (the story signs its approvals with it, as the dashboard would), the audit's digest key in
-the projector's. Command source keys (issue 20): the decider holds every source's, the
+the projector's. Command source keys (docs/security.md, "Commands signed by their source"): the decider
+holds every source's, the
 dispatcher only its own, the story's client (harness and approving UI) the agent harness's and
 the dashboard's; every command is signed and the decider refuses any that is not. None may
 reach a topic.
