@@ -34,6 +34,7 @@ from typing import Any
 
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
+from runfacts.dev import require_clone
 from runfacts.privacy.keys import ENV_PII_KEYS
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
@@ -288,6 +289,7 @@ class DemoStack:
         self.procs.pop(name, None)
 
     def _start_provider(self) -> str:
+        require_clone("runfacts.dev.provider", "runfacts demo")  # the simulator is not in the wheel
         args = [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
                 "--ledger", str(self.dir / "ledger.jsonl")]
         proc = self._spawn("provider", args, self._env(), "payment-sim.log", subprocess.PIPE)

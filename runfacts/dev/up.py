@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runfacts.dev import require_clone
 from runfacts.dev.services import LocalKafka, port_open
 from runfacts.processors.policy.keyring import new_secret
 from runfacts.schemas.errors import ConfigError, RunfactsError
@@ -280,6 +281,7 @@ class DevStack:
         self.workers = self.plan(provider_url)
 
     def _start_provider(self) -> str:
+        require_clone("runfacts.dev.provider", "runfacts dev up")  # the simulator is not in the wheel
         args = [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
                 "--ledger", str(self.dir / "ledger.jsonl")]
         env = {**self._base_env(self.secrets()), "RUNFACTS_PAYMENT_API_KEY": PAYMENT_API_KEY}
