@@ -1,4 +1,4 @@
-"""Time to resume an agent's runs after its process is killed (issue 36 bar: p50 <= 5 s).
+"""Time to resume an agent's runs after its process is killed (bar: p50 <= 5 s; docs/guide.md §6).
 
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python benchmarks/agent_resume.py [--rounds 5] [--runs 3]
         [--session-ms 3000]

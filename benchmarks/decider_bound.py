@@ -1,5 +1,6 @@
 """The least CPU a decider with runfacts' record contract pays per command, deciding nothing
-(issue 24's first bar: how close to the floor loop any Python decider on this stack can get).
+(the retired bar of docs/decider.md "Against the floor loop": how close to the floor loop any
+Python decider on this stack can get).
 
 Per command the decider must, whatever its rules: read the Avro command and validate it with
 pydantic (untrusted input), write each event as Avro single-object bytes with its headers, write

@@ -1,4 +1,4 @@
-"""The run decider's cost curves (issue 24): against load, against run age, and its memory
+"""The run decider's cost curves (docs/decider.md "Speed"): against load, against run age, and its memory
 against the number of runs in state. Each mode drives the real decider worker (the process
 `runfacts worker decider` runs, user view included) on fresh topics of the real broker, writes a
 CSV to .runfacts/bench-results/ and a PNG to docs/figures/.

@@ -1,4 +1,4 @@
-"""What the run decider's memory grows with, broker-free (issue 24): the real `DeciderShell`
+"""What the run decider's memory grows with, broker-free (docs/decider.md "Speed"): the real `DeciderShell`
 on the engine's `TestDriver`, but on `RocksBackend`s under one `StoreMemory` as the engine
 builds them (6 partitions), fed CreateRun-only runs as `decider_curves.py rss` sends them.
 At each count: RSS (/proc/self/status), the block cache's usage, the engine's read caches

@@ -1,4 +1,4 @@
-"""Where a decider command's CPU goes, broker-free (issue 24): the real `DeciderShell` with the
+"""Where a decider command's CPU goes, broker-free (docs/decider.md "Speed"): the real `DeciderShell` with the
 user view on the engine's `TestDriver`, `decider_load`'s commands in batches (one transaction
 each, as the engine's commit interval groups them), `process_time` around each stage, and the
 garbage collector's collections by generation (`gc.callbacks`).

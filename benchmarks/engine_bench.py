@@ -169,7 +169,8 @@ def run_processor(framework: str, guarantee: str, ctx: argparse.Namespace, round
 def run_decider(guarantee: str, ctx: argparse.Namespace, pairs: list, signed: bool = False,
                 round_no: int = 0) -> Result:
     """The real run decider on the engine: commands -> events + run state; `signed`: every
-    command carries its source's signature and the decider verifies it (issue 20)."""
+    command carries its source's signature and the decider verifies it
+    (docs/security.md, "Commands signed by their source")."""
     from decider_load import signature_headers
 
     from runfacts.settings import KafkaSettings
@@ -391,8 +392,8 @@ def floor_lines(by: dict[tuple[str, str], Result], g: str) -> list[str]:
 
 
 def decider_floor_lines(ctx: argparse.Namespace, g: str) -> list[str]:
-    """The decider against the floor loop, round by round: information, not a bar. Issue 24's
-    first bar (decider with the view >= 50% of the floor) is retired by issue 34: the bound
+    """The decider against the floor loop, round by round: information, not a bar. The
+    first bar (decider with the view >= 50% of the floor) is retired (docs/benchmarks.md): the bound
     `decider_bound.py` measures (a decider that decides nothing) is this design's ceiling for
     this ratio, so the script reports it and never exits 1 on it."""
     ratios = sorted(decider_floor_ratios(ctx, g))
@@ -401,8 +402,8 @@ def decider_floor_lines(ctx: argparse.Namespace, g: str) -> list[str]:
     median = ratios[(len(ratios) - 1) // 2]
     view = " with the user view" if ctx.decider_view else ""
     return [f"decider{view} / floor loop, events per CPU-s ({g}; median of {len(ratios)} rounds, "
-            f"range {ratios[0]:.0%}-{ratios[-1]:.0%}): {median:.1%} (issue 24's 50% bar retired, "
-            f"issue 34: information)"]
+            f"range {ratios[0]:.0%}-{ratios[-1]:.0%}): {median:.1%} (the 50% bar is retired: "
+            f"information)"]
 
 
 def context_lines(results: list[Result], restore: dict | None,
@@ -599,7 +600,7 @@ def main() -> int:
     parser.add_argument("--decider-view", action="store_true",
                         help="the decider also publishes the user view (as the production worker)")
     parser.add_argument("--decider-signed", action="store_true",
-                        help="also run the decider on signed commands, verifying each (issue 20)")
+                        help="also run the decider on signed commands, verifying each (docs/security.md)")
     parser.add_argument("--guarantees", default="at_least_once,exactly_once")
     parser.add_argument("--repeat", type=int, default=3,
                         help="rounds per framework and guarantee, reported as the median (Faust: 1)")

@@ -8,7 +8,7 @@ Phase 2 (latency): the relay runs; a writer commits `--rate` events/s (10 per tr
 for `--seconds`; a read_committed consumer (own process) notes when each event is visible.
 A 2 s warm-up at 200 events/s comes first (producer metadata, partitions: a relay is long-lived).
 Latency = consumer-visible time - commit-returned time, so it bounds commit -> published
-from above. Prints p50/p99/max. Bars (issue 7): >= 10k events/s, p99 <= 200 ms.
+from above. Prints p50/p99/max. Bars (README "Measured"): >= 10k events/s, p99 <= 200 ms.
 Needs scripts/postgres.sh and scripts/kafka.sh (started if not running).
 """
 

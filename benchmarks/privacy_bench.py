@@ -1,4 +1,4 @@
-"""What sealing personal fields costs the decider and the projector (issue 23), broker-free.
+"""What sealing personal fields costs the decider and the projector (ADR 0009), broker-free.
 
 Run: .venv/bin/python benchmarks/privacy_bench.py [--runs 100] [--calls 10] [--rounds 5]
 

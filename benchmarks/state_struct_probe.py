@@ -1,4 +1,4 @@
-"""What the run state would cost as msgspec Structs instead of pydantic models (issue 24).
+"""What the run state would cost as msgspec Structs instead of pydantic models (docs/decider.md "Speed").
 
     .venv/bin/python benchmarks/state_struct_probe.py [--commands 6000] [--runs 150]
 

@@ -26,8 +26,8 @@ p50s (median and range). `--hops` reads back the commands and events of the meas
 and prints the median time between consecutive records (producer timestamps), i.e. where the
 time goes. A variant is JSON: {"name": "...", "python": "/path/to/other/venv/bin/python",
 "env": {"RUNFACTS_POLL_TIMEOUT_MS": "5"}}: workers, agent and approver run with that interpreter
-(another checkout's editable install: A/B of a code change) and environment. The bars of
-issue 34 are printed PASS/FAIL (exit 1 if one fails); results as JSON under
+(another checkout's editable install: A/B of a code change) and environment. The bars (README
+"Measured") are printed PASS/FAIL (exit 1 if one fails); results as JSON under
 .runfacts/bench-results/.
 """
 
@@ -53,7 +53,7 @@ REPO = HERE.parent
 TOOLS = "step_tools:registry"
 CALLS_PER_RUN = 50
 BARS = {"start_run p50": 10.0, "step p50": 20.0, "step p99": 60.0, "approved step p50": 40.0}
-"""Issue 34's bars, ms (idle machine)."""
+"""The step-latency bars, ms (idle machine; README "Measured")."""
 
 
 def pct(values: list[float], q: float) -> float:

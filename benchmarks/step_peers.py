@@ -1,4 +1,4 @@
-"""Step latency of the peers (issue 34 bar 2): DBOS Transact and LangGraph + PostgresSaver on the
+"""Step latency of the peers (docs/benchmarks.md, step latency): DBOS Transact and LangGraph + PostgresSaver on the
 project's PostgreSQL, the same instant tool, with and without an approval.
 
 Run (after `benchmarks/step_latency.py`, in the same hour; its result file gives the ratios):

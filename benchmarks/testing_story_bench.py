@@ -1,4 +1,4 @@
-"""CPU of the guide's story on `runfacts.testing` (issue 36's bar: < 1 s of CPU).
+"""CPU of the guide's story on `runfacts.testing` (bar: < 1 s of CPU; docs/testing.md).
 
     python benchmarks/testing_story_bench.py [--rounds 5]
 

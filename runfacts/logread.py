@@ -49,7 +49,8 @@ def consume_ready(consumer: Consumer, limit: int, timeout_s: float) -> list[Any]
     """Up to `limit` messages: waits at most `timeout_s` for the first, then takes only what is
     already fetched. librdkafka's `consume(limit, timeout)` returns early only with `limit`
     messages, so a record arriving alone waited out the whole timeout: the client follower's
-    0.1 s put every answer on a 100 ms step (issue 34). A backlog still comes in full batches."""
+    0.1 s put every answer on a 100 ms step (docs/engine.md, "A consume hands over what has arrived").
+    A backlog still comes in full batches."""
     first = consumer.consume(1, timeout_s)
     if not first or limit <= 1:
         return first

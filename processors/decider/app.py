@@ -2,7 +2,7 @@
 
 Per command record (all in the engine's transaction for the batch):
 1. The command was decoded and validated by the codec; bad bytes, records or fields over the
-   `InputLimits` (issue 11: before they can reach any run's state) and `timer.fire` (internal:
+   `InputLimits` (before they can reach any run's state; docs/security.md) and `timer.fire` (internal:
    a forged one could expire approvals) go to the dead-letter topic with the reason in headers.
    With source keys (`sources`), a record whose signature does not verify against the key of
    the `authSource` its command claims (`policy.sources.check_source`, judged at the broker's

@@ -133,9 +133,11 @@ class ToolCallState(Frozen):
     dispatchedAt: datetime | None = None
     acceptedAt: datetime | None = None
     finishedAt: datetime | None = None
-    display: ArgDisplay | None = None  # the arguments as the decider validated them (issue 33)
+    # the arguments as the decider validated them (docs/decisions/argument-display.md)
+    display: ArgDisplay | None = None
     displayDigest: str | None = None  # the dispatcher refuses stored arguments that render otherwise
-    held: CallHold | None = None  # its capability is paused: no new attempt until it is resumed (issue 35)
+    # its capability is paused: no new attempt until it is resumed (docs/dispatcher.md "Paused capabilities")
+    held: CallHold | None = None
 
     @property
     def in_flight(self) -> bool:

@@ -329,7 +329,7 @@ class DispatcherShell:
                ctx: Context, run_id: str) -> bool:
         """Start the try on the pool (once per memo). True: it finished within the first look
         (`poll.first_ms`), so the caller reports it in this transaction, as an inline call is
-        (issue 34: an instant tool's report no longer waits for one more commit); else commit
+        (an instant tool's report does not wait for one more commit; docs/dispatcher.md); else commit
         with the `done:` timer armed, which collects it."""
         assert self.pool is not None
         if self.pool.get(memo) is None:

@@ -233,7 +233,7 @@ CONSUMER_FETCH: dict[str, int] = {
 record is there (1 byte), and an empty fetch after 5 ms (librdkafka's default: 500). Session 8
 batched fetches (32 KB, about 100 commands, or 5 ms): librdkafka's threads spent 13-31% less CPU a
 command at 30-70% of 1,000 commands/s (decider_curves.py load, 6 alternated pairs, load 4-12), but
-every hop of a sparse stream waited the 5 ms, and a tool call crosses five engine hops: issue 34
+every hop of a sparse stream waited the 5 ms, and a tool call crosses five engine hops: step_latency.py --hops
 measured 2-3 ms a hop back with 1 byte (benchmarks/step_latency.py, docs/benchmarks.md).
 A backlog fills its fetches either way. RUNFACTS_CONSUMER='{"fetch.min.bytes": 32768}' batches
 again where CPU at moderate load matters more than a step's latency."""

@@ -309,7 +309,7 @@ class Follower:
         (the record, then its transaction's commit marker). A transaction's records are
         contiguous before its marker, so nothing of the record's transaction is still unread:
         a command's answer resolves now, not when the partition's EOF arrives one fetch wait
-        (`fetch.wait.max.ms`, 20) later (issue 34)."""
+        (`fetch.wait.max.ms`, 20) later."""
         _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.settings.topic, partition), cached=True)
         if offset < high <= offset + 2:
             self._caught_up[partition] = max(self._caught_up.get(partition, -1), high)

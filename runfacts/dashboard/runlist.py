@@ -41,7 +41,7 @@ class OpenApproval:
     requiredRole: str
     argsHash: str
     expiresAt: datetime
-    display: ArgDisplay | None = None  # the arguments as the approver sees them (issue 33)
+    display: ArgDisplay | None = None  # the arguments as the approver sees them (docs/decisions/argument-display.md)
     capability: str = ""
     requesters: tuple[str, ...] = ()  # who the request stands for (personal: auditors read them)
 

@@ -6,7 +6,8 @@ the harness's outbox relay.
 Secrets are configured the way a deployment would: the payment API key and the dashboard
 session secret in every process's environment, the approval signing keyring in the decider's
 (the story signs its approvals with it, as the dashboard would), the audit's digest key in
-the projector's. Command source keys (issue 20): the decider holds every source's, the
+the projector's. Command source keys (docs/security.md, "Commands signed by their source"): the decider
+holds every source's, the
 dispatcher only its own, the story's client (harness and approving UI) the agent harness's and
 the dashboard's; every command is signed and the decider refuses any that is not. None may
 reach a topic.
@@ -33,6 +34,7 @@ from typing import Any
 
 from runfacts.connectors.outbox.commands import CommandOutbox
 from runfacts.connectors.relay.loop import Relay, RelaySettings
+from runfacts.dev import require_clone
 from runfacts.privacy.keys import ENV_PII_KEYS
 from runfacts.privacy.store import protector_if_configured
 from runfacts.processors.decider.app import APP_NAME as DECIDER_APP
@@ -287,6 +289,7 @@ class DemoStack:
         self.procs.pop(name, None)
 
     def _start_provider(self) -> str:
+        require_clone("runfacts.dev.provider", "runfacts demo")  # the simulator is not in the wheel
         args = [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
                 "--ledger", str(self.dir / "ledger.jsonl")]
         proc = self._spawn("provider", args, self._env(), "payment-sim.log", subprocess.PIPE)

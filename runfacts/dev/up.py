@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runfacts.dev import require_clone
 from runfacts.dev.services import LocalKafka, port_open
 from runfacts.processors.policy.keyring import new_secret
 from runfacts.schemas.errors import ConfigError, RunfactsError
@@ -299,6 +300,7 @@ class DevStack:
             f'tokens = ["{hash_secret(secrets["cli_token"])}"]\n')
 
     def _start_provider(self) -> str:
+        require_clone("runfacts.dev.provider", "runfacts dev up")  # the simulator is not in the wheel
         args = [sys.executable, "-m", "runfacts.dev.provider.server", "--port", "0",
                 "--ledger", str(self.dir / "ledger.jsonl")]
         env = {**self._base_env(self.secrets()), "RUNFACTS_PAYMENT_API_KEY": PAYMENT_API_KEY}

@@ -1,5 +1,5 @@
 """Versions of runs for operators, pure: which runs are pinned to which version, and what moving
-one run to the runtime's current versions would do (issue 35, item 4).
+one run to the runtime's current versions would do (docs/ops.md "Draining and migrating a version").
 
 - `version_rows(states)`: per dimension (state schema, model route, tool manifest, policy) and
   version, how many runs are pinned to it, how many of them have not ended, and how many of those

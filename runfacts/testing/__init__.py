@@ -18,18 +18,22 @@ docs/testing.md shows each.
 
 `contracts`: `ToolAdapterContract` and `FencingContract`, the suites a tool adapter you write is
 held to (subclass them in your tests; docs/tools.md, "Holding an adapter to the rules").
+`outbox`: `OutboxStoreContract`, the suite an outbox store dialect is held to (ADR 0007,
+"Holding a store dialect to the rules").
 
 Shells: stack (`TestStack`), client (`TestClient`, the `Runfacts` API over the stack; `Stuck`),
 parts (the in-memory argument store, the inline tool runtime, the fault-injecting tool wrapper,
-`SimulatedCrash`); all three run the processors in this process. This room sits
+`SimulatedCrash`); all three run the processors in this process. outbox (`OutboxStoreContract`) runs against
+the database a subclass connects to. This room sits
 with runfacts.client (it hands out its handles) and may import the tools room; nothing in the
 product imports it.
 """
 
 from runfacts.testing.client import Stuck, TestClient
 from runfacts.testing.contracts import FencingContract, ToolAdapterContract
+from runfacts.testing.outbox import OutboxStoreContract
 from runfacts.testing.parts import SimulatedCrash
 from runfacts.testing.stack import CRASH_POINTS, TestStack
 
-__all__ = ["CRASH_POINTS", "FencingContract", "SimulatedCrash", "Stuck", "TestClient", "TestStack",
-           "ToolAdapterContract"]
+__all__ = ["CRASH_POINTS", "FencingContract", "OutboxStoreContract", "SimulatedCrash", "Stuck", "TestClient",
+           "TestStack", "ToolAdapterContract"]

@@ -1,4 +1,4 @@
-"""Child runs and evidence (issue 35 item 2; docs/decisions/0012-child-runs.md): the commands
+"""Child runs and evidence (docs/decisions/0012-child-runs.md): the commands
 and events of the cross-run protocol, in a spec file of their own.
 
 `events.EVENTS` and `commands.COMMANDS` append these. The protocol: `child.start` (client ->

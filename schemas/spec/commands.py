@@ -201,7 +201,7 @@ _MEMORY = [
     ]),
 ]
 
-_PRIVACY = [  # crypto-shredding (issue 23): the subject is named by its reference, never its id
+_PRIVACY = [  # crypto-shredding (ADR 0009): the subject is named by its reference, never its id
     command("EraseSubject", "subject.erase", "Erase a data subject's keys (operator; right to erasure).", [
         f("subjectRef", STRING, "The subject's reference (keyed digest, runfacts.privacy); never its id."),
         f("requestRef", STRING, "The erasure request's reference (e.g. a ticket id); no personal data."),

@@ -1,4 +1,4 @@
-"""Event payloads of compensation (issue 35): a completed side effect's undo, as facts.
+"""Event payloads of compensation (docs/semantics.md §16): a completed side effect's undo, as facts.
 
 Their own module so the contract's other lists stay untouched; `events.EVENTS` includes them.
 """

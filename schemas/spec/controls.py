@@ -1,4 +1,5 @@
-"""Operator controls of tools for the whole fleet (issue 35 item 3): pause and resume a capability.
+"""Operator controls of tools for the whole fleet: pause and resume a capability
+(docs/dispatcher.md "Paused capabilities").
 
 `tool.pause` / `tool.resume` (operator) are not commands on a run: they travel under runId
 `tools-<capabilityId>` (one partition per capability, so a pause and its resume stay in order),

@@ -317,7 +317,7 @@ _MEMORY = [
     ]),
 ]
 
-_PRIVACY = [  # crypto-shredding (issue 23): the fact of an erasure, without the erased content
+_PRIVACY = [  # crypto-shredding (ADR 0009): the fact of an erasure, without the erased content
     event("SubjectErased", "subject.erased", "A data subject's keys are erased: its sealed fields read [erased].", [
         f("subjectRef", STRING, "The subject's reference (keyed digest, runfacts.privacy); never its id."),
         f("requestRef", STRING, "The erasure request's reference (e.g. a ticket id); no personal data."),

@@ -1,4 +1,4 @@
-"""The contract of draining a version (issue 35 item 4): its own spec file, joined into
+"""The contract of draining a version (docs/ops.md "Draining and migrating a version"): its own spec file, joined into
 `spec.commands.COMMANDS` and `spec.events.EVENTS`.
 
 A drain is not a run (as an erasure is not): `runfacts runs drain` sends one `version.drain` to

@@ -1,4 +1,4 @@
-"""Decide compensation: undo a run's completed side effects, newest first (issue 35). Pure.
+"""Decide compensation: undo a run's completed side effects, newest first (docs/semantics.md §16). Pure.
 
 1. A call of a capability whose manifest declares a `compensation` completes (reported, or
    reconciled `found_completed`): `compensation.planned` records the compensating call's

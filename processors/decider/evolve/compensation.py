@@ -1,4 +1,4 @@
-"""How compensation's facts change the run's state (issue 35): a plan per completed call that
+"""How compensation's facts change the run's state (docs/semantics.md §16): a plan per completed call that
 declares a compensation, the run `compensating` while it undoes them, `compensated` at the end.
 Pure."""
 

@@ -16,16 +16,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from runfacts.dev.crash.kafka import Cluster
-from runfacts.dev.crash.rows import ROWS, RowResult, rows, run_row
-from runfacts.dev.crash.stage import Lab
+from runfacts.dev import require_clone
 from runfacts.dev.services import REPO
 from runfacts.settings import KafkaSettings
+
+if TYPE_CHECKING:
+    from runfacts.dev.crash.rows import RowResult
 
 console = Console()
 
@@ -39,6 +41,11 @@ def crash(
     fuzz_scale: int = typer.Option(0, help="Also run the decider fuzz with 10^4 x this many cases (0: no)."),
 ) -> None:
     """Kill workers at every crash point, restart them, and check the oracle; exit 1 on any failure."""
+    require_clone("runfacts.dev.crash", "runfacts dev crash")  # the harness is not in the wheel
+    from runfacts.dev.crash.kafka import Cluster
+    from runfacts.dev.crash.rows import rows, run_row
+    from runfacts.dev.crash.stage import Lab
+
     if listing:
         console.print(_listing())
         return
@@ -79,6 +86,8 @@ def render(results: list[RowResult]) -> Table:
 
 
 def _listing() -> Table:
+    from runfacts.dev.crash.rows import ROWS
+
     table = Table("row", "crash point", "guarantee", "scenario", "CI")
     for r in ROWS:
         table.add_row(r.key, r.point, r.guarantee, r.scenario, "yes" if r.ci else "")

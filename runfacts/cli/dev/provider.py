@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from runfacts.dev.provider.server import SimSettings, api_key_from, serve
+from runfacts.dev import require_clone
 from runfacts.schemas.errors import ConfigError
 
 app = typer.Typer(help="The simulated payment provider (refunds, faults, ledger).",
@@ -28,6 +28,9 @@ def serve_command(
     max_amount_minor: Annotated[int, typer.Option(help="Larger refunds are declined.")] = 1_000_000,
 ) -> None:
     """Serve the provider until SIGTERM/SIGINT; prints its URL first."""
+    require_clone("runfacts.dev.provider", "runfacts provider serve")  # the simulator is not in the wheel
+    from runfacts.dev.provider.server import SimSettings, api_key_from, serve
+
     try:
         key = api_key_from(dict(os.environ), api_key_file)
     except ConfigError as exc:

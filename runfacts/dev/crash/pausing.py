@@ -1,4 +1,4 @@
-"""The crash row of a pause during dispatch (issue 35; docs/dispatcher.md "Paused capabilities").
+"""The crash row of a pause during dispatch (docs/dispatcher.md "Paused capabilities").
 
 Wave 1's refunds are claimed and executing at a slow provider (its answers held back
 `LATENCY_MS`) when an operator pauses `payments.refund` (`tool.pause`, as `runfacts tools pause`

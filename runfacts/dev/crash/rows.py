@@ -389,7 +389,8 @@ EXPIRY_TTL_S = 8.0
 
 
 def expiry_scenario(row: Row, stage: Stage) -> Finished:
-    """Issue 15.2 on real processes: attempt 1 of an approved refund gets a 503, the dispatcher
+    """Re-authorization (docs/decider.md "Who asks for re-authorization") on real processes:
+    attempt 1 of an approved refund gets a 503, the dispatcher
     dies, the grant expires while it is down; the restart reconciles not_found and the decider
     pauses the run for re-authorization: attempt 2 never runs on the old grant (one run, so no
     unclaimed call meets the decider's expiry timer, which the oracle cannot replay)."""
@@ -496,7 +497,8 @@ COMPENSATED_ORDERS = ("order-001", "order-002")
 
 
 def compensation_scenario(row: Row, stage: Stage) -> Finished:
-    """Issue 35: kill -9 between compensations. Each run completes two refunds (order-001, then
+    """Compensation (docs/semantics.md §16): kill -9 between compensations.
+    Each run completes two refunds (order-001, then
     order-002) whose capability declares a compensation (a reversal by the refund's result id),
     then is cancelled: the decider proposes the newest refund's reversal. With the decider down,
     that reversal is claimed and reported completed; the restart dies at the row's point in the
@@ -588,7 +590,8 @@ def _undoing(runs: list[str], n: int) -> Callable[[object], bool]:
 
 
 def pause_dispatch_scenario(row: Row, stage: Stage) -> Finished:
-    """Issue 35: an operator pauses a capability while the dispatcher is mid-dispatch, and the
+    """Paused capabilities (docs/dispatcher.md): an operator pauses a capability
+    while the dispatcher is mid-dispatch, and the
     dispatcher dies there (runfacts.dev.crash.pausing). Wave 1's refunds execute at a slow
     provider; the pause lands; wave 2 is approved and held; the dispatcher dies -9 when wave 1's
     first answer comes (executed, not reported); its next incarnation reconciles wave 1 and keeps
@@ -680,7 +683,8 @@ def lost_answer_scenario(row: Row, stage: Stage) -> Finished:
     decider holds at `engine.during_commit` of its `after`-th commit; the proxy starts holding
     the broker's answers; the decider goes on: its EndTxn reaches the broker and commits, the
     answer does not come back, commit_transaction times out on every try; LOST_HOLD_S later the
-    proxy delivers again. The engine must learn that the batch committed (issue 18.4: replace
+    proxy delivers again. The engine must learn that the batch committed
+    (docs/engine.md, "A transaction end that timed out": replace
     the producer, read the group's offsets) and not produce it a second time."""
     from runfacts.dev.crash.kafka import OwnBroker
     from runfacts.dev.crash.proxy import HoldingProxy
@@ -749,11 +753,11 @@ def rebalance_scenario(row: Row, stage: Stage) -> Finished:
 def pause_scenario(row: Row, stage: Stage) -> Finished:
     """Two deciders; A is paused (SIGSTOP) with a transaction open past the session timeout, B takes
     its partitions over, A resumes (SIGCONT): whatever A still holds (an open transaction, a
-    batch) must not land after the handover (issue 18.2). The transaction timeout is below the
+    batch) must not land after the handover (docs/engine.md, "Zombies"). The transaction timeout is below the
     session timeout (the engine refuses otherwise), so the coordinator has aborted A's
     transaction and bumped its epoch by the time B owns the partitions.
 
-    The moment is chosen, not guessed (issue 35): A runs armed at `engine.in_transaction` from
+    The moment is chosen, not guessed: A runs armed at `engine.in_transaction` from
     the moment B owns its share, so the first batch A processes after that holds there with its
     transaction open (never mid-restore, never between transactions); A is stopped there. A
     fenced A must say its transaction timed out, not that another process took its id."""

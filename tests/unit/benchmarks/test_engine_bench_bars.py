@@ -32,4 +32,4 @@ def test_a_decider_at_a_tenth_of_the_floor_is_information_not_a_failed_bar():
     assert all(ok for *_, ok in checks)
     lines = bench.decider_floor_lines(ctx, "exactly_once")
     assert lines == ["decider with the user view / floor loop, events per CPU-s (exactly_once; median of 3 "
-                     "rounds, range 10%-12%): 11.0% (issue 24's 50% bar retired, issue 34: information)"]
+                     "rounds, range 10%-12%): 11.0% (the 50% bar is retired: information)"]

@@ -46,8 +46,11 @@ def test_subpackage_docstring_says_what_is_pure_and_what_is_a_shell_when_read(na
 
 
 def test_pyproject_ships_every_package_when_built() -> None:
-    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert sorted(listed) == PACKAGES, "pyproject [tool.setuptools] packages must list every package of the tree"
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]
+    listed, clone_only = config["setuptools"]["packages"], config["runfacts"]["clone-only"]
+    assert not set(listed) & set(clone_only), "a clone-only package is also listed to ship"
+    assert sorted(listed + clone_only) == PACKAGES, \
+        "pyproject [tool.setuptools] packages must list every package of the tree but [tool.runfacts] clone-only"
 
 
 def test_no_room_holds_more_than_twelve_modules_when_counted() -> None:
