@@ -230,7 +230,7 @@ CONSUMER_FETCH: dict[str, int] = {
     "fetch.wait.max.ms": 5,
 }
 """The group consumer's fetches (docs/engine.md, "Fetches"): the broker answers as soon as a
-record is there (1 byte), and an empty fetch after 5 ms (librdkafka's default: 500). Session 8
+record is there (1 byte), and an empty fetch after 5 ms (librdkafka's default: 500). On 2026-12-02,
 batched fetches (32 KB, about 100 commands, or 5 ms): librdkafka's threads spent 13-31% less CPU a
 command at 30-70% of 1,000 commands/s (decider_curves.py load, 6 alternated pairs, load 4-12), but
 every hop of a sparse stream waited the 5 ms, and a tool call crosses five engine hops: step_latency.py --hops
