@@ -41,7 +41,8 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .state-waiting_for_approval,.state-waiting_for_review,.state-paused,.state-expired{color:#a50}
 .bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
 .figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
-flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}"""
+flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}
+.story{font-size:1.1rem;border-left:4px solid #36c;padding:.3rem .8rem;background:#f4f7fc;max-width:60rem}"""
 
 
 def _words(code: str) -> str:
@@ -59,8 +60,15 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
+    return (f'<div id="console" data-facts="{page.fact_count}">{_story(page)}{_summary(page)}{_subject(page)}{_audit(page)}'
             f'{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+
+
+def _story(page: RunPage) -> str:
+    """The run in plain words (`story.story`), as the first thing on its page."""
+    if not page.story.sentences:
+        return ""
+    return f'<p id="run-story" class="story">{escape(page.story.text)}</p>'
 
 
 def _family(page: RunPage) -> str:
