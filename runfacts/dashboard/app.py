@@ -47,6 +47,7 @@ from starlette.routing import Route
 
 from runfacts import telemetry
 from runfacts.dashboard import console, html
+from runfacts.dashboard.asof import as_of
 from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
@@ -394,9 +395,29 @@ class _Pages:
         if session is None:
             return self.ended(request)
         run_id = request.path_params["run_id"]  # the State and facts may be read back from the topics
+        at = request.query_params.get("at")
+        if at is not None:
+            return await self.as_of_page(session, run_id, at)
         body = (html.live(f"/runs/{run_id}/stream", await run_in_threadpool(self.run_html, session, run_id))
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
+
+    def as_of_html(self, session: Session, run_id: str, at: str) -> tuple[int, str]:
+        """The run as of fact `at` (status, page body); 404 when this viewer may not see it."""
+        viewer = _viewer(session, self.d.policy)
+        if shown(self.d, viewer, run_id) is None:
+            return 404, '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
+        entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+        if not at.isdigit() or not 1 <= int(at) <= len(entries):
+            return 400, (f'<p role="alert" id="as-of-error">at={escape(at)}: give the number of one of the run\'s '
+                         f'{len(entries)} facts (1 to {len(entries)}; the timeline\'s #N links carry it)</p>')
+        return 200, console.as_of_section(as_of(run_id, entries, int(at), viewer, self.d.keys()))
+
+    async def as_of_page(self, session: Session, run_id: str, at: str) -> Response:
+        """GET /runs/{run}?at=N: the run as of its fact N (not live: the past does not change)."""
+        status, body = await run_in_threadpool(self.as_of_html, session, run_id, at)
+        return HTMLResponse(html.page(f"Run {run_id} as of fact {at}", body, session.identity.subject, session.csrf),
+                            status)
 
     async def stream(self, request: Request) -> Response:
         session = self.session_of(request)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
+from runfacts.dashboard.asof import AsOf, as_of_words
 from runfacts.dashboard.charts import latency_chart
 from runfacts.dashboard.runlist import FleetHealth, InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
@@ -25,6 +26,7 @@ from runfacts.dashboard.runpage import (
     CallsPage,
     CallTracks,
     ChildRow,
+    Fact,
     FactsPage,
     RunPage,
     Turn,
@@ -60,8 +62,9 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_story(page)}{_summary(page)}{_subject(page)}{_audit(page)}'
-            f'{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+    return (f'<div id="console" data-facts="{page.fact_count}">{_story(page)}{_summary(page)}{_subject(page)}'
+            f'{_audit(page)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
+            f'{_timeline(page)}</div>')
 
 
 def _story(page: RunPage) -> str:
@@ -111,7 +114,7 @@ def _folded(run_id: str, part: str, earlier: int, before: Any) -> str:
 
 def facts_fragment(run_id: str, page: FactsPage) -> str:
     """A page of older facts: the link to the ones older still, then its turns."""
-    return earlier_control(run_id, "facts", page.earlier, page.before) + _turns(page.turns)
+    return earlier_control(run_id, "facts", page.earlier, page.before) + _turns(run_id, page.turns)
 
 
 def calls_fragment(run_id: str, page: CallsPage) -> str:
@@ -271,21 +274,70 @@ def _calls(page: RunPage) -> str:
             f'{"".join(_call(c) for c in page.calls)}</div>')
 
 
-def _turns(turns: Sequence[Turn]) -> str:
+def _turns(run_id: str, turns: Sequence[Turn]) -> str:
     groups = []
     for turn in turns:
-        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{stamp(f.at)}</td>'
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{_as_of_link(run_id, f)}'
+                       f'{stamp(f.at)}</td>'
                        f'<td class="actor">{_e(f.actor)}</td><td>{_e(f.words)}</td>'
                        f'<td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
         groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
     return "".join(groups)
 
 
+def _as_of_link(run_id: str, f: Fact) -> str:
+    """The link to the run as it was right after this fact."""
+    if not f.number:
+        return ""
+    return (f'<a class="as-of-link" href="/runs/{escape(run_id)}?at={f.number}" aria-label="the run as of fact '
+            f'{f.number}">#{f.number}</a> ')
+
+
+def as_of_section(a: AsOf) -> str:
+    """The run as of fact N of M: that fact, what it changed, the state, view and pending calls
+    then, and links to the facts around it and to the live run."""
+    run = escape(a.run_id)
+    link = lambda n, label, rel: (f'<a id="as-of-{rel}" href="/runs/{run}?at={n}">{label}</a>'  # noqa: E731
+                                  if 1 <= n <= a.total and n != a.number else f'<span class="muted">{label}</span>')
+    nav = (f'<nav class="as-of-nav" aria-label="facts">{link(1, "first fact", "first")} · '
+           f'{link(a.number - 1, "previous fact", "previous")} · {link(a.number + 1, "next fact", "next")} · '
+           f'{link(a.total, "last fact", "last")} · <a id="as-of-live" href="/runs/{run}">the live run</a></nav>')
+    fact = ""
+    if a.fact is not None:
+        f = a.fact
+        fact = (f'<p id="as-of-fact" data-event="{escape(f.event_type)}"><strong>Fact {a.number}</strong>: '
+                f'{_e(f.words)} <span class="muted">({escape(f.event_type)}, {stamp(f.at)}, by {_e(f.actor)})'
+                '</span></p>')
+    head = (f'<section id="as-of" data-fact="{a.number}" data-total="{a.total}" data-version="{a.version}">'
+            f'<h1>Run {run} <span class="as-of-mark">{escape(as_of_words(a))}</span></h1>'
+            f'<p class="banner" role="note">You are looking at the past: the run as it was right after fact '
+            f'{a.number} of {a.total}. Nothing here can be changed.</p>{nav}{fact}')
+    if a.problem:
+        return f'{head}<p role="alert" id="as-of-problem">{escape(a.problem)}</p></section>'
+    changes = "".join(f'<tr data-key="{escape(c.key)}"><th scope="row">{escape(c.key)}</th><td>{_e(c.before)}</td>'
+                      f'<td>{_e(c.after)}</td></tr>' for c in a.changes)
+    diff = (f'<table id="as-of-diff"><caption>What fact {a.number} changed</caption><tr><th scope="col">what'
+            f'</th><th scope="col">before (fact {a.number - 1})</th><th scope="col">after</th></tr>{changes}</table>'
+            if changes else f'<p id="as-of-diff" class="muted">Fact {a.number} changed nothing shown here.</p>')
+    lines = "".join(f'<tr data-key="{escape(k)}"><th scope="row">{escape(k)}</th><td>{_e(v)}</td></tr>'
+                    for k, v in a.lines)
+    pending = ("".join(f"<li>{escape(p)}</li>" for p in a.pending) if a.pending
+               else '<li class="muted">none</li>')
+    view = ""
+    if a.view is not None:
+        banner = a.view.get("approvalBanner")
+        view = (f'<dl id="as-of-view"><dt>status line</dt><dd>{_e(a.view["statusLine"])}</dd><dt>approval banner</dt>'
+                f'<dd>{_e(banner["asks"] if banner else "none")}</dd></dl>')
+    return (f'{head}{diff}<h2>State then</h2><table id="as-of-state">{lines}</table><h2>View then</h2>{view}'
+            f'<h2>Pending calls then</h2><ul id="as-of-pending">{pending}</ul></section>')
+
+
 def _timeline(page: RunPage) -> str:
     if not page.turns and not page.earlier_facts:
         return '<h2>Timeline</h2><p class="muted" id="no-facts">No facts read yet.</p>'
     folded = _folded(page.run_id, "facts", page.earlier_facts, page.facts_before) if page.earlier_facts else ""
-    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{folded}{_turns(page.turns)}</div>'
+    return (f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{folded}'
+            f'{_turns(page.run_id, page.turns)}</div>')
 
 
 def when_or_none(at: datetime | None) -> str:

@@ -66,6 +66,7 @@ class Fact:
     event_id: str
     event_type: str
     words: str
+    number: int = 0  # its place among the run's facts, from 1 (`/runs/{id}?at=<number>`)
 
 
 @dataclass(frozen=True)
@@ -473,7 +474,7 @@ def timeline(entries: Sequence[Entry], viewer: Viewer, start: int = 0, end: int 
             event = shown[i]
             caused_by = causes.get(entries[i].causation_id or "")
             facts.append(Fact(entries[i].offset, event.occurredAt, _actor(event, caused_by), event.eventId,
-                              event.eventType, words(event)))
+                              event.eventType, words(event), i + 1))
         groups.append(Turn(label if lo == first else f"{label} (continued)", tuple(facts)))
     return tuple(groups)
 
