@@ -69,7 +69,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import ORPHAN_AFTER, Viewer, page_view, revealed_view, view_of
+from runfacts.ops.views import ORPHAN_AFTER, STAFF_ROLES, Viewer, page_view, revealed_view, view_of
 from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
@@ -285,7 +285,8 @@ class _Pages:
             return HTMLResponse(html.page("Runs", f'<p role="alert" id="query-error">{escape(str(exc))}</p>',
                                           session.identity.subject, session.csrf), 400)
         staff = _viewer(session, self.d.policy).role in ("operator", "auditor")
-        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff)
+        people = bool(STAFF_ROLES & set(session.identity.roles))
+        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff, people)
                 + html.live(f"/stream?{query.query_string()}", self.runs_html(session, query)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 

@@ -344,20 +344,34 @@ def when_or_none(at: datetime | None) -> str:
     return NONE_TEXT if at is None else text(at)
 
 
-def runs_filters(query: ListQuery, staff: bool) -> str:
-    """The run list's filter and search form (a plain GET: works without the script)."""
+def runs_filters(query: ListQuery, staff: bool, people: bool = False) -> str:
+    """The run list's filter and search form (a plain GET: works without the script; every
+    filter lands in the URL, so a filtered list can be shared). `staff`: the tenant filter
+    (operators, auditors); `people`: the user filter (any staff role: an end user sees only
+    their own runs anyway)."""
     statuses = ("", "running", "waiting_for_approval", "waiting_for_review", "needs_review", "paused",
                 "completed", "failed", "cancelled", "compensating", "compensated")
-    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{s or "any status"}</option>'
-                      for s in statuses)
-    tenant = (f'<label>tenant <input name="tenant" id="filter-tenant" value="{escape(query.tenant)}" size="8">'
-              '</label> ') if staff else ""
-    return (f'<form id="run-filters" method="get" action="/"><label>run id <input name="q" id="search" '
-            f'value="{escape(query.q)}" size="18"></label> <select name="status" id="filter-status">{options}'
-            f'</select> <label><input type="checkbox" name="review" value="1" id="filter-review"'
-            f'{" checked" if query.needs_review else ""}> needs review</label> <label>stuck longer than '
-            f'<input name="stuck" id="filter-stuck" value="{escape(query.stuck)}" size="4" placeholder="10m">'
-            f'</label> {tenant}<button id="apply-filters">Filter</button></form>')
+    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{_words(s) or "any status"}'
+                      '</option>' for s in statuses)
+
+    def field(name: str, label: str, value: str, size: int, kind: str = "text", hint: str = "") -> str:
+        placeholder = f' placeholder="{escape(hint)}"' if hint else ""
+        return (f'<label>{label} <input type="{kind}" name="{name}" id="filter-{name}" value="{escape(value)}" '
+                f'size="{size}"{placeholder}></label> ')
+
+    tenant = field("tenant", "tenant", query.tenant, 8) if staff else ""
+    user = field("user", "user", query.user, 12, hint="user id") if people else ""
+    return (f'<form id="run-filters" method="get" action="/" role="search">'
+            f'<label>run id <input name="q" id="search" value="{escape(query.q)}" size="18"></label> '
+            f'<label>status <select name="status" id="filter-status">{options}</select></label> {user}'
+            f'{field("capability", "capability", query.capability, 14, hint="payments.refund")}'
+            f'{field("error", "error class", query.error, 10, hint="refused")}'
+            f'{field("since", "started from", query.since, 16, "datetime-local")}'
+            f'{field("until", "to", query.until, 16, "datetime-local")}'
+            f'<label><input type="checkbox" name="review" value="1" id="filter-review"'
+            f'{" checked" if query.needs_review else ""}> needs review</label> '
+            f'{field("stuck", "stuck longer than", query.stuck, 4, hint="10m")}'
+            f'{tenant}<button id="apply-filters">Filter</button> <a href="/" id="clear-filters">clear</a></form>')
 
 
 def runs_table(runs: RunList, now: datetime) -> str:
