@@ -55,7 +55,7 @@ from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directo
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters, preview, run_of
 from runfacts.dashboard.runlist import REVIEWER, ListQuery, fleet_health, inbox, memory_inbox, run_list
-from runfacts.dashboard.runpage import earlier_calls, earlier_facts, run_page
+from runfacts.dashboard.runpage import NONE_TEXT, earlier_calls, earlier_facts, proposers, run_page
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -291,7 +291,15 @@ class _Pages:
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy), self.owners())
+        viewer, keys = _viewer(session, self.d.policy), self.d.keys()
+        asked: dict[str, dict[str, str]] = {}  # per run: who asked each approval (read once a run)
+
+        def proposer(run_id: str, approval_id: str) -> str:
+            if run_id not in asked:
+                entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+                asked[run_id] = proposers(entries, viewer, keys)
+            return asked[run_id].get(approval_id, NONE_TEXT)
+        rows = inbox(self.d.states.all_rows(), viewer, self.owners(), proposer)
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:

@@ -422,13 +422,14 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
         out.append(
             f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
-            f'<br><span class="why">{_e(r.why)}</span><br><span class="muted">for {_e(r.asked_for)} · argsHash '
+            f'<br><span class="asked-by">asked by {_e(r.asked_by)}</span> <span class="muted">for {_e(r.asked_for)}'
+            f'</span><br><span class="why">{_e(r.why)}</span><br><span class="muted">argsHash '
             f'<code>{_e(r.args_hash[:12])}</code></span></td><td>{arguments_list(r.arguments)}</td>'
             f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
             f'action="{action}">{_csrf(csrf)}{_version(r.version)}<button class="approve" name="decision" '
             'value="approve">Approve</button> '
             f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "expires in",
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks: who, for whom, why", "arguments", "expires in",
                                             *(("tenant",) if staff else ()), ""))
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
 

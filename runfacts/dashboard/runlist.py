@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from runfacts.dashboard.runpage import why_asked
+from runfacts.dashboard.runpage import NONE_TEXT, why_asked
 from runfacts.ops.views import ORPHAN_AFTER, REVIEW, Viewer, checkpoint_lag, parse_duration, retries
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.display import display_lines, masked
@@ -324,12 +324,19 @@ class InboxRow:
     why: str = ""  # why a person decides
     asked_for: str = MASK  # who the request stands for (auditors), else [redacted]
     version: int = 0  # the run's version the row shows (the decision's expectedVersion)
+    asked_by: str = NONE_TEXT  # who proposed the call that asks (the approval.required fact's proposedBy)
+
+
+def _nobody(run_id: str, approval_id: str) -> str:
+    return NONE_TEXT
 
 
 def inbox(runs: Iterable[RunRow], viewer: Viewer,
-          owner: Callable[[str | None], str | None] = _same) -> list[InboxRow]:
+          owner: Callable[[str | None], str | None] = _same,
+          proposer: Callable[[str, str], str] = _nobody) -> list[InboxRow]:
     """Every open approval this viewer's roles may decide, on runs they may see, oldest first
-    (earliest expiry first: the approval's age is its TTL minus the time left)."""
+    (earliest expiry first: the approval's age is its TTL minus the time left). `proposer`: who
+    asked an approval of a run, as this viewer may read it (`runpage.proposers` over its facts)."""
     rows = []
     staff = viewer.role in ("operator", "auditor")
     for s in runs:
@@ -343,7 +350,7 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
                                  tuple(display_lines(shown)), why_asked(a.risk, a.requiredRole, a.capability),
                                  ", ".join(str(owner(r)) for r in a.requesters) if viewer.role == "auditor"
-                                 else MASK, s.version))
+                                 else MASK, s.version, proposer(s.runId, a.approvalId)))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 
