@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from console_support import expiry_story, refund_story
-from decider_support import SUPPORT, Scenario, create, propose_refund, resume
+from decider_support import Scenario, create, propose_refund, resume
 from test_decider_children import CHILD, PARENT, finish, start, tree
 from test_decider_compensation import cancel, claim, done, two_effects
 
