@@ -218,7 +218,8 @@ class _Pages:
                         lookup=lambda other: self.seen_state(viewer, other))
         banner = view.get("approvalBanner")
         asking = next((a for a in page.approvals if banner and a.approval_id == banner["approvalId"]), None)
-        return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking)
+        return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking,
+                                 console.story_header(page))
 
     def seen_state(self, viewer: Viewer, run_id: str) -> RunState | None:
         """Another run's state when this viewer may see that run (a child under a parent's page)."""

@@ -52,8 +52,8 @@ def snapshot(state: RunState | None, viewer: Viewer, keys: KeyView = NO_KEYS) ->
     if state is None:
         return {}
     auditor = viewer.role == "auditor"
-    lines = {"status": state.status.replace("_", " ") + (f" ({state.statusReason.replace('_', ' ')})"
-                                                          if state.statusReason else ""),
+    reason = state.statusReason if state.statusReason not in (None, "", state.status) else None
+    lines = {"status": state.status.replace("_", " ") + (f" ({reason.replace('_', ' ')})" if reason else ""),
              "version": str(state.version), "turns": str(state.turnCount)}
     limits, used = state.budget.limits.model_dump(), state.budget.used.model_dump()
     for d in BUDGET_DIMENSIONS:

@@ -44,7 +44,11 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
 .figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
 flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}
-.story{font-size:1.1rem;border-left:4px solid #36c;padding:.3rem .8rem;background:#f4f7fc;max-width:60rem}"""
+.story{font-size:1.1rem;border-left:4px solid #36c;padding:.3rem .8rem;background:#f4f7fc;max-width:60rem}
+#run-filters{display:flex;flex-wrap:wrap;gap:.4rem 1rem;align-items:center;margin:0 0 1rem;padding:.6rem .8rem;
+border:1px solid #ccc;background:#fafafa}#as-of th[scope=row]{text-align:left;font-weight:normal;color:#333}
+#as-of caption{text-align:left;font-weight:bold;padding:.3rem 0}.as-of-mark{color:#a50}
+.asked-by{font-weight:bold}"""
 
 
 def _words(code: str) -> str:
@@ -62,13 +66,13 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_story(page)}{_summary(page)}{_subject(page)}'
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}'
             f'{_audit(page)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
             f'{_timeline(page)}</div>')
 
 
-def _story(page: RunPage) -> str:
-    """The run in plain words (`story.story`), as the first thing on its page."""
+def story_header(page: RunPage) -> str:
+    """The run in plain words (`story.story`): the page puts it under the run's heading."""
     if not page.story.sentences:
         return ""
     return f'<p id="run-story" class="story">{escape(page.story.text)}</p>'

@@ -12,10 +12,11 @@ from test_decider_children import CHILD, PARENT, finish, start, tree
 from test_decider_compensation import cancel, claim, done, two_effects
 
 from runfacts.client.outcomes import Entry
-from runfacts.dashboard.console import run_console
+from runfacts.dashboard.console import run_console, story_header
+from runfacts.dashboard.html import run_fragment
 from runfacts.dashboard.runpage import run_page, run_story
 from runfacts.dashboard.story import clock
-from runfacts.ops.views import Viewer
+from runfacts.ops.views import Viewer, page_view, view_of
 from runfacts.processors.decider.commands.compensation import compensation_call_id
 
 T0 = datetime(2026, 12, 6, 10, 40, tzinfo=UTC)
@@ -108,6 +109,7 @@ def _renamed(events: list, call: str) -> list:
 def test_run_page_shows_the_story_first() -> None:
     s = Scenario().given(*refund_story("run-story-6", T0))
     page = run_page(s.s, _entries(s.log), ALICE)
-    html = run_console(page, "csrf")
-    assert html.index('id="run-story"') < html.index('id="run-summary"')
+    view = page_view(view_of(s.s, "user"), ALICE)
+    html = run_fragment(view, "csrf", run_console(page, "csrf"), None, story_header(page))
+    assert html.index("</h1>") < html.index('id="run-story"') < html.index('id="status-line"')
     assert "found completed at the provider, settled." in html
