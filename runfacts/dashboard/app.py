@@ -47,15 +47,15 @@ from starlette.routing import Route
 
 from runfacts import telemetry
 from runfacts.dashboard import console, html
-from runfacts.dashboard.asof import as_of
 from runfacts.dashboard.auditcheck import AuditStatus, chain_status
 from runfacts.dashboard.console import run_console
 from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters, preview, run_of
+from runfacts.dashboard.retell.asof import as_of
 from runfacts.dashboard.runlist import REVIEWER, ListQuery, fleet_health, inbox, memory_inbox, run_list
-from runfacts.dashboard.runpage import NONE_TEXT, earlier_calls, earlier_facts, proposers, run_page
+from runfacts.dashboard.runpage import NONE_TEXT, earlier_calls, earlier_facts, proposers, run_page, timeline
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -421,7 +421,9 @@ class _Pages:
         if not at.isdigit() or not 1 <= int(at) <= len(entries):
             return 400, (f'<p role="alert" id="as-of-error">at={escape(at)}: give the number of one of the run\'s '
                          f'{len(entries)} facts (1 to {len(entries)}; the timeline\'s #N links carry it)</p>')
-        return 200, console.as_of_section(as_of(run_id, entries, int(at), viewer, self.d.keys()))
+        number, keys = int(at), self.d.keys()
+        fact = next((f for turn in timeline(entries, viewer, number - 1, number, None, keys) for f in turn.facts), None)
+        return 200, console.as_of_section(as_of(run_id, entries, number, viewer, keys, fact))
 
     async def as_of_page(self, session: Session, run_id: str, at: str) -> Response:
         """GET /runs/{run}?at=N: the run as of its fact N (not live: the past does not change)."""

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
-from runfacts.dashboard.asof import AsOf, as_of_words
 from runfacts.dashboard.charts import latency_chart
+from runfacts.dashboard.retell.asof import AsOf, as_of_words
 from runfacts.dashboard.runlist import FleetHealth, InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,

@@ -21,7 +21,7 @@ from typing import Any
 
 from runfacts.client.outcomes import Entry
 from runfacts.dashboard.auditcheck import AuditStatus
-from runfacts.dashboard.story import CALLS_TOLD, STORY_EVENTS, Story, story
+from runfacts.dashboard.retell.story import CALLS_TOLD, STORY_EVENTS, Story, story
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, reveal
 from runfacts.privacy.fields import reveal_dict

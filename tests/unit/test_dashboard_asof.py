@@ -9,8 +9,10 @@ from console_support import refund_story
 from decider_support import Scenario
 
 from runfacts.client.outcomes import Entry
-from runfacts.dashboard.asof import as_of, snapshot
 from runfacts.dashboard.console import as_of_section
+from runfacts.dashboard.retell.asof import AsOf, snapshot
+from runfacts.dashboard.retell.asof import as_of as _as_of
+from runfacts.dashboard.runpage import timeline
 from runfacts.ops.views import Viewer
 from runfacts.processors.decider.evolve import fold
 
@@ -22,6 +24,12 @@ RUN = "run-asof-1"
 def _refund() -> tuple[Scenario, list[Entry]]:
     s = Scenario().given(*refund_story(RUN, T0))
     return s, [Entry(100 + i, e) for i, e in enumerate(s.log)]
+
+
+def as_of(run: str, entries: list[Entry], n: int, viewer: Viewer) -> AsOf:
+    """As the app asks: with fact n in the timeline's words."""
+    fact = next((f for turn in timeline(entries, viewer, n - 1, n) for f in turn.facts), None)
+    return _as_of(run, entries, n, viewer, fact=fact)
 
 
 def _number(entries: list[Entry], event_type: str) -> int:

@@ -14,8 +14,8 @@ from test_decider_compensation import cancel, claim, done, two_effects
 from runfacts.client.outcomes import Entry
 from runfacts.dashboard.console import run_console, story_header
 from runfacts.dashboard.html import run_fragment
+from runfacts.dashboard.retell.story import clock
 from runfacts.dashboard.runpage import run_page, run_story
-from runfacts.dashboard.story import clock
 from runfacts.ops.views import Viewer, page_view, view_of
 from runfacts.processors.decider.commands.compensation import compensation_call_id
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from runfacts.client.outcomes import Entry
-from runfacts.dashboard.runpage import NONE_TEXT, Fact, timeline
 from runfacts.ops.views import BUDGET_DIMENSIONS, Viewer, revealed_view, view_of
 from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.evolve import CorruptLog, evolve, fold
 from runfacts.processors.decider.state import RunState
 from runfacts.schemas.pii import MASK
+
+NONE_TEXT = "—"  # as on the rest of the page (`runpage.NONE_TEXT`)
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class AsOf:
     run_id: str
     number: int
     total: int
-    fact: Fact | None  # fact `number` in words, as the timeline says it
+    fact: Any  # fact `number` in words as the timeline says it (`runpage.Fact`), None: not given
     version: int
     lines: tuple[tuple[str, str], ...]  # the state, trimmed: (what, value)
     view: dict[str, Any] | None
@@ -86,11 +87,11 @@ def _view(state: RunState, viewer: Viewer, keys: KeyView) -> dict[str, Any] | No
     return revealed_view(view, keys) if viewer.role == "auditor" else view
 
 
-def as_of(run_id: str, entries: Sequence[Entry], number: int, viewer: Viewer, keys: KeyView = NO_KEYS) -> AsOf:
+def as_of(run_id: str, entries: Sequence[Entry], number: int, viewer: Viewer, keys: KeyView = NO_KEYS,
+          fact: Any = None) -> AsOf:
     """The run after its first `number` facts (1 <= number <= len(entries): checked by the caller),
-    and what fact `number` changed."""
+    and what fact `number` changed; `fact`: that fact in words (`runpage.timeline`'s), shown with it."""
     total = len(entries)
-    fact = next((f for turn in timeline(entries, viewer, number - 1, number, None, keys) for f in turn.facts), None)
     try:
         before = fold(None, [e.event for e in entries[:number - 1]])
         after = evolve(before, entries[number - 1].event) if before is not None or number == 1 else None
