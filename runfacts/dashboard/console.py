@@ -390,11 +390,12 @@ def runs_table(runs: RunList, now: datetime) -> str:
         stuck = f' <span class="muted">(stuck {relative(now - r.stuck, now)[:-4]})</span>' if (
             r.stuck is not None and r.stuck.total_seconds() >= 600) else ""
         tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        reason = f" ({escape(_words(r.status_reason))})" if r.status_reason not in ("", r.status) else ""
         rows.append(
             f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td><span class="state '
             f'state-{escape(r.status)}">{escape(_words(r.status))}</span>'
-            f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
+            f'{reason}{stuck}</td>'
             f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
             f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'
             f'<td>{"needs review" if r.needs_review else ""}</td>{tenant}</tr>')

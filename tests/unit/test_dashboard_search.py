@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from console_support import refund_story
-from decider_support import Scenario, claim, create, failed, propose_lookup
+from decider_support import Scenario, claim, create, failed, propose_lookup, propose_refund
 
 from runfacts.dashboard.runlist import ListQuery, RunRow, row_of, run_list
 from runfacts.ops.views import Viewer
@@ -67,3 +67,11 @@ def test_a_bad_time_or_range_names_the_parameter_and_the_fix() -> None:
         ListQuery.parse({"since": "yesterday"})
     with pytest.raises(ValueError, match="is not before until"):
         ListQuery.parse({"since": "2026-12-07", "until": "2026-12-06"})
+
+
+def test_a_row_does_not_repeat_its_status_as_its_reason() -> None:
+    from runfacts.dashboard.console import runs_table
+
+    waiting = row_of(Scenario().given(create(run="run-w", at=T0), propose_refund(run="run-w", at=T0)).s)
+    html = runs_table(run_list([waiting], OLGA, ListQuery(), T0), T0)
+    assert "waiting for approval</span>" in html and "(waiting for approval)" not in html
