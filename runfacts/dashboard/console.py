@@ -48,7 +48,7 @@ flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}
 #run-filters{display:flex;flex-wrap:wrap;gap:.4rem 1rem;align-items:center;margin:0 0 1rem;padding:.6rem .8rem;
 border:1px solid #ccc;background:#fafafa}#as-of th[scope=row]{text-align:left;font-weight:normal;color:#333}
 #as-of caption{text-align:left;font-weight:bold;padding:.3rem 0}.as-of-mark{color:#a50}
-.asked-by{font-weight:bold}"""
+.asked-by{font-weight:bold}#as-of-range{width:24rem;vertical-align:middle}#as-of-slider{margin:.5rem 0}"""
 
 
 def _words(code: str) -> str:
@@ -305,7 +305,10 @@ def as_of_section(a: AsOf) -> str:
                                   if 1 <= n <= a.total and n != a.number else f'<span class="muted">{label}</span>')
     nav = (f'<nav class="as-of-nav" aria-label="facts">{link(1, "first fact", "first")} · '
            f'{link(a.number - 1, "previous fact", "previous")} · {link(a.number + 1, "next fact", "next")} · '
-           f'{link(a.total, "last fact", "last")} · <a id="as-of-live" href="/runs/{run}">the live run</a></nav>')
+           f'{link(a.total, "last fact", "last")} · <a id="as-of-live" href="/runs/{run}">the live run</a></nav>'
+           f'<form id="as-of-slider" method="get" action="/runs/{run}"><label>fact <input type="range" name="at" '
+           f'id="as-of-range" min="1" max="{a.total}" value="{a.number}"></label> '
+           '<button id="as-of-go">Show this fact</button></form>')
     fact = ""
     if a.fact is not None:
         f = a.fact
