@@ -2,7 +2,8 @@
 
 Pure: html (the pages and fragments), runpage (what a run's page says, a page at a time: timeline, tool-call
 tracks, approvals), runlist (the run list: filters, search, pages; the compact RunRow),
-console (their HTML), charts (the health page's SVG charts).
+console (their HTML), charts (the health page's SVG charts); the room `retell` (pure: the run's
+story, the run as of any fact).
 Shells: app (the Starlette app), feed (live views, states and facts from the topics, bounded),
 health (consumer lag, the engines' metrics feed), session (signed
 sessions, CSRF), guard (server-side sessions, the live users file, login throttling), letters

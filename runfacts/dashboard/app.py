@@ -53,8 +53,9 @@ from runfacts.dashboard.feed import FactsFeed, StateFeed, ViewFeed
 from runfacts.dashboard.guard import LoginThrottle, Sessions, UsersFile, directory_of
 from runfacts.dashboard.health import Lag, MetricsFeed
 from runfacts.dashboard.letters import DeadLetters, preview, run_of
+from runfacts.dashboard.retell.asof import as_of
 from runfacts.dashboard.runlist import REVIEWER, ListQuery, fleet_health, inbox, memory_inbox, run_list
-from runfacts.dashboard.runpage import earlier_calls, earlier_facts, run_page
+from runfacts.dashboard.runpage import NONE_TEXT, earlier_calls, earlier_facts, proposers, run_page, timeline
 from runfacts.dashboard.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -68,7 +69,7 @@ from runfacts.dashboard.session import (
 from runfacts.ops import control
 from runfacts.ops.client import CommandClient
 from runfacts.ops.control import ControlError, Issue
-from runfacts.ops.views import ORPHAN_AFTER, Viewer, page_view, revealed_view, view_of
+from runfacts.ops.views import ORPHAN_AFTER, STAFF_ROLES, Viewer, page_view, revealed_view, view_of
 from runfacts.privacy.envelope import NO_KEYS, KeyView, reveal
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.policy.access import Policy, allowed_command_types, tenant_bound
@@ -217,7 +218,8 @@ class _Pages:
                         lookup=lambda other: self.seen_state(viewer, other))
         banner = view.get("approvalBanner")
         asking = next((a for a in page.approvals if banner and a.approval_id == banner["approvalId"]), None)
-        return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking)
+        return html.run_fragment(view, session.csrf, run_console(page, session.csrf), asking,
+                                 console.story_header(page))
 
     def seen_state(self, viewer: Viewer, run_id: str) -> RunState | None:
         """Another run's state when this viewer may see that run (a child under a parent's page)."""
@@ -284,12 +286,21 @@ class _Pages:
             return HTMLResponse(html.page("Runs", f'<p role="alert" id="query-error">{escape(str(exc))}</p>',
                                           session.identity.subject, session.csrf), 400)
         staff = _viewer(session, self.d.policy).role in ("operator", "auditor")
-        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff)
+        people = bool(STAFF_ROLES & set(session.identity.roles))
+        body = ("<h1>Runs</h1>" + console.runs_filters(query, staff, people)
                 + html.live(f"/stream?{query.query_string()}", self.runs_html(session, query)))
         return HTMLResponse(html.page("Runs", body, session.identity.subject, session.csrf))
 
     def inbox_html(self, session: Session) -> str:
-        rows = inbox(self.d.states.all_rows(), _viewer(session, self.d.policy), self.owners())
+        viewer, keys = _viewer(session, self.d.policy), self.d.keys()
+        asked: dict[str, dict[str, str]] = {}  # per run: who asked each approval (read once a run)
+
+        def proposer(run_id: str, approval_id: str) -> str:
+            if run_id not in asked:
+                entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+                asked[run_id] = proposers(entries, viewer, keys)
+            return asked[run_id].get(approval_id, NONE_TEXT)
+        rows = inbox(self.d.states.all_rows(), viewer, self.owners(), proposer)
         return console.inbox_table(rows, datetime.now(UTC), session.csrf)
 
     async def approvals(self, request: Request) -> Response:
@@ -394,9 +405,31 @@ class _Pages:
         if session is None:
             return self.ended(request)
         run_id = request.path_params["run_id"]  # the State and facts may be read back from the topics
+        at = request.query_params.get("at")
+        if at is not None:
+            return await self.as_of_page(session, run_id, at)
         body = (html.live(f"/runs/{run_id}/stream", await run_in_threadpool(self.run_html, session, run_id))
                 + '<p id="command-status" role="status"></p>')
         return HTMLResponse(html.page(f"Run {run_id}", body, session.identity.subject, session.csrf))
+
+    def as_of_html(self, session: Session, run_id: str, at: str) -> tuple[int, str]:
+        """The run as of fact `at` (status, page body); 404 when this viewer may not see it."""
+        viewer = _viewer(session, self.d.policy)
+        if shown(self.d, viewer, run_id) is None:
+            return 404, '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
+        entries = self.d.facts.entries(run_id) if self.d.facts is not None else []
+        if not at.isdigit() or not 1 <= int(at) <= len(entries):
+            return 400, (f'<p role="alert" id="as-of-error">at={escape(at)}: give the number of one of the run\'s '
+                         f'{len(entries)} facts (1 to {len(entries)}; the timeline\'s #N links carry it)</p>')
+        number, keys = int(at), self.d.keys()
+        fact = next((f for turn in timeline(entries, viewer, number - 1, number, None, keys) for f in turn.facts), None)
+        return 200, console.as_of_section(as_of(run_id, entries, number, viewer, keys, fact))
+
+    async def as_of_page(self, session: Session, run_id: str, at: str) -> Response:
+        """GET /runs/{run}?at=N: the run as of its fact N (not live: the past does not change)."""
+        status, body = await run_in_threadpool(self.as_of_html, session, run_id, at)
+        return HTMLResponse(html.page(f"Run {run_id} as of fact {at}", body, session.identity.subject, session.csrf),
+                            status)
 
     async def stream(self, request: Request) -> Response:
         session = self.session_of(request)

@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from runfacts.dashboard.charts import latency_chart
+from runfacts.dashboard.retell.asof import AsOf, as_of_words
 from runfacts.dashboard.runlist import FleetHealth, InboxRow, ListQuery, MemoryRow, RunList
 from runfacts.dashboard.runpage import (
     EXECUTION_STEPS,
@@ -25,6 +26,7 @@ from runfacts.dashboard.runpage import (
     CallsPage,
     CallTracks,
     ChildRow,
+    Fact,
     FactsPage,
     RunPage,
     Turn,
@@ -41,7 +43,12 @@ STYLE = """.tracks{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.track ol
 .state-waiting_for_approval,.state-waiting_for_review,.state-paused,.state-expired{color:#a50}
 .bar{display:inline-block;height:.8rem;background:#36c;vertical-align:middle}
 .figures{display:flex;flex-wrap:wrap;gap:.5rem}.figure{border:1px solid #ccc;padding:.4rem .7rem;display:flex;
-flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}"""
+flex-direction:column;min-width:8rem}#fleet{margin-bottom:.7rem}
+.story{font-size:1.1rem;border-left:4px solid #36c;padding:.3rem .8rem;background:#f4f7fc;max-width:60rem}
+#run-filters{display:flex;flex-wrap:wrap;gap:.4rem 1rem;align-items:center;margin:0 0 1rem;padding:.6rem .8rem;
+border:1px solid #ccc;background:#fafafa}#as-of th[scope=row]{text-align:left;font-weight:normal;color:#333}
+#as-of caption{text-align:left;font-weight:bold;padding:.3rem 0}.as-of-mark{color:#a50}
+.asked-by{font-weight:bold}#as-of-range{width:24rem;vertical-align:middle}#as-of-slider{margin:.5rem 0}"""
 
 
 def _words(code: str) -> str:
@@ -59,8 +66,16 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
-            f'{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}'
+            f'{_audit(page)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
+            f'{_timeline(page)}</div>')
+
+
+def story_header(page: RunPage) -> str:
+    """The run in plain words (`story.story`): the page puts it under the run's heading."""
+    if not page.story.sentences:
+        return ""
+    return f'<p id="run-story" class="story">{escape(page.story.text)}</p>'
 
 
 def _family(page: RunPage) -> str:
@@ -103,7 +118,7 @@ def _folded(run_id: str, part: str, earlier: int, before: Any) -> str:
 
 def facts_fragment(run_id: str, page: FactsPage) -> str:
     """A page of older facts: the link to the ones older still, then its turns."""
-    return earlier_control(run_id, "facts", page.earlier, page.before) + _turns(page.turns)
+    return earlier_control(run_id, "facts", page.earlier, page.before) + _turns(run_id, page.turns)
 
 
 def calls_fragment(run_id: str, page: CallsPage) -> str:
@@ -263,41 +278,107 @@ def _calls(page: RunPage) -> str:
             f'{"".join(_call(c) for c in page.calls)}</div>')
 
 
-def _turns(turns: Sequence[Turn]) -> str:
+def _turns(run_id: str, turns: Sequence[Turn]) -> str:
     groups = []
     for turn in turns:
-        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{stamp(f.at)}</td>'
+        rows = "".join(f'<tr data-event="{escape(f.event_type)}" data-offset="{f.offset}"><td>{_as_of_link(run_id, f)}'
+                       f'{stamp(f.at)}</td>'
                        f'<td class="actor">{_e(f.actor)}</td><td>{_e(f.words)}</td>'
                        f'<td><code>{_e(f.event_id)}</code></td></tr>' for f in turn.facts)
         groups.append(f'<section class="turn"><h3>{_e(turn.label)}</h3><table class="facts">{rows}</table></section>')
     return "".join(groups)
 
 
+def _as_of_link(run_id: str, f: Fact) -> str:
+    """The link to the run as it was right after this fact."""
+    if not f.number:
+        return ""
+    return (f'<a class="as-of-link" href="/runs/{escape(run_id)}?at={f.number}" aria-label="the run as of fact '
+            f'{f.number}">#{f.number}</a> ')
+
+
+def as_of_section(a: AsOf) -> str:
+    """The run as of fact N of M: that fact, what it changed, the state, view and pending calls
+    then, and links to the facts around it and to the live run."""
+    run = escape(a.run_id)
+    link = lambda n, label, rel: (f'<a id="as-of-{rel}" href="/runs/{run}?at={n}">{label}</a>'  # noqa: E731
+                                  if 1 <= n <= a.total and n != a.number else f'<span class="muted">{label}</span>')
+    nav = (f'<nav class="as-of-nav" aria-label="facts">{link(1, "first fact", "first")} · '
+           f'{link(a.number - 1, "previous fact", "previous")} · {link(a.number + 1, "next fact", "next")} · '
+           f'{link(a.total, "last fact", "last")} · <a id="as-of-live" href="/runs/{run}">the live run</a></nav>'
+           f'<form id="as-of-slider" method="get" action="/runs/{run}"><label>fact <input type="range" name="at" '
+           f'id="as-of-range" min="1" max="{a.total}" value="{a.number}"></label> '
+           '<button id="as-of-go">Show this fact</button></form>')
+    fact = ""
+    if a.fact is not None:
+        f = a.fact
+        fact = (f'<p id="as-of-fact" data-event="{escape(f.event_type)}"><strong>Fact {a.number}</strong>: '
+                f'{_e(f.words)} <span class="muted">({escape(f.event_type)}, {stamp(f.at)}, by {_e(f.actor)})'
+                '</span></p>')
+    head = (f'<section id="as-of" data-fact="{a.number}" data-total="{a.total}" data-version="{a.version}">'
+            f'<h1>Run {run} <span class="as-of-mark">{escape(as_of_words(a))}</span></h1>'
+            f'<p class="banner" role="note">You are looking at the past: the run as it was right after fact '
+            f'{a.number} of {a.total}. Nothing here can be changed.</p>{nav}{fact}')
+    if a.problem:
+        return f'{head}<p role="alert" id="as-of-problem">{escape(a.problem)}</p></section>'
+    changes = "".join(f'<tr data-key="{escape(c.key)}"><th scope="row">{escape(c.key)}</th><td>{_e(c.before)}</td>'
+                      f'<td>{_e(c.after)}</td></tr>' for c in a.changes)
+    diff = (f'<table id="as-of-diff"><caption>What fact {a.number} changed</caption><tr><th scope="col">what'
+            f'</th><th scope="col">before (fact {a.number - 1})</th><th scope="col">after</th></tr>{changes}</table>'
+            if changes else f'<p id="as-of-diff" class="muted">Fact {a.number} changed nothing shown here.</p>')
+    lines = "".join(f'<tr data-key="{escape(k)}"><th scope="row">{escape(k)}</th><td>{_e(v)}</td></tr>'
+                    for k, v in a.lines)
+    pending = ("".join(f"<li>{escape(p)}</li>" for p in a.pending) if a.pending
+               else '<li class="muted">none</li>')
+    view = ""
+    if a.view is not None:
+        banner = a.view.get("approvalBanner")
+        view = (f'<dl id="as-of-view"><dt>status line</dt><dd>{_e(a.view["statusLine"])}</dd><dt>approval banner</dt>'
+                f'<dd>{_e(banner["asks"] if banner else "none")}</dd></dl>')
+    return (f'{head}{diff}<h2>State then</h2><table id="as-of-state">{lines}</table><h2>View then</h2>{view}'
+            f'<h2>Pending calls then</h2><ul id="as-of-pending">{pending}</ul></section>')
+
+
 def _timeline(page: RunPage) -> str:
     if not page.turns and not page.earlier_facts:
         return '<h2>Timeline</h2><p class="muted" id="no-facts">No facts read yet.</p>'
     folded = _folded(page.run_id, "facts", page.earlier_facts, page.facts_before) if page.earlier_facts else ""
-    return f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{folded}{_turns(page.turns)}</div>'
+    return (f'<h2>Timeline ({page.fact_count} facts)</h2><div id="timeline">{folded}'
+            f'{_turns(page.run_id, page.turns)}</div>')
 
 
 def when_or_none(at: datetime | None) -> str:
     return NONE_TEXT if at is None else text(at)
 
 
-def runs_filters(query: ListQuery, staff: bool) -> str:
-    """The run list's filter and search form (a plain GET: works without the script)."""
+def runs_filters(query: ListQuery, staff: bool, people: bool = False) -> str:
+    """The run list's filter and search form (a plain GET: works without the script; every
+    filter lands in the URL, so a filtered list can be shared). `staff`: the tenant filter
+    (operators, auditors); `people`: the user filter (any staff role: an end user sees only
+    their own runs anyway)."""
     statuses = ("", "running", "waiting_for_approval", "waiting_for_review", "needs_review", "paused",
                 "completed", "failed", "cancelled", "compensating", "compensated")
-    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{s or "any status"}</option>'
-                      for s in statuses)
-    tenant = (f'<label>tenant <input name="tenant" id="filter-tenant" value="{escape(query.tenant)}" size="8">'
-              '</label> ') if staff else ""
-    return (f'<form id="run-filters" method="get" action="/"><label>run id <input name="q" id="search" '
-            f'value="{escape(query.q)}" size="18"></label> <select name="status" id="filter-status">{options}'
-            f'</select> <label><input type="checkbox" name="review" value="1" id="filter-review"'
-            f'{" checked" if query.needs_review else ""}> needs review</label> <label>stuck longer than '
-            f'<input name="stuck" id="filter-stuck" value="{escape(query.stuck)}" size="4" placeholder="10m">'
-            f'</label> {tenant}<button id="apply-filters">Filter</button></form>')
+    options = "".join(f'<option value="{s}"{" selected" if s == query.status else ""}>{_words(s) or "any status"}'
+                      '</option>' for s in statuses)
+
+    def field(name: str, label: str, value: str, size: int, kind: str = "text", hint: str = "") -> str:
+        placeholder = f' placeholder="{escape(hint)}"' if hint else ""
+        return (f'<label>{label} <input type="{kind}" name="{name}" id="filter-{name}" value="{escape(value)}" '
+                f'size="{size}"{placeholder}></label> ')
+
+    tenant = field("tenant", "tenant", query.tenant, 8) if staff else ""
+    user = field("user", "user", query.user, 12, hint="user id") if people else ""
+    return (f'<form id="run-filters" method="get" action="/" role="search">'
+            f'<label>run id <input name="q" id="search" value="{escape(query.q)}" size="18"></label> '
+            f'<label>status <select name="status" id="filter-status">{options}</select></label> {user}'
+            f'{field("capability", "capability", query.capability, 14, hint="payments.refund")}'
+            f'{field("error", "error class", query.error, 10, hint="refused")}'
+            f'{field("since", "started from", query.since, 16, "datetime-local")}'
+            f'{field("until", "to", query.until, 16, "datetime-local")}'
+            f'<label><input type="checkbox" name="review" value="1" id="filter-review"'
+            f'{" checked" if query.needs_review else ""}> needs review</label> '
+            f'{field("stuck", "stuck longer than", query.stuck, 4, hint="10m")}'
+            f'{tenant}<button id="apply-filters">Filter</button> <a href="/" id="clear-filters">clear</a></form>')
 
 
 def runs_table(runs: RunList, now: datetime) -> str:
@@ -312,11 +393,12 @@ def runs_table(runs: RunList, now: datetime) -> str:
         stuck = f' <span class="muted">(stuck {relative(now - r.stuck, now)[:-4]})</span>' if (
             r.stuck is not None and r.stuck.total_seconds() >= 600) else ""
         tenant = f"<td>{_e(r.tenant)}</td>" if staff else ""
+        reason = f" ({escape(_words(r.status_reason))})" if r.status_reason not in ("", r.status) else ""
         rows.append(
             f'<tr data-run="{escape(r.run_id)}" data-status="{escape(r.status)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.goal)}</td><td><span class="state '
             f'state-{escape(r.status)}">{escape(_words(r.status))}</span>'
-            f'{" (" + escape(r.status_reason.replace("_", " ")) + ")" if r.status_reason else ""}{stuck}</td>'
+            f'{reason}{stuck}</td>'
             f'<td title="{_e(r.updated_at)}">{escape(relative(r.updated_at, now))}</td>'
             f'<td class="pending">{r.pending_approvals}</td><td class="in-flight">{r.in_flight}</td>'
             f'<td>{"needs review" if r.needs_review else ""}</td>{tenant}</tr>')
@@ -348,13 +430,14 @@ def inbox_table(rows: Sequence[InboxRow], now: datetime, csrf: str) -> str:
         out.append(
             f'<tr data-approval="{escape(r.approval_id)}" data-run="{escape(r.run_id)}"><td><a href="/runs/'
             f'{escape(r.run_id)}">{escape(r.run_id)}</a></td><td>{_e(r.action)} {_e(r.target)} ({_e(r.risk)} risk)'
-            f'<br><span class="why">{_e(r.why)}</span><br><span class="muted">for {_e(r.asked_for)} · argsHash '
+            f'<br><span class="asked-by">asked by {_e(r.asked_by)}</span> <span class="muted">for {_e(r.asked_for)}'
+            f'</span><br><span class="why">{_e(r.why)}</span><br><span class="muted">argsHash '
             f'<code>{_e(r.args_hash[:12])}</code></span></td><td>{arguments_list(r.arguments)}</td>'
             f'<td>{countdown(r.expires_at, now)}</td>{tenant}<td><form class="command" method="post" '
             f'action="{action}">{_csrf(csrf)}{_version(r.version)}<button class="approve" name="decision" '
             'value="approve">Approve</button> '
             f'<button class="reject" name="decision" value="reject">Reject</button></form></td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("run", "asks", "arguments", "expires in",
+    head = "".join(f"<th>{h}</th>" for h in ("run", "asks: who, for whom, why", "arguments", "expires in",
                                             *(("tenant",) if staff else ()), ""))
     return f'<table id="inbox"><tr>{head}</tr>{"".join(out)}</table>'
 

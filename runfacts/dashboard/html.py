@@ -140,7 +140,7 @@ def page(title: str, body: str, user: str | None = None, csrf: str | None = None
                   f'{_csrf(csrf)}<button id="logout">Sign out</button></form>'
                   f'<form method="post" action="/logout">{_csrf(csrf)}<input type="hidden" name="everywhere" '
                   'value="1"><button id="logout-everywhere">Sign out everywhere</button></form>')
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)} - runfacts</title>'
             f'<style>{STYLE}{CONSOLE_STYLE}</style><script src="/static/dashboard.js" defer></script></head><body>'
             f'<header><a href="/">runfacts</a>{NAV if user is not None else ""}{logout}'
             f'</header><main>{body}</main></body></html>')
@@ -164,17 +164,19 @@ def live(stream: str, fragment: str) -> str:
     return f'<div id="live" data-stream="{escape(stream)}">{fragment}</div>'
 
 
-def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "", asking: Any = None) -> str:
+def run_fragment(view: dict[str, Any] | None, csrf: str, console: str = "", asking: Any = None,
+                 story: str = "") -> str:
     """One run as the viewer may see it (a user view plus buttons): status, approval banner,
     actions, progress, operations detail for operators and auditors, then `console` (the
     timeline, tool-call tracks and approvals: `console.run_console`). `asking`: the banner's
-    approval as the run page reads it (`runpage.ApprovalRow`: arguments, who asked, why)."""
+    approval as the run page reads it (`runpage.ApprovalRow`: arguments, who asked, why). `story`:
+    the run in plain words (`console.story_header`), right under its heading."""
     if view is None:
         return '<p id="run-missing" class="muted">No such run (or not yours to see).</p>'
     run = escape(view["runId"])
     auditor = view.get("auditor")
     goal = f'<p id="goal">{escape(auditor["goalSummary"])}</p>' if auditor else ""
-    return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{goal}'
+    return (f'<section id="run" data-run="{run}" data-version="{view["version"]}"><h1>Run {run}</h1>{story}{goal}'
             f'<p id="status-line">{escape(view["statusLine"])}</p>'
             f'<p>status: <strong id="run-status" class="state state-{escape(view["status"])}" data-status="'
             f'{escape(view["status"])}">{escape(view["status"].replace("_", " "))}</strong>'

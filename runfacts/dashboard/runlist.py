@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from runfacts.dashboard.runpage import why_asked
+from runfacts.dashboard.runpage import NONE_TEXT, why_asked
 from runfacts.ops.views import ORPHAN_AFTER, REVIEW, Viewer, checkpoint_lag, parse_duration, retries
 from runfacts.processors.decider.state import TERMINAL, RunState
 from runfacts.processors.policy.display import display_lines, masked
@@ -79,6 +79,9 @@ class RunRow:
     claimable: tuple[datetime, ...] = ()  # since when each call waiting for a dispatcher's claim waits
     checkpoint_lag: timedelta = timedelta(0)  # `ops.views.checkpoint_lag`
     version: int = 0  # the run's version: an inbox decision carries it as expectedVersion
+    capabilities: tuple[str, ...] = ()  # the capabilities its (uncompacted) tool calls called
+    errorClasses: tuple[str, ...] = ()  # its calls' error classes (compacted ones too) and a failed run's
+    createdAt: datetime | None = None
 
     def stuck_for(self, now: datetime) -> timedelta | None:
         """How long a run that has not ended has been in its status (`ops.views.stuck_for`)."""
@@ -102,9 +105,15 @@ def row_of(state: RunState) -> RunRow:
                                    m.proposedBy, m.proposedAt, m.expiresAt, m.candidateHash)
                      for m in state.memories.values() if m.status == "proposed")
     claimable = tuple(c.claimableSince or c.proposedAt for c in state.toolCalls.values() if c.awaiting_claim)
+    capabilities = tuple(dict.fromkeys(c.capabilityId for c in state.toolCalls.values()))
+    errors = [c.errorClass for c in state.toolCalls.values() if c.errorClass]
+    errors += [how.split("/", 1)[1] for how, _h in state.settledCalls.values() if how.startswith("failed/")]
+    if state.status == "failed" and state.statusReason:
+        errors.append(state.statusReason)
     return RunRow(state.runId, state.userId, state.tenant, str(state.status), state.statusReason, state.statusSince,
                   state.updatedAt, state.goalSummary, len(state.in_flight_calls()), tuple(approvals), memories,
-                  retries(state), claimable, checkpoint_lag(state), state.version)
+                  retries(state), claimable, checkpoint_lag(state), state.version, capabilities,
+                  tuple(dict.fromkeys(errors)), state.createdAt)
 
 
 @dataclass(frozen=True)
@@ -167,9 +176,22 @@ def fleet_health(runs: Iterable[RunRow], viewer: Viewer, now: datetime, stuck_af
                        dict(sorted(total.items())), tuple(attention[:show]))
 
 
+def _moment(name: str, value: str) -> datetime | None:
+    """A query's time ('2026-12-06', '2026-12-06T10:00', with or without zone: UTC when none)."""
+    if not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: give a date or a time like 2026-12-06 or 2026-12-06T10:00 "
+                         "(UTC unless it names its zone)") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class ListQuery:
-    """What the list shows: filters, search and page."""
+    """What the list shows: filters, search and page. Every filter is in the URL (a list can be
+    shared); they combine (a run must match all of them)."""
 
     status: str = ""
     needs_review: bool = False
@@ -178,6 +200,11 @@ class ListQuery:
     q: str = ""  # run id contains
     page: int = 1
     per_page: int = PER_PAGE
+    user: str = ""  # the run's user, exactly (its id as the dashboard reveals it)
+    capability: str = ""  # a capability one of its tool calls called (contains)
+    error: str = ""  # an error class of one of its calls or of the run (contains)
+    since: str = ""  # started at or after (ISO date or time, UTC unless zoned)
+    until: str = ""  # started before
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> ListQuery:
@@ -191,18 +218,38 @@ class ListQuery:
             raise ValueError("page and per_page must be whole numbers") from None
         if page < 1 or not 1 <= per_page <= MAX_PER_PAGE:
             raise ValueError(f"page must be >= 1 and per_page 1..{MAX_PER_PAGE}")
+        since, until = params.get("since", "").strip(), params.get("until", "").strip()
+        start, end = _moment("since", since), _moment("until", until)
+        if start is not None and end is not None and start >= end:
+            raise ValueError(f"since={since!r} is not before until={until!r}: swap them or widen the range")
         return cls(params.get("status", "").strip(), params.get("review", "") in ("1", "on", "true"), stuck,
-                   params.get("tenant", "").strip(), params.get("q", "").strip(), page, per_page)
+                   params.get("tenant", "").strip(), params.get("q", "").strip(), page, per_page,
+                   params.get("user", "").strip(), params.get("capability", "").strip(),
+                   params.get("error", "").strip(), since, until)
 
     def query_string(self, **changes: Any) -> str:
         q = replace(self, **changes)
         values = {"status": q.status, "review": "1" if q.needs_review else "", "stuck": q.stuck,
-                  "tenant": q.tenant, "q": q.q, "page": str(q.page) if q.page > 1 else "",
+                  "tenant": q.tenant, "q": q.q, "user": q.user, "capability": q.capability, "error": q.error,
+                  "since": q.since, "until": q.until, "page": str(q.page) if q.page > 1 else "",
                   "per_page": str(q.per_page) if q.per_page != PER_PAGE else ""}
         return urlencode({k: v for k, v in values.items() if v})
 
-    def matches(self, state: RunRow, now: datetime) -> bool:
+    def matches(self, state: RunRow, now: datetime, owner: Callable[[str | None], str | None] | None = None) -> bool:
         if self.q and self.q not in state.runId:
+            return False
+        if self.user and (owner or _same)(state.userId) != self.user:
+            return False
+        if self.capability and not any(self.capability in c for c in state.capabilities):
+            return False
+        if self.error and not any(self.error in e for e in state.errorClasses):
+            return False
+        start, end = _moment("since", self.since), _moment("until", self.until)
+        if (start is not None or end is not None) and state.createdAt is None:
+            return False
+        if start is not None and state.createdAt is not None and state.createdAt < start:
+            return False
+        if end is not None and state.createdAt is not None and state.createdAt >= end:
             return False
         if self.status and state.status != self.status:
             return False
@@ -250,7 +297,7 @@ def run_list(runs: Iterable[RunRow], viewer: Viewer, query: ListQuery, now: date
     """The runs this viewer may see that match `query`, newest change first, one page of rows.
     `owner`: a run's userId as the viewer's subject compares with it (the dashboard reveals a
     pseudonym with its keys, as the run page does)."""
-    matching = [s for s in runs if viewer.may_see(owner(s.userId), s.tenant) and query.matches(s, now)]
+    matching = [s for s in runs if viewer.may_see(owner(s.userId), s.tenant) and query.matches(s, now, owner)]
     matching.sort(key=lambda s: (s.updatedAt, s.runId), reverse=True)
     start = (query.page - 1) * query.per_page
     staff = viewer.role in ("operator", "auditor")
@@ -277,12 +324,19 @@ class InboxRow:
     why: str = ""  # why a person decides
     asked_for: str = MASK  # who the request stands for (auditors), else [redacted]
     version: int = 0  # the run's version the row shows (the decision's expectedVersion)
+    asked_by: str = NONE_TEXT  # who proposed the call that asks (the approval.required fact's proposedBy)
+
+
+def _nobody(run_id: str, approval_id: str) -> str:
+    return NONE_TEXT
 
 
 def inbox(runs: Iterable[RunRow], viewer: Viewer,
-          owner: Callable[[str | None], str | None] = _same) -> list[InboxRow]:
+          owner: Callable[[str | None], str | None] = _same,
+          proposer: Callable[[str, str], str] = _nobody) -> list[InboxRow]:
     """Every open approval this viewer's roles may decide, on runs they may see, oldest first
-    (earliest expiry first: the approval's age is its TTL minus the time left)."""
+    (earliest expiry first: the approval's age is its TTL minus the time left). `proposer`: who
+    asked an approval of a run, as this viewer may read it (`runpage.proposers` over its facts)."""
     rows = []
     staff = viewer.role in ("operator", "auditor")
     for s in runs:
@@ -296,7 +350,7 @@ def inbox(runs: Iterable[RunRow], viewer: Viewer,
                                  a.argsHash, a.expiresAt, (s.tenant or "") if staff else None,
                                  tuple(display_lines(shown)), why_asked(a.risk, a.requiredRole, a.capability),
                                  ", ".join(str(owner(r)) for r in a.requesters) if viewer.role == "auditor"
-                                 else MASK, s.version))
+                                 else MASK, s.version, proposer(s.runId, a.approvalId)))
     return sorted(rows, key=lambda r: (r.expires_at, r.run_id, r.approval_id))
 
 

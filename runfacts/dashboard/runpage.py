@@ -21,6 +21,7 @@ from typing import Any
 
 from runfacts.client.outcomes import Entry
 from runfacts.dashboard.auditcheck import AuditStatus
+from runfacts.dashboard.retell.story import CALLS_TOLD, STORY_EVENTS, Story, story
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, reveal
 from runfacts.privacy.fields import reveal_dict
@@ -65,6 +66,7 @@ class Fact:
     event_id: str
     event_type: str
     words: str
+    number: int = 0  # its place among the run's facts, from 1 (`/runs/{id}?at=<number>`)
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ class RunPage:
     subject: str = ""  # the run's data subject: "erased", "protected", "plain", "" (no keys held here)
     parent: str | None = None  # the run that started this one (None: a top-level run)
     children: tuple[ChildRow, ...] = ()  # its child runs, each with its own beneath it
+    story: Story = Story(())  # the run in plain words (`story.story`), trimmed like the rest
 
 
 @dataclass(frozen=True)
@@ -471,7 +474,7 @@ def timeline(entries: Sequence[Entry], viewer: Viewer, start: int = 0, end: int 
             event = shown[i]
             caused_by = causes.get(entries[i].causation_id or "")
             facts.append(Fact(entries[i].offset, event.occurredAt, _actor(event, caused_by), event.eventId,
-                              event.eventType, words(event)))
+                              event.eventType, words(event), i + 1))
         groups.append(Turn(label if lo == first else f"{label} (continued)", tuple(facts)))
     return tuple(groups)
 
@@ -705,7 +708,19 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
         audit=audit, earlier_facts=start, facts_before=entries[start].offset if start < len(entries) else None,
         earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None,
-        parent=state.parentRunId, children=child_tree(state, lookup))
+        parent=state.parentRunId, children=child_tree(state, lookup), story=run_story(entries, viewer, keys))
+
+
+def run_story(entries: Sequence[Entry], viewer: Viewer, keys: KeyView = NO_KEYS,
+              calls_told: int = CALLS_TOLD) -> Story:
+    """The run's story as this viewer may read it: only the facts a story reads are decoded,
+    and of the tool calls only the newest `calls_told` (the others are counted by their
+    proposals), so a run of thousands of facts tells it as fast as a short one."""
+    proposed = [e.tool_call_id for e in entries if e.event_type == "tool.call.proposed"]
+    told = set(proposed[-calls_told:]) if calls_told else set()
+    events = [_shown(e.event, viewer, keys) for e in entries if e.event_type in STORY_EVENTS
+              and (e.tool_call_id is None or e.tool_call_id in told)]
+    return story(events, viewer.role == "auditor", calls_told, len(proposed) - len(told))
 
 
 def relative(then: datetime, now: datetime) -> str:
