@@ -503,6 +503,22 @@ class RequestReconciliation(CommandBase):
     payload: RequestReconciliationPayload
 
 
+class ResolveCompensationPayload(Record):
+    """Payload of ResolveCompensation."""
+
+    toolCallId: str
+    decision: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    note: str = ""
+
+
+class ResolveCompensation(CommandBase):
+    """A person resolves an undo that stopped the run in needs_review (operator)."""
+
+    commandType: Literal["compensation.resolve"] = "compensation.resolve"
+    schemaVersion: Literal[1] = 1
+    payload: ResolveCompensationPayload
+
+
 class ResumeRunPayload(Record):
     """Payload of ResumeRun."""
 
@@ -688,6 +704,7 @@ Command = Annotated[
     | ReportToolHeld
     | ReportVerification
     | RequestReconciliation
+    | ResolveCompensation
     | ResumeRun
     | ResumeTool
     | RetryToolCall
@@ -732,6 +749,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.report_held": ReportToolHeld,
     "tool.call.report_verification": ReportVerification,
     "tool.call.request_reconciliation": RequestReconciliation,
+    "compensation.resolve": ResolveCompensation,
     "run.resume": ResumeRun,
     "tool.resume": ResumeTool,
     "tool.call.retry": RetryToolCall,

@@ -44,6 +44,11 @@ _CALL_EVENTS = {
 }
 
 
+_RESOLVED = {"retry": "try it again", "done_by_hand": "undone by hand",
+             "give_up": "give up (the rest stays undone)"}
+"""A person's decision about an undo that stopped (`compensation.resolved`), in plain words."""
+
+
 def text(value: Any) -> str:
     """A value as page text: `NONE_TEXT` for None or empty, never the word None."""
     if value is None or value == "" or value == ():
@@ -284,6 +289,8 @@ def words(event: EventBase) -> str:
         "compensation.started": lambda: f"Undoing {p.toolCallId} with {p.compensationToolCallId} "
                                         f"({p.compensationCapabilityId}, {_code(p.reason)})"
                                         + (f"; then {', '.join(p.remaining)}" if p.remaining else ""),
+        "compensation.resolved": lambda: f"{p.actor.subjectId} resolved the undo of {p.toolCallId}: "
+                                         + _RESOLVED.get(p.decision, p.decision) + (f" — {p.note}" if p.note else ""),
         "run.compensated": lambda: f"Run compensated ({_code(p.reason)}): reversed {', '.join(p.compensatedToolCalls)}",
         "turn.started": lambda: f"Turn {p.turnNumber} started",
         "turn.completed": lambda: f"Turn {p.turnNumber} completed",
