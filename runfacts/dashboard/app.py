@@ -386,7 +386,9 @@ class _Pages:
         since, denials = self.d.facts.health_counts() if self.d.facts is not None else (None, None)
         fleet = fleet_health(self.d.states.all_rows(), viewer, now, limit, since, denials,
                              owner=self.owners(), after=self.d.orphan_after)
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet)
+        halted = self.d.metrics.halted() if self.d.metrics is not None else None
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet,
+                                                       halted, int(now.timestamp() * 1000))
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:

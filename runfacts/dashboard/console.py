@@ -463,12 +463,39 @@ def fleet_section(fleet: FleetHealth | None) -> str:
     return f'<h2>Runs</h2><div id="fleet" class="figures">{summary}</div>{table}'
 
 
+def halted_section(halted: Sequence[Mapping[str, Any]] | None, now_ms: int | None = None) -> str:
+    """The partitions an engine halted on a stored record newer than its code (docs/ops.md "A record
+    newer than the code"): which processor, instance and partition, why, as of which metrics record.
+    Nothing when the metrics topic is not followed (the page says so under commit latency)."""
+    if halted is None:
+        return ""
+    if not halted:
+        return '<p class="muted" id="no-halted">No partition is halted.</p>'
+    rows = "".join(
+        f'<tr data-app="{escape(h["app"])}" data-instance="{escape(h["instance"])}" data-partition="{h["partition"]}">'
+        f'<td>{escape(h["app"])}</td><td>{escape(h["instance"])}</td><td>{h["partition"]}</td>'
+        f'<td class="why">{escape(h["why"])}</td><td>{escape(_as_of(int(h["atMs"]), now_ms))}</td></tr>'
+        for h in halted)
+    return ('<h2 role="alert">Halted partitions: <span id="halted-count">' + str(len(halted)) + '</span></h2>'
+            '<p>A stored record newer than the code halted these partitions: their runs wait, the others go on. '
+            'Fix: upgrade the instance (or let an upgraded one take the partition over); it resumes from its '
+            'last commit.</p><table id="halted"><tr><th>processor</th><th>instance</th><th>partition</th>'
+            f'<th>why</th><th>as of</th></tr>{rows}</table>')
+
+
+def _as_of(at_ms: int, now_ms: int | None) -> str:
+    if now_ms is None:
+        return str(at_ms)
+    return f"{span_words(max(0, now_ms - at_ms) / 1000)} ago"
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
                 stuck_total: int, feeds: Sequence[tuple[str, str]],
                 metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                fleet: FleetHealth | None = None) -> str:
-    """Fleet health and the runs that need a look, lag per processor and partition (bars),
-    commit latency, stuck runs, the dashboard's own feeds."""
+                fleet: FleetHealth | None = None, halted: Sequence[Mapping[str, Any]] | None = None,
+                now_ms: int | None = None) -> str:
+    """Halted partitions first, fleet health and the runs that need a look, lag per processor and
+    partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
     widest = max([x.lag for x in lags] + [100])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
@@ -484,7 +511,8 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+    return (f'{halted_section(halted, now_ms)}{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}'
+            f'{latency_section(metrics)}'
             f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')
