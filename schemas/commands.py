@@ -346,6 +346,23 @@ class RecordReasoning(CommandBase):
     payload: RecordReasoningPayload
 
 
+class ReportChildEvidencePayload(Record):
+    """Payload of ReportChildEvidence."""
+
+    childRunId: str
+    chunk: int
+    chunks: int
+    evidence: tuple[EvidenceItem, ...] = ()
+
+
+class ReportChildEvidence(CommandBase):
+    """Part of an ended child's evidence for its parent, when its ledger does not fit in one record (sent by the child's decider, in order, before its child.report, which then carries none)."""
+
+    commandType: Literal["child.report_evidence"] = "child.report_evidence"
+    schemaVersion: Literal[1] = 1
+    payload: ReportChildEvidencePayload
+
+
 class ReportChildRunPayload(Record):
     """Payload of ReportChildRun."""
 
@@ -695,6 +712,7 @@ Command = Annotated[
     | ProposeToolCall
     | RecordFeedback
     | RecordReasoning
+    | ReportChildEvidence
     | ReportChildRun
     | ReportReconciled
     | ReportResultUnknown
@@ -740,6 +758,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.propose": ProposeToolCall,
     "feedback.record": RecordFeedback,
     "reasoning.record": RecordReasoning,
+    "child.report_evidence": ReportChildEvidence,
     "child.report": ReportChildRun,
     "tool.call.report_reconciled": ReportReconciled,
     "tool.call.report_result_unknown": ReportResultUnknown,
