@@ -13,7 +13,7 @@ Routes:
   /runs/{run}/calls?before=<call> answer the older pages (a fragment for the page's script,
   `X-Fragment: 1`, else a page of their own), and the stream, asked with
   `facts_from=<offset>&calls_from=<call>`, keeps everything from there on current.
-- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
+- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}, /resolve-compensation: CSRF token
   required; a command is built from the run's State (argsHash) at the version of the view the
   page shows (expectedVersion), signed approval token when keys are configured, actor = the
   session's user with authSource "dashboard"; the answer is the decider's outcome (JSON for
@@ -481,6 +481,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
+        Route("/runs/{run_id}/resolve-compensation", p.command(_resolve_compensation), methods=["POST"]),
         Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
         Route("/memory", p.memory), Route("/memory/stream", p.stream),
         Route("/runs/{run_id}/memories/{memory_id}", p.command(_review_memory), methods=["POST"]),
@@ -655,6 +656,11 @@ def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
 
 def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
     return control.retry_command(state, form["tool_call_id"], _issue(session))
+
+
+def _resolve_compensation(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.resolve_compensation_command(state, str(form.get("decision", "")), str(form.get("note", "")),
+                                                _issue(session), str(form.get("tool_call_id", "")) or None)
 
 
 def _reauthorize(state: RunState, session: Session, form: Any) -> CommandBase:

@@ -60,7 +60,23 @@ def _csrf(token: str) -> str:
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
     return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
-            f'{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}{_timeline(page)}</div>')
+            f'{_resolve(page, csrf)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
+            f'{_timeline(page)}</div>')
+
+
+def _resolve(page: RunPage, csrf: str) -> str:
+    """An operator's decision about the undo the run stopped at (`compensation.resolve`)."""
+    if page.stopped_undo is None:
+        return ""
+    call = escape(page.stopped_undo)
+    options = "".join(f'<option value="{v}">{escape(w)}</option>' for v, w in (
+        ("retry", "try the undo again"), ("done_by_hand", "I undid it by hand"),
+        ("give_up", "give up: leave the rest undone, the run ends failed")))
+    return (f'<form id="resolve-compensation" class="command" method="post" action="/runs/{escape(page.run_id)}/'
+            f'resolve-compensation">{_csrf(csrf)}{_version(page.version)}<input type="hidden" name="tool_call_id" '
+            f'value="{call}"><p>Undoing {call} stopped for a person.</p><label>Decision <select name="decision">'
+            f'{options}</select></label> <label>Note <input name="note" maxlength="500" placeholder="what you did, '
+            'or why (kept in the audit trail)"></label> <button id="resolve">Resolve</button></form>')
 
 
 def _family(page: RunPage) -> str:

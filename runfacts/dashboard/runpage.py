@@ -24,6 +24,7 @@ from runfacts.dashboard.auditcheck import AuditStatus
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, reveal
 from runfacts.privacy.fields import reveal_dict
+from runfacts.processors.decider.commands.compensation import stopped
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
 from runfacts.processors.policy.display import display_lines, masked
 from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, EventBase
@@ -199,6 +200,7 @@ class RunPage:
     subject: str = ""  # the run's data subject: "erased", "protected", "plain", "" (no keys held here)
     parent: str | None = None  # the run that started this one (None: a top-level run)
     children: tuple[ChildRow, ...] = ()  # its child runs, each with its own beneath it
+    stopped_undo: str | None = None  # operator: the completed call whose undo stopped the run (compensation.resolve)
 
 
 @dataclass(frozen=True)
@@ -712,7 +714,16 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
         audit=audit, earlier_facts=start, facts_before=entries[start].offset if start < len(entries) else None,
         earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None,
-        parent=state.parentRunId, children=child_tree(state, lookup))
+        parent=state.parentRunId, children=child_tree(state, lookup),
+        stopped_undo=_stopped_undo(state, viewer))
+
+
+def _stopped_undo(state: RunState, viewer: Viewer) -> str | None:
+    """For an operator (the role of `compensation.resolve`): the call whose undo stopped the run."""
+    if viewer.role != "operator":
+        return None
+    plan = stopped(state)
+    return None if plan is None else plan.toolCallId
 
 
 def relative(then: datetime, now: datetime) -> str:

@@ -470,3 +470,62 @@ def test_console_user_view_and_trajectory_read_a_resolution_in_plain_words() -> 
     for fact in facts_of([_millis(e.model_dump()) for e in s.log], trajectory.READS):
         view = trajectory.evolve(view, fact)
     assert view.run.status == "compensating"
+
+
+def test_console_offers_the_operator_a_resolve_form_and_the_decider_refuses_anyone_else(tmp_path: Any) -> None:
+    """The dashboard path: the run page shows the form to an operator only; the command it builds
+    from a support agent's POST is refused forbidden_role by the decider, an operator's accepted."""
+    from decider_support import policy_ctx
+    from ops_support import PASSWORDS, write_users
+    from starlette.testclient import TestClient
+
+    from runfacts.dashboard.app import Dashboard, create_app
+    from runfacts.dashboard.feed import FeedSettings, StateFeed, ViewFeed, decode_view
+    from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
+    from runfacts.ops.control import Outcome
+    from runfacts.processors.decider.core import decide
+    from runfacts.processors.policy.access import load_policy
+    from runfacts.projections.user_view import publisher
+    from runfacts.settings import KafkaSettings
+    from runfacts.topics import TopicNames
+
+    state = stopped_at_first_undo().s
+    secured = replace(policy_ctx(), capabilities=ctx().capabilities)
+
+    class DecidingSender:  # the decider itself answers (no broker): what the dashboard sent is judged
+        def send(self, command: Any, headers: Any = None) -> Outcome:
+            return Outcome(command, tuple(decide(command, state, secured)))
+
+        def close(self) -> None:
+            pass
+
+    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("dash-undo")
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = StateFeed(kafka, FeedSettings(names.state))
+    for _topic, key, value in publisher(names.user_view)(state):
+        views.apply(key, value)
+    states.apply(state.runId.encode(), state.model_dump_json().encode())
+    users = load_users_file(write_users(tmp_path / "users.toml"))
+    dashboard = Dashboard(views, states, users, SessionSigner(b"s" * 32), DecidingSender(),  # type: ignore[arg-type]
+                          policy=load_policy())
+    answers = {}
+    for user in ("alice", "olga"):
+        with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
+            token = c.get("/login").cookies[LOGIN_CSRF_COOKIE]
+            c.post("/login", data={"username": user, "password": PASSWORDS[user], "csrf": token},
+                   follow_redirects=False)
+            page = c.get(f"/runs/{state.runId}").text
+            assert ('id="resolve-compensation"' in page) == (user == "olga")
+            csrf = page.split('name="csrf" value="')[1].split('"')[0]
+            answers[user] = c.post(f"/runs/{state.runId}/resolve-compensation",
+                                   headers={"accept": "application/json"},
+                                   data={"csrf": csrf, "decision": "retry", "tool_call_id": "charge-1"}).json()
+    assert not answers["alice"]["accepted"]
+    assert "compensation.resolve needs the role operator" in answers["alice"]["message"]
+    assert answers["olga"]["accepted"] and answers["olga"]["events"][:2] == ["compensation.resolved",
+                                                                             "compensation.started"]
+
+
+def load_users_file(path: Any) -> Any:
+    from runfacts.security.identity import load_users
+    return load_users(path)
