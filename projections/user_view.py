@@ -182,14 +182,15 @@ def _reversed(state: RunState) -> list[str]:
     out = []
     for plan in reversed(state.compensations.values()):
         undo_id = plan.compensationToolCallId
-        if undo_id is None:
+        if undo_id is None and plan.resolution is None:
             continue
-        undo = state.toolCalls.get(undo_id)
-        done = (undo.execution == "completed") if undo is not None else (
-            state.settledCalls.get(undo_id, ("",))[0].startswith("completed"))
+        undo = state.toolCalls.get(undo_id or "")
+        done = plan.resolution == "done_by_hand" or ((undo.execution == "completed") if undo is not None else (
+            state.settledCalls.get(undo_id or "", ("",))[0].startswith("completed")))
         if done:
             call = state.toolCalls.get(plan.toolCallId)
-            out.append(f"{call.action} on {call.target}" if call is not None else plan.toolCallId)
+            step = f"{call.action} on {call.target}" if call is not None else plan.toolCallId
+            out.append(f"{step} (by hand)" if plan.resolution == "done_by_hand" else step)
     return out
 
 

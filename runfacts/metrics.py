@@ -6,7 +6,9 @@ and read by the console (`dashboard.health.MetricsFeed`).
 The record (`METRICS_VERSION` 1), keyed `<app>/<instance>`:
 `{"v": 1, "app", "instance", "atMs", "intervalMs", "commits", "processed",
 "commitLatencyMs": {"p50", "p99", "max"} | null, "batchRecords": {"p50", "p99", "max"} | null,
-"lag": [{"topic", "partition", "lag"}]}`. Percentiles are nearest-rank over the interval's
+"lag": [{"topic", "partition", "lag"}], "halted": [{"partition", "why"}]}` (`halted`: the partitions
+the instance holds halted on a stored record newer than its code, and why; added within version 1,
+a record without it has none). Percentiles are nearest-rank over the interval's
 samples; an interval without commits has `commitLatencyMs` null (nothing was measured, not 0).
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +53,13 @@ class MetricsWindow:
         self.processed += records
 
     def record(self, app: str, instance: str, at_ms: int, interval_ms: int,
-               lag: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+               lag: Sequence[tuple[str, int, int]], halted: Mapping[int, str] | None = None) -> dict[str, Any]:
         """The interval as the metrics record, then an empty window."""
         out = {"v": METRICS_VERSION, "app": app, "instance": instance, "atMs": at_ms, "intervalMs": interval_ms,
                "commits": len(self.latencies_ms), "processed": self.processed,
                "commitLatencyMs": summary(self.latencies_ms), "batchRecords": summary(self.batches),
-               "lag": [{"topic": t, "partition": p, "lag": n} for t, p, n in lag]}
+               "lag": [{"topic": t, "partition": p, "lag": n} for t, p, n in lag],
+               "halted": [{"partition": p, "why": why} for p, why in sorted((halted or {}).items())]}
         self.latencies_ms, self.batches, self.processed = [], [], 0
         return out
 

@@ -346,6 +346,23 @@ class RecordReasoning(CommandBase):
     payload: RecordReasoningPayload
 
 
+class ReportChildEvidencePayload(Record):
+    """Payload of ReportChildEvidence."""
+
+    childRunId: str
+    chunk: int
+    chunks: int
+    evidence: tuple[EvidenceItem, ...] = ()
+
+
+class ReportChildEvidence(CommandBase):
+    """Part of an ended child's evidence for its parent, when its ledger does not fit in one record (sent by the child's decider, in order, before its child.report, which then carries none)."""
+
+    commandType: Literal["child.report_evidence"] = "child.report_evidence"
+    schemaVersion: Literal[1] = 1
+    payload: ReportChildEvidencePayload
+
+
 class ReportChildRunPayload(Record):
     """Payload of ReportChildRun."""
 
@@ -501,6 +518,22 @@ class RequestReconciliation(CommandBase):
     commandType: Literal["tool.call.request_reconciliation"] = "tool.call.request_reconciliation"
     schemaVersion: Literal[1] = 1
     payload: RequestReconciliationPayload
+
+
+class ResolveCompensationPayload(Record):
+    """Payload of ResolveCompensation."""
+
+    toolCallId: str
+    decision: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    note: str = ""
+
+
+class ResolveCompensation(CommandBase):
+    """A person resolves an undo that stopped the run in needs_review (operator)."""
+
+    commandType: Literal["compensation.resolve"] = "compensation.resolve"
+    schemaVersion: Literal[1] = 1
+    payload: ResolveCompensationPayload
 
 
 class ResumeRunPayload(Record):
@@ -679,6 +712,7 @@ Command = Annotated[
     | ProposeToolCall
     | RecordFeedback
     | RecordReasoning
+    | ReportChildEvidence
     | ReportChildRun
     | ReportReconciled
     | ReportResultUnknown
@@ -688,6 +722,7 @@ Command = Annotated[
     | ReportToolHeld
     | ReportVerification
     | RequestReconciliation
+    | ResolveCompensation
     | ResumeRun
     | ResumeTool
     | RetryToolCall
@@ -723,6 +758,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.propose": ProposeToolCall,
     "feedback.record": RecordFeedback,
     "reasoning.record": RecordReasoning,
+    "child.report_evidence": ReportChildEvidence,
     "child.report": ReportChildRun,
     "tool.call.report_reconciled": ReportReconciled,
     "tool.call.report_result_unknown": ReportResultUnknown,
@@ -732,6 +768,7 @@ COMMAND_CLASSES: dict[str, type[CommandBase]] = {
     "tool.call.report_held": ReportToolHeld,
     "tool.call.report_verification": ReportVerification,
     "tool.call.request_reconciliation": RequestReconciliation,
+    "compensation.resolve": ResolveCompensation,
     "run.resume": ResumeRun,
     "tool.resume": ResumeTool,
     "tool.call.retry": RetryToolCall,

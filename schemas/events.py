@@ -263,6 +263,25 @@ class CompensationPlanned(EventBase):
     payload: CompensationPlannedPayload
 
 
+class CompensationResolvedPayload(Record):
+    """Payload of CompensationResolved."""
+
+    toolCallId: str
+    decision: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    note: str = ""
+    reason: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+    notUndone: tuple[str, ...] = ()
+    actor: Actor
+
+
+class CompensationResolved(EventBase):
+    """A person resolved an undo that stopped for review: the run compensates again, or ends."""
+
+    eventType: Literal["compensation.resolved"] = "compensation.resolved"
+    schemaVersion: Literal[1] = 1
+    payload: CompensationResolvedPayload
+
+
 class CompensationStartedPayload(Record):
     """Payload of CompensationStarted."""
 
@@ -1010,6 +1029,7 @@ Event = Annotated[
     | ChildRunRequested
     | CommandRejected
     | CompensationPlanned
+    | CompensationResolved
     | CompensationStarted
     | EvidenceAppended
     | EvidenceConflictDetected
@@ -1074,6 +1094,7 @@ EVENT_CLASSES: dict[str, type[EventBase]] = {
     "child.requested": ChildRunRequested,
     "command.rejected": CommandRejected,
     "compensation.planned": CompensationPlanned,
+    "compensation.resolved": CompensationResolved,
     "compensation.started": CompensationStarted,
     "evidence.appended": EvidenceAppended,
     "evidence.conflict_detected": EvidenceConflictDetected,

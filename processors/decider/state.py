@@ -53,7 +53,7 @@ ACTION_WINDOW = 256
 """Loop detection counts the most recently used distinct actions only (actionCounts' size)."""
 KEEP_SETTLED = 32
 """Settled tool calls kept in full; older ones are compacted into `RunState.settledCalls`."""
-STATE_FORMAT: Final = 7
+STATE_FORMAT: Final = 8
 """The stored shape's version (`RunState.stateFormat`; migrations: `state_json.RUN_STATE`)."""
 EVIDENCE_WINDOW = 128
 """Evidence-grade event ids a run keeps (the most recent), for memory confirmation."""
@@ -239,6 +239,8 @@ class CompensationPlan(Frozen):
     arguments: str | None = None  # canonical JSON of the compensating call's arguments
     problem: str | None = None  # why they cannot be derived (a person undoes the effect)
     compensationToolCallId: str | None = None  # set when its compensation started
+    retries: int = 0  # a person's `retry` decisions (`compensation.resolved`): the next id is `-undo-<retries+1>`
+    resolution: Literal["done_by_hand", "given_up"] | None = None  # a person's other decisions
 
 
 class Progress(Frozen):
@@ -252,7 +254,7 @@ class Progress(Frozen):
 class RunState(Frozen):
     """Everything the runtime knows as fact about one run."""
 
-    stateFormat: Literal[7] = STATE_FORMAT
+    stateFormat: Literal[8] = STATE_FORMAT
     """The version of this shape as stored (first key of the JSON; not `version`, which counts
     events, nor `versions.stateSchema`, the run's pinned contract). A stored record is read with
     `state_json.load_state`, which migrates older shapes."""

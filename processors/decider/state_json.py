@@ -90,11 +90,20 @@ def _no_holds(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _no_resolutions(value: dict[str, Any]) -> dict[str, Any]:
+    """7 -> 8: a compensation plan counts a person's retries and holds their resolution
+    (`compensation.resolved`); no plan of a state written before had one, so the shape is read as
+    it is (`retries` 0, `resolution` None)."""
+    return value
+
+
 RUN_STATE = Migrations("run state", STATE_FORMAT, {1: _settled_pairs, 2: _window_digests, 3: _approval_requesters,
-                                                   4: _child_runs, 5: _compensations, 6: _no_holds})
+                                                   4: _child_runs, 5: _compensations, 6: _no_holds,
+                                                   7: _no_resolutions})
 """The run state's shapes: 1 unmarked (no settledCalls, then ':'-joined, then pairs), 2 marked,
 3 the dedupe window as digests, 4 an approval's requesters, 5 child runs and the evidence ledger,
-6 compensation plans, 7 a call's hold (a paused capability)."""
+6 compensation plans, 7 a call's hold (a paused capability), 8 a plan's retries and resolution
+(a person's `compensation.resolve`)."""
 
 
 def load_state(raw: bytes) -> RunState:

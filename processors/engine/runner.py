@@ -49,7 +49,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import groupby
@@ -246,7 +246,8 @@ class Engine:
                                       or now - self._last_commit >= due):
                 self._commit()
             if self._metrics is not None and now >= self._metrics.next_at:
-                self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources])
+                self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources],
+                                      self.halted)
         self._commit()
 
     def _begin(self) -> None:
@@ -329,6 +330,8 @@ class Engine:
         self.stats.halts += 1
         self._consumer.pause([TopicPartition(src.topic, halt.partition) for src in self.app.sources])
         self._tel.gauge(HALTED_METRIC, len(self.halted), self._labels)
+        if self._metrics is not None:  # the console's health page names it at the next loop, not an interval later
+            self._metrics.next_at = 0.0
 
     def _fire_timers(self) -> None:
         now_ms = int(self._clock() * 1000)
@@ -652,12 +655,14 @@ class MetricsReporter:
                                                    "message.timeout.ms": 30_000, "on_delivery": self._delivered},
                                                   "metrics producer"))
 
-    def publish(self, consumer: Consumer, partitions: Iterable[int], sources: Iterable[str]) -> None:
-        """The window as one record (and the next interval's deadline)."""
+    def publish(self, consumer: Consumer, partitions: Iterable[int], sources: Iterable[str],
+                halted: Mapping[int, str] | None = None) -> None:
+        """The window as one record, with the partitions halted and why (and the next interval's deadline)."""
         now = time.monotonic()
         self.next_at = now + self.interval_ms / 1000
         record = self.window.record(self.app, self.instance, int(time.time() * 1000), self.interval_ms,
-                                    _lag(consumer, [TopicPartition(t, p) for t in sources for p in partitions]))
+                                    _lag(consumer, [TopicPartition(t, p) for t in sources for p in partitions]),
+                                    halted)
         try:
             self._producer.produce(self.topic, encode(record), f"{self.app}/{self.instance}".encode())
         except (BufferError, KafkaException) as exc:

@@ -2,7 +2,7 @@
 
 The policy file is TOML (`policy.toml` next to this module is the packaged default):
 
-    policyVersion = "2026-12-06.1"
+    policyVersion = "2026-12-06.2"
     [sources.dashboard]                 # a trusted auth source ...
     roles = ["user", "operator"]        # ... and the only roles it may vouch for
     tenantScoped = true                 # (default) its actors act within their tenant

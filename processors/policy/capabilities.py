@@ -17,6 +17,7 @@ camelCase keys as on the wire:
     hasLookup = true              # optional: the tool can say what became of a request
     maxConcurrency = 4            # optional: at most this many calls running at once per dispatcher
     ratePerSecond = 2.5           # optional: at most this many call starts a second per dispatcher
+                                  # (fleet-wide C, R with N dispatchers: max(1, C // N), R / N; docs/dispatcher.md)
     argumentSchema = '{"type": "object", ...}'   # optional: the tool's argument JSON schema
     approvalWhen = [{ field = "amountMinor", op = ">", value = 5000 }]   # optional (needsApproval = false)
     [capability.compensation]     # optional: the call that undoes a completed one (docs/tools.md)

@@ -334,6 +334,7 @@ HANDLERS: dict[str, Handler] = {
     "run.failed": _status("failed", ends=True, outcome="errorClass"),
     "run.archived": _status("archived"),
     "compensation.started": _status("compensating"),  # the undoing call is a step of its own
+    "compensation.resolved": _status("compensating"),  # a person's decision; give_up: run.failed follows
     "run.compensated": _status("compensated", ends=True, outcome="reason"),
     "turn.started": _turn,
     "turn.completed": _turn,

@@ -386,6 +386,23 @@ def _send_quietly(command: CommandBase, timeout: float) -> Outcome:
         client.close()
 
 
+@runs_app.command("resolve-compensation")
+def runs_resolve_compensation(
+        run_id: str = typer.Argument(..., help="The run whose undo stopped (needs_review while compensating)."),
+        decision: str = typer.Option(..., "--decision", help="retry: start the undo again (same arguments and "
+                                     "idempotency key); done_by_hand: you undid it, the older undos go on; give_up: "
+                                     "the run ends failed (compensation_abandoned), the rest left undone."),
+        note: str = typer.Option("", "--note", help="What you did or why (needed for done_by_hand and give_up; "
+                                 "kept in the audit trail)."),
+        call: str = typer.Option(None, "--call", help="The completed call whose undo stopped (default: the one "
+                                 "the run is stopped at)."),
+        timeout: float = TIMEOUT) -> None:
+    """Resolve an undo that stopped a compensating run for a person (operator role; audited:
+    compensation.resolved). Exit 3 when the run decider refuses it, naming why."""
+    identity = _identity()
+    _send(control.resolve_compensation_command(_state(run_id), decision, note, _issue(identity), call), timeout)
+
+
 @runs_app.command("migrate")
 def runs_migrate(run_id: str = typer.Argument(..., help="The run to move to the decider's current versions."),
                  to_node: str = typer.Option(..., "--to-node", help="The node the run resumes from."),

@@ -13,7 +13,7 @@ Routes:
   /runs/{run}/calls?before=<call> answer the older pages (a fragment for the page's script,
   `X-Fragment: 1`, else a page of their own), and the stream, asked with
   `facts_from=<offset>&calls_from=<call>`, keeps everything from there on current.
-- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}: CSRF token
+- POST /runs/{run}/approvals/{approval}, /runs/{run}/stop, /cancel, /retry/{call}, /resolve-compensation: CSRF token
   required; a command is built from the run's State (argsHash) at the version of the view the
   page shows (expectedVersion), signed approval token when keys are configured, actor = the
   session's user with authSource "dashboard"; the answer is the decider's outcome (JSON for
@@ -397,7 +397,9 @@ class _Pages:
         since, denials = self.d.facts.health_counts() if self.d.facts is not None else (None, None)
         fleet = fleet_health(self.d.states.all_rows(), viewer, now, limit, since, denials,
                              owner=self.owners(), after=self.d.orphan_after)
-        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet)
+        halted = self.d.metrics.halted() if self.d.metrics is not None else None
+        body = "<h1>Health</h1>" + console.health_page(lags, error, stuck[:20], len(stuck), feeds, metrics, fleet,
+                                                       halted, int(now.timestamp() * 1000))
         return HTMLResponse(html.page("Health", body, session.identity.subject, session.csrf))
 
     async def run_page(self, request: Request) -> Response:
@@ -512,6 +514,7 @@ def create_app(d: Dashboard, manage_feed: bool = True) -> Starlette:
         Route("/runs/{run_id}/cancel", p.command(_cancel), methods=["POST"]),
         Route("/runs/{run_id}/retry/{tool_call_id}", p.command(_retry), methods=["POST"]),
         Route("/runs/{run_id}/reauthorize/{approval_id}", p.command(_reauthorize), methods=["POST"]),
+        Route("/runs/{run_id}/resolve-compensation", p.command(_resolve_compensation), methods=["POST"]),
         Route("/approvals", p.approvals), Route("/approvals/stream", p.stream),
         Route("/memory", p.memory), Route("/memory/stream", p.stream),
         Route("/runs/{run_id}/memories/{memory_id}", p.command(_review_memory), methods=["POST"]),
@@ -686,6 +689,11 @@ def _cancel(state: RunState, session: Session, form: Any) -> CommandBase:
 
 def _retry(state: RunState, session: Session, form: Any) -> CommandBase:
     return control.retry_command(state, form["tool_call_id"], _issue(session))
+
+
+def _resolve_compensation(state: RunState, session: Session, form: Any) -> CommandBase:
+    return control.resolve_compensation_command(state, str(form.get("decision", "")), str(form.get("note", "")),
+                                                _issue(session), str(form.get("tool_call_id", "")) or None)
 
 
 def _reauthorize(state: RunState, session: Session, form: Any) -> CommandBase:

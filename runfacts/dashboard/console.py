@@ -66,9 +66,24 @@ def _csrf(token: str) -> str:
 
 def run_console(page: RunPage, csrf: str) -> str:
     """The run page's console sections (inside the live fragment)."""
-    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}'
-            f'{_audit(page)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
+    return (f'<div id="console" data-facts="{page.fact_count}">{_summary(page)}{_subject(page)}{_audit(page)}'
+            f'{_resolve(page, csrf)}{_family(page)}{_meters(page)}{_approvals(page, csrf)}{_calls(page)}'
             f'{_timeline(page)}</div>')
+
+
+def _resolve(page: RunPage, csrf: str) -> str:
+    """An operator's decision about the undo the run stopped at (`compensation.resolve`)."""
+    if page.stopped_undo is None:
+        return ""
+    call = escape(page.stopped_undo)
+    options = "".join(f'<option value="{v}">{escape(w)}</option>' for v, w in (
+        ("retry", "try the undo again"), ("done_by_hand", "I undid it by hand"),
+        ("give_up", "give up: leave the rest undone, the run ends failed")))
+    return (f'<form id="resolve-compensation" class="command" method="post" action="/runs/{escape(page.run_id)}/'
+            f'resolve-compensation">{_csrf(csrf)}{_version(page.version)}<input type="hidden" name="tool_call_id" '
+            f'value="{call}"><p>Undoing {call} stopped for a person.</p><label>Decision <select name="decision">'
+            f'{options}</select></label> <label>Note <input name="note" maxlength="500" placeholder="what you did, '
+            'or why (kept in the audit trail)"></label> <button id="resolve">Resolve</button></form>')
 
 
 def story_header(page: RunPage) -> str:
@@ -546,12 +561,39 @@ def fleet_section(fleet: FleetHealth | None) -> str:
     return f'<h2>Runs</h2><div id="fleet" class="figures">{summary}</div>{table}'
 
 
+def halted_section(halted: Sequence[Mapping[str, Any]] | None, now_ms: int | None = None) -> str:
+    """The partitions an engine halted on a stored record newer than its code (docs/ops.md "A record
+    newer than the code"): which processor, instance and partition, why, as of which metrics record.
+    Nothing when the metrics topic is not followed (the page says so under commit latency)."""
+    if halted is None:
+        return ""
+    if not halted:
+        return '<p class="muted" id="no-halted">No partition is halted.</p>'
+    rows = "".join(
+        f'<tr data-app="{escape(h["app"])}" data-instance="{escape(h["instance"])}" data-partition="{h["partition"]}">'
+        f'<td>{escape(h["app"])}</td><td>{escape(h["instance"])}</td><td>{h["partition"]}</td>'
+        f'<td class="why">{escape(h["why"])}</td><td>{escape(_as_of(int(h["atMs"]), now_ms))}</td></tr>'
+        for h in halted)
+    return ('<h2 role="alert">Halted partitions: <span id="halted-count">' + str(len(halted)) + '</span></h2>'
+            '<p>A stored record newer than the code halted these partitions: their runs wait, the others go on. '
+            'Fix: upgrade the instance (or let an upgraded one take the partition over); it resumes from its '
+            'last commit.</p><table id="halted"><tr><th>processor</th><th>instance</th><th>partition</th>'
+            f'<th>why</th><th>as of</th></tr>{rows}</table>')
+
+
+def _as_of(at_ms: int, now_ms: int | None) -> str:
+    if now_ms is None:
+        return str(at_ms)
+    return f"{span_words(max(0, now_ms - at_ms) / 1000)} ago"
+
+
 def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, str, timedelta]],
                 stuck_total: int, feeds: Sequence[tuple[str, str]],
                 metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                fleet: FleetHealth | None = None) -> str:
-    """Fleet health and the runs that need a look, lag per processor and partition (bars),
-    commit latency, stuck runs, the dashboard's own feeds."""
+                fleet: FleetHealth | None = None, halted: Sequence[Mapping[str, Any]] | None = None,
+                now_ms: int | None = None) -> str:
+    """Halted partitions first, fleet health and the runs that need a look, lag per processor and
+    partition (bars), commit latency, stuck runs, the dashboard's own feeds."""
     widest = max([x.lag for x in lags] + [100])
     if lag_error:
         lag_html = f'<p role="alert" id="lag-error">{escape(lag_error)}</p>'
@@ -567,7 +609,8 @@ def health_page(lags: Sequence[Any], lag_error: str, stuck: Sequence[tuple[str, 
                          f'<td>{escape(status)}</td><td>{escape(relative_span(for_))}</td></tr>'
                          for run, status, for_ in stuck)
     feed_rows = "".join(f"<li>{escape(name)}: {escape(state)}</li>" for name, state in feeds)
-    return (f'{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}{latency_section(metrics)}'
+    return (f'{halted_section(halted, now_ms)}{fleet_section(fleet)}<h2>Consumer lag</h2>{lag_html}'
+            f'{latency_section(metrics)}'
             f'<h2>Stuck runs: <span id="stuck-count">{stuck_total}</span></h2>'
             + (f'<table id="stuck"><tr><th>run</th><th>status</th><th>for</th></tr>{stuck_rows}</table>'
                if stuck_rows else '<p class="muted" id="no-stuck">No run is stuck.</p>')

@@ -148,6 +148,16 @@ class MetricsFeed(ViewFeed):
             self.samples.setdefault(key.decode(errors="replace"), deque(maxlen=self.keep)).append(record)
         self._notify(key.decode(errors="replace"))
 
+    def halted(self) -> list[dict[str, Any]]:
+        """The partitions halted on a stored record newer than the code, as each engine instance's
+        newest record says (`halted`): app, instance, partition, why, atMs; by app, instance, partition."""
+        with self._lock:
+            newest = [v[-1] for v in self.samples.values() if v]
+        found = [{"app": str(r["app"]), "instance": str(r["instance"]), "atMs": int(r["atMs"]),
+                  "partition": int(h["partition"]), "why": str(h.get("why", ""))}
+                 for r in newest for h in r.get("halted") or ()]
+        return sorted(found, key=lambda h: (h["app"], h["instance"], h["partition"]))
+
     def by_app(self) -> dict[str, list[dict[str, Any]]]:
         """Every kept record per application, in time order (its instances merged)."""
         with self._lock:

@@ -25,6 +25,7 @@ from runfacts.dashboard.retell.story import CALLS_TOLD, STORY_EVENTS, Story, sto
 from runfacts.ops.views import BUDGET_DIMENSIONS, REVIEW, Viewer
 from runfacts.privacy.envelope import ERASED, NO_KEYS, KeyView, is_protected, reveal
 from runfacts.privacy.fields import reveal_dict
+from runfacts.processors.decider.commands.compensation import stopped
 from runfacts.processors.decider.state import TERMINAL, RunState, ToolCallState
 from runfacts.processors.policy.display import display_lines, masked
 from runfacts.schemas.common import Actor, ArgDisplay, BudgetAmounts, EventBase
@@ -43,6 +44,11 @@ _CALL_EVENTS = {
     "tool.call.result_unknown": "result_unknown", "tool.call.reconciliation_requested": "reconciling",
     "tool.call.reconciled": "reconciled", "tool.call.retry_requested": "retry_requested",
 }
+
+
+_RESOLVED = {"retry": "try it again", "done_by_hand": "undone by hand",
+             "give_up": "give up (the rest stays undone)"}
+"""A person's decision about an undo that stopped (`compensation.resolved`), in plain words."""
 
 
 def text(value: Any) -> str:
@@ -197,6 +203,7 @@ class RunPage:
     parent: str | None = None  # the run that started this one (None: a top-level run)
     children: tuple[ChildRow, ...] = ()  # its child runs, each with its own beneath it
     story: Story = Story(())  # the run in plain words (`story.story`), trimmed like the rest
+    stopped_undo: str | None = None  # operator: the completed call whose undo stopped the run (compensation.resolve)
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,8 @@ def words(event: EventBase) -> str:
         "compensation.started": lambda: f"Undoing {p.toolCallId} with {p.compensationToolCallId} "
                                         f"({p.compensationCapabilityId}, {_code(p.reason)})"
                                         + (f"; then {', '.join(p.remaining)}" if p.remaining else ""),
+        "compensation.resolved": lambda: f"{p.actor.subjectId} resolved the undo of {p.toolCallId}: "
+                                         + _RESOLVED.get(p.decision, p.decision) + (f" — {p.note}" if p.note else ""),
         "run.compensated": lambda: f"Run compensated ({_code(p.reason)}): reversed {', '.join(p.compensatedToolCalls)}",
         "turn.started": lambda: f"Turn {p.turnNumber} started",
         "turn.completed": lambda: f"Turn {p.turnNumber} completed",
@@ -708,7 +717,8 @@ def run_page(state: RunState, entries: Sequence[Entry], viewer: Viewer, audit: A
         versions={k: text(v) for k, v in state.versions.model_dump().items()}, fact_count=len(entries),
         audit=audit, earlier_facts=start, facts_before=entries[start].offset if start < len(entries) else None,
         earlier_calls=first_call, calls_before=ids[first_call] if first_call < len(ids) else None,
-        parent=state.parentRunId, children=child_tree(state, lookup), story=run_story(entries, viewer, keys))
+        parent=state.parentRunId, children=child_tree(state, lookup), story=run_story(entries, viewer, keys),
+        stopped_undo=_stopped_undo(state, viewer))
 
 
 def run_story(entries: Sequence[Entry], viewer: Viewer, keys: KeyView = NO_KEYS,
@@ -721,6 +731,14 @@ def run_story(entries: Sequence[Entry], viewer: Viewer, keys: KeyView = NO_KEYS,
     events = [_shown(e.event, viewer, keys) for e in entries if e.event_type in STORY_EVENTS
               and (e.tool_call_id is None or e.tool_call_id in told)]
     return story(events, viewer.role == "auditor", calls_told, len(proposed) - len(told))
+
+
+def _stopped_undo(state: RunState, viewer: Viewer) -> str | None:
+    """For an operator (the role of `compensation.resolve`): the call whose undo stopped the run."""
+    if viewer.role != "operator":
+        return None
+    plan = stopped(state)
+    return None if plan is None else plan.toolCallId
 
 
 def relative(then: datetime, now: datetime) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from runfacts.processors.decider.commands.compensation import RESOLUTIONS, stopped
 from runfacts.processors.decider.commands.run import DRAIN_DIMENSIONS, drain_run_ids
 from runfacts.processors.decider.state import RunState, ToolCallState
 from runfacts.schemas import commands as cmd
@@ -95,6 +96,21 @@ def retry_command(state: RunState, tool_call_id: str, issue: Issue) -> cmd.Retry
 def migrate_command(state: RunState, versions: RunVersions, node: str, issue: Issue) -> cmd.MigrateRun:
     """Move the run to `versions` (the decider's current ones), resuming at `node` (audited: run.migrated)."""
     return cmd.MigrateRun(**_envelope(state, issue), payload=cmd.MigrateRunPayload(versions=versions, toNode=node))
+
+
+def resolve_compensation_command(state: RunState, decision: str, note: str, issue: Issue,
+                                 tool_call_id: str | None = None) -> cmd.ResolveCompensation:
+    """Resolve the undo that stopped the run for a person (`compensation.resolve`, operator):
+    retry it, count it done by hand, or give up (docs/semantics.md §16). The call defaults to the
+    one whose undo stopped; the decider checks it again at its own version."""
+    if decision not in RESOLUTIONS:
+        raise ControlError(f"decision {decision!r}: one of {', '.join(RESOLUTIONS)}")
+    plan = stopped(state)
+    if plan is None:
+        raise ControlError(f"run {state.runId} is {state.status} ({state.statusReason or 'no reason'}): no undo of "
+                           "it stopped for a person (see runfacts inspect RUN)")
+    payload = cmd.ResolveCompensationPayload(toolCallId=tool_call_id or plan.toolCallId, decision=decision, note=note)
+    return cmd.ResolveCompensation(**_envelope(state, issue), payload=payload)
 
 
 def drain_commands(dimension: str, version: str, partitions: int, issue: Issue, undo: bool = False,

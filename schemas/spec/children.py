@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfacts.schemas.spec.fields import ACTOR, BUDGET, STRING, VERSIONS, TypeSpec, enum, f, many, opt, record
+from runfacts.schemas.spec.fields import ACTOR, BUDGET, INT, STRING, VERSIONS, TypeSpec, enum, f, many, opt, record
 
 CHILD_STATUS = enum(
     "ChildStatus", "Where a child run stands, as its parent knows it.",
@@ -55,6 +55,14 @@ CHILD_COMMANDS: list[TypeSpec] = [
         f("reason", STRING, default=""),
         f("used", BUDGET, "What the child spent (on its end)."),
         many("evidence", EVIDENCE_ITEM, "The child's own evidence (on its end)."),
+    ]),
+    _command("ReportChildEvidence", "child.report_evidence",
+             "Part of an ended child's evidence for its parent, when its ledger does not fit in one record "
+             "(sent by the child's decider, in order, before its child.report, which then carries none).", [
+        f("childRunId", STRING),
+        f("chunk", INT, "This part's number, from 0."),
+        f("chunks", INT, "How many parts the child's evidence is sent in."),
+        many("evidence", EVIDENCE_ITEM, "The items of this part (bounded in bytes, not only in count)."),
     ]),
     _command("AppendEvidence", "evidence.append", "Append a piece of evidence under this run's id.", [
         f("evidenceId", STRING),

@@ -6,6 +6,7 @@ from typing import Any
 
 from runfacts.schemas.spec import versions
 from runfacts.schemas.spec.children import CHILD_COMMANDS
+from runfacts.schemas.spec.compensation import COMPENSATION_COMMANDS
 from runfacts.schemas.spec.fields import (
     ARG_DISPLAY,
     BOOLEAN,
@@ -209,4 +210,5 @@ _PRIVACY = [  # crypto-shredding (ADR 0009): the subject is named by its referen
 ]
 
 COMMANDS: tuple[TypeSpec, ...] = tuple(_CONTROL + _HARNESS + _DISPATCHER + _DECIDER + _MEMORY + _PRIVACY
-                                       + versions.COMMANDS + CHILD_COMMANDS)
+                                       + versions.COMMANDS + CHILD_COMMANDS
+                                       + COMPENSATION_COMMANDS)

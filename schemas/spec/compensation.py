@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from runfacts.schemas.spec.fields import SNAKE_CASE, STRING, TypeSpec, f, many, opt
+from runfacts.schemas.spec.fields import ACTOR, SNAKE_CASE, STRING, TypeSpec, f, many, opt
+
+
+def _command(name: str, type_name: str, doc: str, fields: list[dict[str, Any]]) -> TypeSpec:
+    return TypeSpec("command", name, type_name, 1, doc, tuple(fields))
 
 
 def _event(name: str, type_name: str, doc: str, fields: list[dict[str, Any]]) -> TypeSpec:
@@ -39,3 +43,28 @@ COMPENSATION_EVENTS: list[TypeSpec] = [
                many("unresolvedToolCalls", STRING, "Calls whose outcome a person must still settle."),
            ]),
 ]
+
+_DECISION_DOC = ("retry (a new compensating call `<toolCallId>-undo-<n>`, same arguments and idempotency key), "
+                 "done_by_hand (a person undid it: the older undos go on) or give_up (the run ends failed, "
+                 "compensation_abandoned, the rest left undone).")
+_NOTE_DOC = "What the person did or why (the audit chain keeps it)."
+
+COMPENSATION_COMMANDS: list[TypeSpec] = [
+    _command("ResolveCompensation", "compensation.resolve",
+             "A person resolves an undo that stopped the run in needs_review (operator).", [
+                 f("toolCallId", STRING, "The completed call whose undo stopped (its plan's toolCallId)."),
+                 f("decision", STRING, _DECISION_DOC, pattern=SNAKE_CASE),
+                 f("note", STRING, _NOTE_DOC, default="", pii=True),
+             ]),
+]
+
+COMPENSATION_EVENTS.append(
+    _event("CompensationResolved", "compensation.resolved",
+           "A person resolved an undo that stopped for review: the run compensates again, or ends.", [
+               f("toolCallId", STRING, "The completed call whose undo stopped."),
+               f("decision", STRING, _DECISION_DOC, pattern=SNAKE_CASE),
+               f("note", STRING, _NOTE_DOC, default="", pii=True),
+               f("reason", STRING, "run_cancelled or run_failed: why the run compensates.", pattern=SNAKE_CASE),
+               many("notUndone", STRING, "give_up: the completed calls left undone, newest first."),
+               f("actor", ACTOR),
+           ]))

@@ -8,7 +8,7 @@ import os
 import sqlite3
 from contextlib import closing
 
-from runfacts.tools import ToolContext, ToolRegistry
+from runfacts.tools import ToolContext, ToolError, ToolRegistry
 
 registry = ToolRegistry("compensation")
 
@@ -45,5 +45,7 @@ def charge(order_id: str, amount_minor: int, ctx: ToolContext) -> dict[str, obje
 
 @registry.tool("shop.refund", risk="high")
 def refund(charge_id: str, amount_minor: int, ctx: ToolContext) -> None:
-    """Refund a charge."""
+    """Refund a charge (declined, not retryable, while the file `$BILLING_LEDGER.refunds-down` exists)."""
+    if os.path.exists(os.environ["BILLING_LEDGER"] + ".refunds-down"):
+        raise ToolError("refund_declined", retryable=False)
     _book(ctx, "refund", charge_id, amount_minor)

@@ -107,3 +107,21 @@ def test_cancelling_the_parent_cancels_its_child_on_another_partition(rf: Runfac
     assert [e.event_type for e in child.journal.entries].count("run.cancelled") == 1
     assert parent.child_report(child, timeout=5).status == "cancelled"
     assert state_when(rf, parent_id, lambda s: s.status == "cancelled").budget.reserved.steps == 0
+
+
+def test_child_ledger_too_large_for_one_record_reaches_the_parent_on_another_partition_in_parts(rf: Runfacts) -> None:
+    """ADR 0012 "Limits": 60 items with 1 KiB refs (over 60 KiB: one report would be near the record
+    limit) travel as parts, then the end report; the parent holds every item, by the child."""
+    parent_id, child_id = on_partition("run-parent", 0), on_partition("run-child", 1)
+    parent = rf.start_run(goal="ticket:T-3", summary="many documents", user_id="customer-3",
+                          budget={"steps": 10}, run_id=parent_id)
+    child = parent.start_child(goal="ticket:T-3:docs", summary="documents", budget={"steps": 4}, run_id=child_id)
+    for i in range(60):
+        child.append_evidence(f"doc-{i:02d}", H1, f"s3://evidence/{i:02d}/" + "r" * 1024)
+    child.complete()
+    assert parent.child_report(child, timeout=60).status == "completed"
+
+    state = state_when(rf, parent_id, lambda s: not s.live_children() and len(s.evidenceItems) == 60)
+    assert {item.by for item in state.evidenceItems.values()} == {child_id} and state.status == "running"
+    types = [e.event_type for e in parent.journal.entries]
+    assert types.count("evidence.merged") >= 3 and "command.rejected" not in types  # 60 KiB in 24 KiB parts

@@ -22,6 +22,10 @@ XRUN_ACTOR = Actor(subjectId="run-decider", roles=("decider",), authSource=XRUN_
 POOLS = ("steps", "toolCalls", "tokens", "costMicros")
 """Budget dimensions reserved from the parent and charged back (wall time is capped, not pooled)."""
 ENDED = frozenset({"completed", "failed", "cancelled", "refused"})
+EVIDENCE_CHUNK_BYTES = 24 * 1024
+"""The most text an evidence part carries (its items' ids, hashes, refs and authors, UTF-8): with
+the envelope and the encoding well under the intake's 64 KiB record limit (`InputLimits`). A single
+item is bounded by the `evidence.append` that brought it, so a part holds at least one."""
 
 
 def remaining(state: RunState, field: str) -> int | None:
@@ -109,6 +113,18 @@ def report_child(c: cmd.ReportChildRun, state: RunState, ctx: DecideContext) -> 
     return drafts + merge(state, p.childRunId, p.evidence)
 
 
+def report_evidence(c: cmd.ReportChildEvidence, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A part of a child's evidence, merged as its end report's would be (`merge`): idempotent (an
+    item equal to the held one merges again, a redelivered part is dropped by its id), a conflict a
+    fact and needs_review, never an overwrite. Parts come before the end report, in order."""
+    p = c.payload
+    if p.childRunId not in state.children:
+        raise Rejected(c, "unknown_child", f"{p.childRunId} is no child of {state.runId}")
+    if not p.evidence or not 0 <= p.chunk < p.chunks:
+        raise Rejected(c, "invalid_report", f"part {p.chunk} of {p.chunks} with {len(p.evidence)} item(s)")
+    return merge(state, p.childRunId, p.evidence)
+
+
 def merge(state: RunState, child_id: str, offered: tuple[EvidenceItem, ...]) -> list[Draft]:
     """Items new to the ledger or equal to it are merged; an id held with another hash is a
     conflict fact (the held item stays); items past the ledger's size are named as overflow."""
@@ -145,6 +161,7 @@ def _minus(a: BudgetAmounts, b: BudgetAmounts) -> BudgetAmounts:
 HANDLERS: dict[str, Handler] = {
     "child.start": start_child,
     "child.report": report_child,
+    "child.report_evidence": report_evidence,
     "evidence.append": append_evidence,
 }
 """The child-run commands on an existing run (`run.create_child` needs none: core decides it)."""
@@ -168,7 +185,7 @@ def outbox(command: CommandBase, before: RunState | None, events: list[EventBase
     was = before.status if before is not None else None
     news = after.status != was and (after.status == "needs_review" or after.terminal)
     if after.parentRunId is not None and news:
-        out.append(_report(after.parentRunId, after.runId, events[-1], after.status, after.statusReason or "", after))
+        out += _reports(after.parentRunId, after.runId, events[-1], after.status, after.statusReason or "", after)
     if after.status != was and (after.status == "cancelling" or after.status == "failed"):
         out += [_cancel(child, events[-1], after) for child in after.live_children()]
     return out
@@ -198,6 +215,36 @@ def _report(parent_id: str, child_id: str, last: EventBase, status: str, reason:
         childRunId=child_id, status=status, reason=reason,  # type: ignore[arg-type]
         used=child.budget.used if ended and child is not None else BudgetAmounts(),
         evidence=tuple(child.evidenceItems.values()) if ended and child is not None else ()))
+
+
+def evidence_chunks(items: tuple[EvidenceItem, ...], budget: int = EVIDENCE_CHUNK_BYTES) -> list[list[EvidenceItem]]:
+    """`items` in order, in parts of at most `budget` bytes of text each (at least one item a part)."""
+    parts: list[list[EvidenceItem]] = [[]]
+    size = 0
+    for item in items:
+        n = sum(len(v.encode()) + 8 for v in (item.evidenceId, item.hash, item.ref, item.by))
+        if parts[-1] and size + n > budget:
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += n
+    return parts if parts[0] else []
+
+
+def _reports(parent_id: str, child_id: str, last: EventBase, status: str, reason: str,
+             child: RunState) -> list[CommandBase]:
+    """The child's report; when its ended ledger does not fit in one part, the parts first
+    (`child.report_evidence`, ids `xrun:<event>:evidence:<n>`) and the report without evidence."""
+    report = _report(parent_id, child_id, last, status, reason, child)
+    parts = evidence_chunks(report.payload.evidence)
+    if len(parts) <= 1:
+        return [report]
+    sent: list[CommandBase] = [
+        cmd.ReportChildEvidence(**_envelope(parent_id, last, f":evidence:{n}"),  # type: ignore[arg-type]
+                                payload=cmd.ReportChildEvidencePayload(childRunId=child_id, chunk=n, chunks=len(parts),
+                                                                       evidence=tuple(part)))
+        for n, part in enumerate(parts)]
+    return [*sent, report.model_copy(update={"payload": report.payload.model_copy(update={"evidence": ()})})]
 
 
 def _cancel(child: ChildState, last: EventBase, parent: RunState) -> cmd.CancelRun:

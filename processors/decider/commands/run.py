@@ -244,6 +244,22 @@ def fail(c: cmd.FailRun, state: RunState, ctx: DecideContext) -> list[Draft]:
         final, *end_of_run(state, END_REASONS["failed"], final)]
 
 
+def resolve_compensation(c: cmd.ResolveCompensation, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """A person resolves the undo that stopped the run (`compensation.resolve`): retry it, count it
+    done by hand (the older undos go on: `follow_ups`), or give up: the run ends failed
+    (`compensation_abandoned`), the calls left undone named, with the run-end hygiene of a failure."""
+    drafts = compensation.resolve(c, state, ctx)
+    if c.payload.decision != "give_up":
+        return drafts
+    left = ", ".join(getattr(drafts[0].payload, "notUndone", ()))
+    note = c.payload.note.strip()
+    final = _final_checkpoint(state)
+    return _closing(state, "run_ended") + drafts + [
+        draft(ev.RunFailed, errorClass="compensation_abandoned",
+              detail=f"{c.actor.subjectId} gave up undoing {left}: {note}"),
+        final, *end_of_run(state, END_REASONS["failed"], final)]
+
+
 def follow_ups(state: RunState | None, c: CommandBase, ctx: DecideContext) -> list[Draft]:
     """Consequences of the new state: a cancellation completes when nothing is in flight and no
     child is live, after compensating the run's completed calls (`compensation.follow_up`)."""
@@ -396,6 +412,7 @@ HANDLERS: dict[str, Handler] = {
     "run.fail": fail,
     "run.archive": archive,
     "run.migrate": migrate,
+    "compensation.resolve": resolve_compensation,
     "turn.start": start_turn,
     "turn.complete": complete_turn,
     "reasoning.record": record_reasoning,

@@ -34,6 +34,25 @@ def _started(s: RunState, e: ev.CompensationStarted) -> dict[str, Any]:
             "compensating": s.compensating or p.reason}
 
 
+def _resolved(s: RunState, e: ev.CompensationResolved) -> dict[str, Any]:
+    """A person resolved the undo that stopped: `retry` lets it start again under its next id,
+    `done_by_hand` counts it undone (the run compensates again: the next undo follows); `give_up`
+    marks it, and the run's end follows in the same decision."""
+    p = e.payload
+    planned = s.compensations.get(p.toolCallId)
+    if planned is None:
+        raise CorruptLog(e, f"no compensation planned for {p.toolCallId}")
+    if p.decision == "retry":
+        plan = replace_value(planned, compensationToolCallId=None, retries=planned.retries + 1)
+    else:
+        plan = replace_value(planned, resolution="given_up" if p.decision == "give_up" else "done_by_hand")
+    out: dict[str, Any] = {"compensations": {**s.compensations, p.toolCallId: plan},
+                           "compensating": s.compensating or p.reason}
+    if p.decision != "give_up":
+        out.update(status_change(s, e, "compensating", p.reason))
+    return out
+
+
 def _compensated(s: RunState, e: ev.RunCompensated) -> dict[str, Any]:
     return status_change(s, e, "compensated", e.payload.reason)
 
@@ -41,6 +60,7 @@ def _compensated(s: RunState, e: ev.RunCompensated) -> dict[str, Any]:
 COMPENSATION_APPLY: dict[str, Apply] = {
     "compensation.planned": _planned,
     "compensation.started": _started,
+    "compensation.resolved": _resolved,
     "run.compensated": _compensated,
 }
 """The cases of compensation's events."""

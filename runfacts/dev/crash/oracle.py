@@ -4,7 +4,8 @@
 pure decider with the worker's own `DecideContext` and input rules, exactly as the shell
 sees it: undecodable, oversized or misrouted records are dead letters, a command is judged
 at its broker time when that is later than `issuedAt`, orphans and repeated commandIds
-decide nothing. `verdict` compares that with what the topics hold:
+decide nothing, and a partition's drains (`version.drained`) refuse its later `run.create`s on
+the drained versions (as the shell's store does). `verdict` compares that with what the topics hold:
 - the events topic has exactly the expected events per run, in order, with the same
   eventIds and contents — no duplicate, no gap. At-least-once may repeat an event
   (byte-identical, same eventId); it is counted, and the first copies must equal the oracle;
@@ -27,7 +28,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runfacts.logread import LogRecord
@@ -36,6 +37,7 @@ from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import RunState
 from runfacts.processors.decider.timers import wanted_timers
 from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
 from runfacts.schemas import events as ev
 from runfacts.schemas.common import EventBase
 from runfacts.schemas.errors import InvalidInput
@@ -66,11 +68,12 @@ def expect(commands: Iterable[LogRecord], shell: DeciderShell,
     out = Expected()
     orphans: set[tuple[str, str]] = set()
     dispatchers: dict[int, int] = {}  # per partition, the last claimant (the shell's `DISPATCHER_KEY`)
+    drained: dict[int, set[tuple[str, str]]] = {}  # per partition, its drained versions (`DRAINED_KEY`)
     causes = None if events is None else _causes(events)
     for record in commands:
         if causes is not None and record.key is not None:
             _fire_timers(record.key.decode(errors="replace"), causes, shell, out)
-        out.counts[_fold_one(record, shell, out, orphans, dispatchers)] += 1
+        out.counts[_fold_one(record, shell, out, orphans, dispatchers, drained)] += 1
     for run in list(causes or {}):
         _fire_timers(run, causes or {}, shell, out)
     return out
@@ -110,7 +113,7 @@ def _fire_timers(run: str, causes: dict[str, list[str]], shell: DeciderShell, ou
 
 
 def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: set[tuple[str, str]],
-              dispatchers: dict[int, int]) -> str:
+              dispatchers: dict[int, int], drained: dict[int, set[tuple[str, str]]]) -> str:
     try:
         command = shell.deserialize(record.value, list(record.headers))
     except InvalidInput:
@@ -122,7 +125,15 @@ def _fold_one(record: LogRecord, shell: DeciderShell, out: Expected, orphans: se
     orphan = (command.runId, command.commandId)
     if state is None and orphan in orphans:
         return "deduplicated"
-    events, new = decide_evolve(command, state, shell.context_for(dispatchers.get(record.partition)))
+    ctx = shell.context_for(dispatchers.get(record.partition))
+    if isinstance(command, cmd.CreateRun) and drained.get(record.partition):  # as the shell's `_context_for`
+        ctx = replace(ctx, drained=frozenset(drained[record.partition]))
+    events, new = decide_evolve(command, state, ctx)
+    for e in events:  # as the shell's `_note_drain`: the partition refuses new runs on a drained version
+        if isinstance(e, ev.VersionDrained):
+            pair = (e.payload.dimension, e.payload.version)
+            (drained.setdefault(record.partition, set()).discard if e.payload.undo
+             else drained.setdefault(record.partition, set()).add)(pair)
     learned = claimant(command, events)
     if learned is not None:
         dispatchers[record.partition] = learned

@@ -34,3 +34,31 @@ def test_health_page_shows_a_chart_and_last_numbers_per_processor_when_metrics_a
     assert 'class="latency-chart"' in page and '<td class="p99">9.0</td>' in page and "<td>4</td>" in page
     assert 'id="no-metrics"' in health_page([], "", [], 0, [], {})
     assert "not followed" in health_page([], "", [], 0, [])
+
+
+def test_health_page_names_each_halted_partition_and_why_when_the_newest_record_says_so():
+    from types import SimpleNamespace
+
+    from runfacts.dashboard.feed import FeedSettings
+    from runfacts.dashboard.health import MetricsFeed
+    from runfacts.metrics import encode
+    from runfacts.settings import KafkaSettings
+
+    feed = MetricsFeed(KafkaSettings(bootstrap_servers="127.0.0.1:1"), FeedSettings("metrics"))
+    why = "acme-run-decider partition 2 halted: stored run state record has stateFormat=9 <newer>"
+    old = {**_record(1_000, 3.0, 9.0), "halted": [{"partition": 1, "why": "gone since"}]}
+    new = {**_record(6_000, 3.0, 9.0), "halted": [{"partition": 2, "why": why}]}
+    other = _record(6_000, 1.0, 2.0, app="acme-dispatcher")  # a record of before `halted`: none
+    for record in (old, new, other):
+        key = f"{record['app']}/i1".encode()
+        feed.take(SimpleNamespace(key=lambda k=key: k, value=lambda r=record: encode(r), topic=lambda: "m",
+                                  partition=lambda: 0, offset=lambda: 0))
+    halted = feed.halted()
+    assert [(h["app"], h["partition"]) for h in halted] == [("acme-run-decider", 2)]  # the newest record only
+
+    page = health_page([], "", [], 0, [], feed.by_app(), None, halted, now_ms=18_000)
+    assert '<span id="halted-count">1</span>' in page and 'data-partition="2"' in page
+    assert "stateFormat=9 &lt;newer&gt;" in page and "<newer>" not in page and "12 s ago" in page
+    assert "upgrade the instance" in page
+    assert 'id="no-halted"' in health_page([], "", [], 0, [], {}, None, [])
+    assert "halted" not in health_page([], "", [], 0, [])  # the metrics topic not followed: nothing claimed

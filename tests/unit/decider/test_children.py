@@ -14,7 +14,7 @@ from runfacts.processors.decider.commands.children import XRUN_ACTOR, outbox
 from runfacts.processors.decider.core import decide_evolve
 from runfacts.processors.decider.state import EVIDENCE_MAX, RunState
 from runfacts.schemas import commands as cmd
-from runfacts.schemas.common import BudgetAmounts, CommandBase, EventBase
+from runfacts.schemas.common import BudgetAmounts, CommandBase, EventBase, EvidenceItem
 
 CTX = policy_ctx()
 PARENT, CHILD, OTHER = "run-parent-1", "run-child-1", "run-child-2"
@@ -257,3 +257,65 @@ def test_user_view_says_in_plain_words_which_child_needs_a_person_when_a_child_i
     t = tree().send(start(toolCalls=2, steps=10), debit(CHILD, steps=11))
 
     assert status_line(t[PARENT], None) == f"Needs a person: child_needs_review (child run {CHILD} needs a person)"
+
+
+def _long_evidence(run: str, i: int, digest: str = H1) -> cmd.AppendEvidence:
+    return command(cmd.AppendEvidence, AGENT, run=run, evidenceId=f"ev-{i:03d}-" + "i" * 90, hash=digest,
+                   ref=f"s3://evidence-bucket/{i:03d}/" + "r" * 1000)
+
+
+def test_full_ledger_with_long_refs_reaches_the_parent_in_parts_each_within_the_record_limit() -> None:
+    from runfacts.processors.decider.app import InputLimits
+    from runfacts.processors.decider.commands.children import evidence_chunks
+    from runfacts.schemas.codec import Codec
+
+    t = tree().send(start(), *[_long_evidence(CHILD, i) for i in range(EVIDENCE_MAX)])
+    assert rejected_none(t, CHILD) and len(t[CHILD].evidenceItems) == EVIDENCE_MAX
+    whole = cmd.ReportChildRun(commandId="x", runId=PARENT, actor=XRUN_ACTOR, issuedAt=t[CHILD].updatedAt,
+                               correlationId="c", payload=cmd.ReportChildRunPayload(
+                                   childRunId=CHILD, status="completed", used=BudgetAmounts(),
+                                   evidence=tuple(t[CHILD].evidenceItems.values())))
+    limit = InputLimits().max_record_bytes
+    assert len(Codec().encode(whole)) > limit  # one report (the old protocol) would be dead-lettered
+    assert len(evidence_chunks(whole.payload.evidence)) > 1
+
+    t.send(finish(CHILD))
+    sent = [c for c in t.delivered if c.runId == PARENT and c.commandType.startswith("child.report")]
+    parts = [c for c in sent if c.commandType == "child.report_evidence"]
+    assert len(parts) > 1 and sent[-1].commandType == "child.report" and not sent[-1].payload.evidence
+    assert [p.payload.chunk for p in parts] == list(range(len(parts)))
+    assert all(p.payload.chunks == len(parts) for p in parts)
+    assert all(InputLimits().check(c) is None and len(Codec().encode(c)) < limit * 0.6 for c in sent)  # each fits
+    parent = t[PARENT]
+    assert len(parent.evidenceItems) == EVIDENCE_MAX and {i.by for i in parent.evidenceItems.values()} == {CHILD}
+    assert parent.children[CHILD].status == "completed" and parent.status == "running"
+    assert "command.rejected" not in t.types(PARENT)
+
+
+def rejected_none(t: Tree, run: str) -> bool:
+    return "command.rejected" not in t.types(run)
+
+
+def test_evidence_part_delivered_twice_merges_once_and_a_conflict_in_a_later_part_is_a_fact() -> None:
+    t = tree().send(_long_evidence(PARENT, 200, H1), start(),
+                    *[_long_evidence(CHILD, i, H1 if i != 200 else H2) for i in range(EVIDENCE_MAX - 1)])
+    t.send(finish(CHILD))
+    parts = [c for c in t.delivered if c.commandType == "child.report_evidence"]
+    before = t[PARENT]
+    assert t.decide(parts[0]) == []  # redelivered: its id is in the dedupe window
+    assert t[PARENT] == before
+    conflict = next(e for e in t.events[PARENT] if e.eventType == "evidence.conflict_detected").payload
+    assert (conflict.heldBy, conflict.offeredBy, conflict.offeredHash) == (PARENT, CHILD, H2)
+    held = next(k for k in before.evidenceItems if k.startswith("ev-200-"))
+    assert before.evidenceItems[held].hash == H1 and before.statusReason == "evidence_conflict"  # never overwritten
+    assert len(before.evidenceItems) == EVIDENCE_MAX - 1  # ev-200 held once, the parent's
+
+
+def test_evidence_part_refused_unless_a_decider_sends_it_for_a_child() -> None:
+    t = tree().send(start())
+    part = cmd.ReportChildEvidencePayload(childRunId=CHILD, chunk=0, chunks=1,
+                                          evidence=(EvidenceItem(evidenceId="e", hash=H1, ref="r", by=CHILD),))
+    t.send(command(cmd.ReportChildEvidence, AGENT, run=PARENT, **part.model_dump()))
+    assert rejected(t, PARENT).reasonCode == "forbidden_role"
+    t.send(command(cmd.ReportChildEvidence, XRUN_ACTOR, run=PARENT, **{**part.model_dump(), "childRunId": OTHER}))
+    assert rejected(t, PARENT).reasonCode == "unknown_child"

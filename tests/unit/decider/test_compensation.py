@@ -336,3 +336,196 @@ def test_cancel_after_a_failed_compensation_ends_cancelled_without_undoing_older
     assert "run.cancelled" in [e.eventType for e in s.last] and "compensation.started" not in [
         e.eventType for e in s.last]
     assert s.s.compensations["reserve-1"].compensationToolCallId is None
+
+
+# --- a person resolves an undo that stopped (`compensation.resolve`, §16) ---------------------------
+
+def resolve(decision: str, call: str = "charge-1", note: str = "", actor: Any = None) -> cmd.ResolveCompensation:
+    from decider_support import OPERATOR
+    return command(cmd.ResolveCompensation, actor or OPERATOR, toolCallId=call, decision=decision, note=note)
+
+
+def stopped_at_first_undo() -> Scenario:
+    """Cancelled: the refund undoing charge-1 was declined, the run waits for a person."""
+    s = two_effects().given(cancel())
+    first = compensation_call_id("charge-1")
+    s.given(claim(s, first), report(cmd.ReportToolFailed, first, 1, errorClass="declined", retryable=False))
+    assert s.s.status == "needs_review"
+    return s
+
+
+def test_retry_after_review_starts_the_undo_again_under_a_new_id_with_the_same_key() -> None:
+    s = stopped_at_first_undo()
+    s.when(resolve("retry")).then("compensation.resolved", "compensation.started", "tool.call.proposed",
+                                  "tool.call.authorized")
+    again = compensation_call_id("charge-1", 1)
+    assert again == "charge-1-undo-2" and s.event("tool.call.proposed").payload.toolCallId == again
+    assert s.s.status == "compensating" and s.s.compensations["charge-1"].compensationToolCallId == again
+    first = compensation_call_id("charge-1")
+    # the same arguments, so the same idempotency key: a tool that did refund the first time answers with it
+    assert s.s.toolCalls[again].idempotencyKey == s.s.toolCalls[first].idempotencyKey
+    s.given(claim(s, again)).when(done(again))
+    assert s.event("compensation.started").payload.toolCallId == "reserve-1"
+    second = compensation_call_id("reserve-1")
+    s.given(claim(s, second)).when(done(second))
+    assert list(s.event("run.compensated").payload.compensatedToolCalls) == ["charge-1", "reserve-1"]
+
+
+def test_done_by_hand_after_review_goes_on_with_the_older_undos() -> None:
+    s = stopped_at_first_undo()
+    s.when(resolve("done_by_hand", note="refunded by bank transfer, ticket 88"))
+    resolved = s.event("compensation.resolved").payload
+    assert (resolved.decision, resolved.note, resolved.actor.subjectId) == (
+        "done_by_hand", "refunded by bank transfer, ticket 88", "olga")
+    assert s.event("compensation.started").payload.toolCallId == "reserve-1"
+    second = compensation_call_id("reserve-1")
+    s.given(claim(s, second)).when(done(second))
+    assert list(s.event("run.compensated").payload.compensatedToolCalls) == ["charge-1", "reserve-1"]
+    assert s.s.status == "compensated"
+
+
+def test_give_up_after_review_ends_the_run_failed_naming_what_is_left_undone() -> None:
+    s = stopped_at_first_undo()
+    s.when(resolve("give_up", note="customer keeps the goods"))
+    assert [e.eventType for e in s.last][:3] == ["compensation.resolved", "run.failed", "checkpoint.saved"]
+    assert list(s.event("compensation.resolved").payload.notUndone) == ["charge-1", "reserve-1"]
+    failed = s.event("run.failed").payload
+    assert failed.errorClass == "compensation_abandoned" and "charge-1, reserve-1" in failed.detail
+    assert s.s.status == "failed" and s.s.terminal and "checkpoint.archived" in [e.eventType for e in s.last]
+    assert s.s.compensations["reserve-1"].compensationToolCallId is None  # nothing undone behind the person
+
+
+def test_plan_that_cannot_be_derived_is_done_by_hand_never_retried() -> None:
+    s = Scenario(ctx()).given(create(BudgetAmounts(toolCalls=10, steps=50)),
+                              propose("charge-1", "payments.charge", CHARGE, CHARGE_SCHEMA))
+    s.given(claim(s, "charge-1"), done("charge-1", {"id": "ch-5"}), cancel())
+    assert s.s.status == "needs_review" and s.s.compensating == "run_cancelled"
+    assert "cannot be derived" in s.when(resolve("retry")).rejected("not_retryable").detail
+    s.when(resolve("done_by_hand", note="refunded in the PSP console"))
+    assert list(s.event("run.compensated").payload.compensatedToolCalls) == ["charge-1"]
+    assert s.s.status == "compensated"
+
+
+def test_retry_of_an_undo_whose_outcome_stayed_unknown_reuses_its_idempotency_key() -> None:
+    s = two_effects().given(cancel())
+    first = compensation_call_id("charge-1")
+    s.given(claim(s, first), report(cmd.ReportResultUnknown, first, 1, lastError="timeout"))
+    s.given(command(cmd.ReportReconciled, report(cmd.ReportResultUnknown, first).actor, toolCallId=first,
+                    externalRequestId=f"payment-request-{first}-1", outcome="still_unknown", at=tick(3600)))
+    assert s.s.status == "needs_review"
+    s.when(resolve("retry"))
+    again = compensation_call_id("charge-1", 1)
+    assert s.s.toolCalls[again].idempotencyKey == s.s.toolCalls[first].idempotencyKey
+
+
+def test_resolve_is_refused_unless_an_undo_stopped_for_the_named_call() -> None:
+    s = two_effects()
+    assert "no undo of it stopped" in s.when(resolve("retry")).rejected("no_stopped_compensation").detail
+    s = stopped_at_first_undo()
+    assert "charge-1's" in s.when(resolve("retry", call="reserve-1")).rejected("not_the_stopped_compensation").detail
+    s.when(resolve("give_up")).rejected("note_required")
+    s.when(resolve("done_by_hand", note="  ")).rejected("note_required")
+    s.given(resolve("give_up", note="left as is"))
+    s.when(resolve("retry")).rejected("run_ended")
+
+
+def test_resolve_needs_the_operator_role_and_names_it_when_refused() -> None:
+    from decider_support import OPERATOR, policy_ctx
+    s = stopped_at_first_undo()
+    s.ctx = replace(policy_ctx(), capabilities=ctx().capabilities)
+    for who in (SUPPORT, USER, replace_actor(SUPPORT, roles=("supervisor",)),
+                replace_actor(OPERATOR, roles=("agent",))):
+        refused = s.when(resolve("retry", actor=who)).rejected("forbidden_role")
+        assert "compensation.resolve needs the role operator" in refused.detail
+    assert s.s.status == "needs_review"
+    s.when(resolve("retry"))
+    assert s.s.status == "compensating"
+
+
+def replace_actor(actor: Any, **changes: Any) -> Any:
+    return actor.model_copy(update=changes)
+
+
+def test_resolve_replayed_decides_nothing() -> None:
+    s = stopped_at_first_undo()
+    c = resolve("retry")
+    s.given(c)
+    before = s.s
+    s.when(c).then()
+    assert s.s == before
+
+
+def test_console_user_view_and_trajectory_read_a_resolution_in_plain_words() -> None:
+    from runfacts.dashboard.runpage import words
+    from runfacts.projections.trajectory import reducer as trajectory
+    from runfacts.projections.user_view import status_line
+
+    s = stopped_at_first_undo()
+    s.given(resolve("done_by_hand", note="refunded by bank transfer"))
+    resolved = next(e for e in s.log if e.eventType == "compensation.resolved")
+    assert words(resolved) == ("olga resolved the undo of charge-1: undone by hand — refunded by bank transfer")
+    assert status_line(s.s, None).endswith("(1 of 2 reversed): charge on order-001 (by hand) reversed")
+    from projection_support import facts_of
+    view = trajectory.initial
+    for fact in facts_of([_millis(e.model_dump()) for e in s.log], trajectory.READS):
+        view = trajectory.evolve(view, fact)
+    assert view.run.status == "compensating"
+
+
+def test_console_offers_the_operator_a_resolve_form_and_the_decider_refuses_anyone_else(tmp_path: Any) -> None:
+    """The dashboard path: the run page shows the form to an operator only; the command it builds
+    from a support agent's POST is refused forbidden_role by the decider, an operator's accepted."""
+    from decider_support import policy_ctx
+    from ops_support import PASSWORDS, write_users
+    from starlette.testclient import TestClient
+
+    from runfacts.dashboard.app import Dashboard, create_app
+    from runfacts.dashboard.feed import FeedSettings, StateFeed, ViewFeed, decode_view
+    from runfacts.dashboard.session import LOGIN_CSRF_COOKIE, SessionSigner
+    from runfacts.ops.control import Outcome
+    from runfacts.processors.decider.core import decide
+    from runfacts.processors.policy.access import load_policy
+    from runfacts.projections.user_view import publisher
+    from runfacts.settings import KafkaSettings
+    from runfacts.topics import TopicNames
+
+    state = stopped_at_first_undo().s
+    secured = replace(policy_ctx(), capabilities=ctx().capabilities)
+
+    class DecidingSender:  # the decider itself answers (no broker): what the dashboard sent is judged
+        def send(self, command: Any, headers: Any = None) -> Outcome:
+            return Outcome(command, tuple(decide(command, state, secured)))
+
+        def close(self) -> None:
+            pass
+
+    kafka, names = KafkaSettings(bootstrap_servers="127.0.0.1:1"), TopicNames("dash-undo")
+    views = ViewFeed(kafka, FeedSettings(names.user_view, decode_view))
+    states = StateFeed(kafka, FeedSettings(names.state))
+    for _topic, key, value in publisher(names.user_view)(state):
+        views.apply(key, value)
+    states.apply(state.runId.encode(), state.model_dump_json().encode())
+    users = load_users_file(write_users(tmp_path / "users.toml"))
+    dashboard = Dashboard(views, states, users, SessionSigner(b"s" * 32), DecidingSender(),  # type: ignore[arg-type]
+                          policy=load_policy())
+    answers = {}
+    for user in ("alice", "olga"):
+        with TestClient(create_app(dashboard, manage_feed=False), base_url="http://dash.test") as c:
+            token = c.get("/login").cookies[LOGIN_CSRF_COOKIE]
+            c.post("/login", data={"username": user, "password": PASSWORDS[user], "csrf": token},
+                   follow_redirects=False)
+            page = c.get(f"/runs/{state.runId}").text
+            assert ('id="resolve-compensation"' in page) == (user == "olga")
+            csrf = page.split('name="csrf" value="')[1].split('"')[0]
+            answers[user] = c.post(f"/runs/{state.runId}/resolve-compensation",
+                                   headers={"accept": "application/json"},
+                                   data={"csrf": csrf, "decision": "retry", "tool_call_id": "charge-1"}).json()
+    assert not answers["alice"]["accepted"]
+    assert "compensation.resolve needs the role operator" in answers["alice"]["message"]
+    assert answers["olga"]["accepted"] and answers["olga"]["events"][:2] == ["compensation.resolved",
+                                                                             "compensation.started"]
+
+
+def load_users_file(path: Any) -> Any:
+    from runfacts.security.identity import load_users
+    return load_users(path)

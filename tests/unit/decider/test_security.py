@@ -48,7 +48,7 @@ def test_default_policy_admits_the_decider_test_actors_when_run_goes_end_to_end(
 
 
 def test_policy_checks_record_policy_version_when_plugged_into_context():
-    assert SECURED.policy_version == "2026-12-06.1"
+    assert SECURED.policy_version == "2026-12-06.2"
 
 
 def test_resume_grants_approval_when_token_signs_this_decision():

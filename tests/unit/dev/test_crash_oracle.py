@@ -157,3 +157,24 @@ def test_oracle_names_a_timer_fire_the_state_never_wanted() -> None:
 
 def _decoded(records: list[LogRecord]) -> list[EventBase]:
     return [decode_event(codec.default_codec(), r.value) for r in records]
+
+
+def test_oracle_refuses_a_run_on_a_version_its_partition_drained_as_the_shell_does() -> None:
+    from runfacts.dev.crash.workload import OPERATOR
+    from runfacts.ops.control import Issue, drain_commands
+    from runfacts.processors.decider.context import DEFAULT_VERSIONS
+
+    c = Commands("dr", ticking(T0))
+    drain = drain_commands("stateSchema", DEFAULT_VERSIONS.stateSchema, 1, Issue(OPERATOR, "dr-drain", T0))[0]
+    driver = TestDriver(VIEWS, start_ms=T0_MS)
+    log = []
+    for offset, command in enumerate((c.create("dr-before"), drain, c.create("dr-after"))):
+        item = valid(command)
+        driver.pipe(NAMES.commands, item.value, item.key, headers=list(item.headers) or None)
+        log.append(LogRecord(NAMES.commands, 0, offset, item.key, item.value, item.headers, T0_MS))
+    out = {t: [LogRecord(t, 0, r.offset, r.key, r.value, tuple(r.headers or ()), T0_MS)
+               for r in driver.outputs(t)] for t in (NAMES.events, NAMES.state, NAMES.dlq, NAMES.user_view)}
+    refused = [e for e in _decoded(out[NAMES.events]) if e.eventType == "command.rejected"]
+    assert [(e.runId, e.payload.reasonCode) for e in refused] == [("dr-after", "version_draining")]  # the shell
+    result = _judge(log, out)
+    assert result.ok, result.problems  # the oracle expects the same refusal (it did not know drains)

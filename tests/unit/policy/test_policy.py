@@ -67,7 +67,7 @@ def all_rules(**override: str) -> str:
 
 
 def test_load_policy_reads_version_and_rules_when_default_is_packaged():
-    assert POLICY.version == "2026-12-06.1"
+    assert POLICY.version == "2026-12-06.2"
     assert set(POLICY.commands) == set(COMMAND_CLASSES)
     assert {"dashboard", "cli", "agent-harness", "dispatcher", "decider-timer"} <= set(POLICY.sources)
     assert POLICY.capabilities == load_capabilities()

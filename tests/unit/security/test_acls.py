@@ -111,7 +111,7 @@ def test_security_acls_cli_fails_naming_option_when_argument_is_bad(args):
 
 def test_security_policy_cli_prints_version_when_policy_is_valid():
     result = CliRunner().invoke(app, ["security", "policy"])
-    assert result.exit_code == 0 and result.output.startswith("policy 2026-12-06.1 sha256:")
+    assert result.exit_code == 0 and result.output.startswith("policy 2026-12-06.2 sha256:")
     assert ("tenant-scoped sources: cli, dashboard, outbox:support-desk; services (any tenant): "
             "agent-harness, decider-timer, decider-xrun, dispatcher; cross-tenant roles: operator") in result.output
 
