@@ -59,6 +59,8 @@ class ToolPool:
         return len(done) == len(running)
 
     def _trim(self) -> None:
+        if len(self._futures) <= self._keep:  # nothing to drop: no walk over every kept future per call
+            return
         done = [m for m, f in self._futures.items() if f.done()]
         for memo in done[:max(0, len(self._futures) - self._keep)]:
             del self._futures[memo]
