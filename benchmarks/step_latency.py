@@ -2,7 +2,24 @@
 
 Run (the lead's or the benchmark helper's job; never beside other benchmarks):
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python benchmarks/step_latency.py \
-        [--calls 500] [--rounds 5] [--starts 100] [--approvals 200] [--hops]
+        [--calls 500] [--rounds 5] [--starts 100] [--approvals 200] [--hops] \
+        [--load 0.1,0.5,0.7 [--load-seconds 10] [--load-rounds 3] [--capacity-threads 4,16]]
+Issue 34's full set, unattended in about 3-4 minutes on the 2-core machine (then step_peers.py
+with the same --load, about 3 more):
+    ... step_latency.py --calls 300 --rounds 3 --starts 60 --approvals 90 --hops --load 0.1,0.5,0.7
+
+`--load` (bars 1, 2 and 4), after the rounds, per variant: the capacity, i.e. the most completed
+calls a second of `--capacity-threads` closed loops (callers on threads of the agent, each
+proposing its next call when the last returned, `--capacity-seconds`); then, alternated over
+`--load-rounds`, open-loop calls at each share of it for `--load-seconds` (started on a fixed
+schedule, each latency counted from its scheduled start, so a queue shows). Per share: p50/p90/
+p99/max, the per-round p50s and p99s (median, range), command -> committed user view (from the
+propose to the first committed user view of the run at the proposal's version, read by a
+read_committed `view` subprocess; bar 4 at 70%), and durable steps per CPU-second: of runfacts'
+processes (decider, dispatcher, agent: /proc utime + stime of every thread) and with the
+broker's (a shared broker counts whatever else it serves: a lower bound for the stack). The
+one-at-a-time calls of the rounds print the same per CPU-second and the CPU ms a call per
+process; `--idle-seconds` each process's CPU with no calls. The run ends with a summary table.
 
 Per variant (default: one, this tree with its defaults), on fresh topics under its own prefix:
 the run decider and the dispatcher as `runfacts worker` subprocesses serving
@@ -860,6 +877,25 @@ def report(args: argparse.Namespace, variants: list[Variant], floor: Floor | Non
                                                          "load": b.get("load")} for b in bs]
                                                     for w, bs in variant.results.items()},
                                          "capacity": variant.results.get("capacity", [{}])[0].get("steps_per_s")}
+    print(f"\nsummary ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {loads[0]} -> {loads[-1]}):")
+    print("| variant | start_run p50 | step p50 / p99 | x floor p50 | approved p50 | capacity steps/s "
+          "| step p99 at 10/50/70% | view p99 at 70% | steps/CPU-s (runfacts; + broker) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, v in out["variants"].items():
+        st = v["stats"]
+
+        def q(key: str, which: str, st: dict[str, Any] = st) -> str:
+            return f"{st[key][which]:.1f}" if key in st else "-"
+        variant = next(x for x in variants if x.name == name)
+        at = " / ".join(f"{pct([t for b in variant.results.get(f'load {k:g}', []) for t in b['total']], 0.99):.0f}"
+                        for k in (0.1, 0.5, 0.7))
+        cpu = st.get("call.per_cpu")
+        cpu_text = f"{cpu['own']:.0f}; {cpu['stack']:.0f}" if cpu else "-"
+        ratio = f"{st['call.total']['p50'] / floor_p50:.1f}x" if floor_p50 and "call.total" in st else "-"
+        capacity = f"{v['capacity']:.1f}" if v["capacity"] else "-"
+        print(f"| {name} | {q('start.total', 'p50')} | {q('call.total', 'p50')} / {q('call.total', 'p99')} "
+              f"| {ratio} | {q('approve.total', 'p50')} | {capacity} "
+              f"| {at if variant.results.get('load 0.7') else '-'} | {q('load0.7.view', 'p99')} | {cpu_text} |")
     print()
     for name, value, bar in checks:
         print(f"{'PASS' if value <= bar else 'FAIL'}  {name}: {value:.1f} ms (bar <= {bar:g} ms, idle)")
