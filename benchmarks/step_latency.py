@@ -717,8 +717,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                 print(f"round {round_no} floor: p50 {pct(done['total'], 0.5):.1f} ms", flush=True)
             loads.append(load_line())
         if args.load:
-            for variant in variants:
-                load_phase(args, variant, loads)
+            load_phase(args, variants, loads)
         return report(args, variants, floor, loads)
     finally:
         for variant in variants:
@@ -732,41 +731,49 @@ def orchestrate(args: argparse.Namespace) -> int:
                 delete_topics(kafka, floor.topics)
 
 
-def load_phase(args: argparse.Namespace, variant: Variant, loads: list[str]) -> None:
-    """The capacity, then open-loop calls at each share of it (issue 34 bars 1, 2 and 4)."""
-    meter = variant.meter()
-    view = variant.spawn("view", [str(Path(__file__)), "view", "--bootstrap", args.bootstrap, "--prefix",
-                                  variant.prefix, "--args-store", "-", "--tag", "-"], args.bootstrap, pipe=True)
-    view.expect_ready()
-    capacity = args.capacity
-    if not capacity:
-        best = []
-        for threads in [int(t) for t in args.capacity_threads.split(",") if t]:
-            got = variant.ask("closed", threads, 0, 600, args.capacity_seconds, meter=meter)
-            rate = len(got["total"]) / got["seconds"]
-            best.append(rate)
-            print(f"capacity {variant.name}: {threads} callers -> {rate:.1f} steps/s "
-                  f"(p50 {pct(got['total'], 0.5):.1f} ms, {got['failed']} failed); {load_line()}", flush=True)
-        capacity = max(best)
-    variant.results["capacity"] = [{"total": [], "steps_per_s": capacity}]
+def load_phase(args: argparse.Namespace, variants: list[Variant], loads: list[str]) -> None:
+    """The capacity of each variant, then open-loop calls at each share of it (issue 34 bars 1, 2
+    and 4); rounds alternate the variants (and the shares), as the one-at-a-time rounds do."""
+    views: dict[str, Proc] = {}
+    capacities: dict[str, float] = {}
+    for variant in variants:
+        view = views[variant.name] = variant.spawn(
+            "view", [str(Path(__file__)), "view", "--bootstrap", args.bootstrap, "--prefix", variant.prefix,
+                     "--args-store", "-", "--tag", "-"], args.bootstrap, pipe=True)
+        view.expect_ready()
+        capacity = args.capacity
+        if not capacity:
+            best = []
+            for threads in [int(t) for t in args.capacity_threads.split(",") if t]:
+                got = variant.ask("closed", threads, 0, 600, args.capacity_seconds, meter=variant.meter())
+                rate = len(got["total"]) / got["seconds"]
+                best.append(rate)
+                print(f"capacity {variant.name}: {threads} callers -> {rate:.1f} steps/s "
+                      f"(p50 {pct(got['total'], 0.5):.1f} ms, {got['failed']} failed); {load_line()}", flush=True)
+            capacity = max(best)
+        capacities[variant.name] = capacity
+        variant.results["capacity"] = [{"total": [], "steps_per_s": capacity}]
     shares = [float(x) for x in args.load.split(",") if x]
     for round_no in range(1, args.load_rounds + 1):
-        order = shares[round_no % len(shares):] + shares[:round_no % len(shares)]
-        for share in order:
-            got = variant.ask("open", round(capacity * share, 2), round_no, 600, args.load_seconds, meter=meter)
-            time.sleep(0.5)  # the last calls' views
-            assert view.popen.stdin is not None
-            view.popen.stdin.write("dump\n")
-            view.popen.stdin.flush()
-            seen = json.loads(_readline(view.popen, 60))
-            got["view"], got["view_missing"] = view_latencies(got["calls"], seen)
-            got["share"], got["load"] = share, load_line()
-            variant.results.setdefault(f"load {share:g}", []).append(got)
-            print(f"round {round_no} {variant.name} at {share:.0%} ({capacity * share:.1f}/s): "
-                  f"p50 {pct(got['total'], 0.5):.1f} ms, p99 {pct(got['total'], 0.99):.1f}, view p99 "
-                  f"{pct(got['view'], 0.99):.1f} ({got['failed']} failed); {got['load']}", flush=True)
-    loads.append(load_line())
-    view.stop()
+        for variant in variants[round_no % len(variants):] + variants[:round_no % len(variants)]:
+            capacity, view = capacities[variant.name], views[variant.name]
+            for share in shares[round_no % len(shares):] + shares[:round_no % len(shares)]:
+                got = variant.ask("open", round(capacity * share, 2), round_no, 600, args.load_seconds,
+                                  meter=variant.meter())
+                time.sleep(0.5)  # the last calls' views
+                assert view.popen.stdin is not None
+                view.popen.stdin.write("dump\n")
+                view.popen.stdin.flush()
+                seen = json.loads(_readline(view.popen, 60))
+                got["view"], got["view_missing"] = view_latencies(got["calls"], seen)
+                got["share"], got["load"] = share, load_line()
+                variant.results.setdefault(f"load {share:g}", []).append(got)
+                print(f"round {round_no} {variant.name} at {share:.0%} ({capacity * share:.1f}/s): "
+                      f"p50 {pct(got['total'], 0.5):.1f} ms, p99 {pct(got['total'], 0.99):.1f}, view p99 "
+                      f"{pct(got['view'], 0.99):.1f} ({got['failed']} failed); {got['load']}", flush=True)
+        loads.append(load_line())
+    for view in views.values():
+        view.stop()
 
 
 def per_cpu(blocks: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
