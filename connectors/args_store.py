@@ -81,6 +81,11 @@ class ArgsStore:
         conn = sqlite3.connect(str(db), isolation_level=None, timeout=30,
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
+        # every put is on an agent's propose path: with a write-ahead log a commit is one
+        # fsync (the log's, synchronous FULL: durable at once), not the rollback journal's create,
+        # fsyncs and delete (put p50 2.9-4.5 -> 0.2-1.0 ms, p99 37 -> 4-14 ms on the 2-core machine)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
         return cls(conn, table)
 
     def put(self, arguments: dict[str, Any], ref: str | None = None) -> StoredArgs:

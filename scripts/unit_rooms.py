@@ -127,6 +127,7 @@ EXACT = {
     "test_demo_privacy_keys.py": "demo/test_privacy_keys.py",
     "test_topics_list.py": "cli/test_topics_list.py",
     "test_room_agent_example.py": "testing/test_room_agent_example.py",
+    "test_args_store_journal.py": "connectors/test_args_store_journal.py",
     "test_extending_doc.py": "house/test_extending_doc.py",
     "test_no_issue_citations.py": "house/test_no_issue_citations.py",
     "test_wheel_config.py": "house/test_wheel_config.py",

@@ -32,15 +32,27 @@ class ToolPool:
         self._futures: OrderedDict[Memo, Future[Any]] = OrderedDict()
         self._keep = keep
         self._lock = threading.Lock()
+        self._running = 0  # futures started and not done: kept by their callbacks, not counted per read
 
     def start(self, memo: Memo, call: Callable[..., Any], *args: Any) -> Future[Any]:
         """The call's future: started now, or the one already started for `memo`."""
         with self._lock:
             future = self._futures.get(memo)
-            if future is None:
-                future = self._futures[memo] = self._pool.submit(call, *args)
-                self._trim()
+            if future is not None:
+                return future
+            future = self._futures[memo] = self._pool.submit(self._counted, call, *args)
+            self._running += 1
+            self._trim()
             return future
+
+    def _counted(self, call: Callable[..., Any], *args: Any) -> Any:
+        """Runs `call`; it no longer counts as in flight before its future is done (whoever saw
+        it done sees the count without it)."""
+        try:
+            return call(*args)
+        finally:
+            with self._lock:
+                self._running -= 1
 
     def get(self, memo: Memo) -> Future[Any] | None:
         with self._lock:
@@ -48,8 +60,9 @@ class ToolPool:
 
     @property
     def in_flight(self) -> int:
+        """Calls started and not finished (a counter: no walk over the kept futures)."""
         with self._lock:
-            return sum(1 for f in self._futures.values() if not f.done())
+            return self._running
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every started call finished (tests); False when some still run."""
@@ -59,6 +72,8 @@ class ToolPool:
         return len(done) == len(running)
 
     def _trim(self) -> None:
+        if len(self._futures) <= self._keep:  # nothing to drop: no walk over every kept future per call
+            return
         done = [m for m, f in self._futures.items() if f.done()]
         for memo in done[:max(0, len(self._futures) - self._keep)]:
             del self._futures[memo]

@@ -48,6 +48,7 @@ At-least-once commit steps:
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -137,6 +138,48 @@ def flush_changelogs(producer: Producer, tasks: Sequence[Task]) -> None:
         raise TransactionAborted("; ".join(problems))
 
 
+class _Sender:
+    """One daemon thread that runs the offsets sends of an engine, one after another.
+
+    Before, each commit started a thread of its own: `Thread.start` blocks until the new thread
+    runs, so on a loaded machine every commit of every processor waited for the scheduler (issue
+    34: 5% of the decider's samples, py-spy, in `Thread.start` and its join). The thread stays
+    for `IDLE_S` without work, then ends (started again by the next send). It is a daemon: a send
+    wedged in librdkafka (#5456) never holds the process at exit."""
+
+    IDLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._alive = False
+
+    def submit(self, job: Callable[[], None]) -> threading.Event:
+        """Runs `job` on the thread; the event is set once it returned."""
+        done = threading.Event()
+        with self._lock:
+            self._jobs.put((job, done))
+            if not self._alive:
+                self._alive = True
+                threading.Thread(target=self._run, name="send-offsets", daemon=True).start()
+        return done
+
+    def _run(self) -> None:
+        while True:
+            try:
+                job, done = self._jobs.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():
+                        self._alive = False
+                        return
+                continue
+            try:
+                job()
+            finally:
+                done.set()
+
+
 class ExactlyOnce:
     """Transactions: outputs, changelogs and input offsets commit atomically."""
 
@@ -156,6 +199,7 @@ class ExactlyOnce:
         self.renew = False
         """A timed-out EndTxn / offsets commit (or a wedge) happened: replace the producer
         (`must_renew_producer`) before the next transaction."""
+        self._sender = _Sender()
 
     def init(self) -> None:
         call(self.producer.init_transactions, self.timeout_s)
@@ -190,8 +234,7 @@ class ExactlyOnce:
             crash_point("engine.after_produce_before_commit")
         except BaseException:
             if sending is not None:  # no abort while another transactional call is in flight
-                sending[0].join(self.offsets_deadline_s)
-                self.wedged = self.wedged or sending[0].is_alive()
+                self.wedged = self.wedged or not sending[0].wait(self.offsets_deadline_s)
             raise
         if sending is not None:
             self._offsets_sent(*sending)
@@ -205,11 +248,12 @@ class ExactlyOnce:
         for task in tasks:
             task.write()
 
-    def _start_sending_offsets(self, offsets: list[TopicPartition]) -> tuple[threading.Thread, dict[str, Any]]:
-        """Step 2, begun: send_offsets_to_transaction on a thread of its own, with a deadline of
-        our own (`_offsets_sent`). Its two round trips to the group coordinator (AddOffsetsToTxn,
-        TxnOffsetCommit) overlap step 1, the flush's Python work; librdkafka is thread-safe and
-        a transaction takes records and offsets in any order before commit_transaction."""
+    def _start_sending_offsets(self, offsets: list[TopicPartition]) -> tuple[threading.Event, dict[str, Any]]:
+        """Step 2, begun: send_offsets_to_transaction on the offsets thread (`_Sender`), with a
+        deadline of our own (`_offsets_sent`). Its two round trips to the group coordinator
+        (AddOffsetsToTxn, TxnOffsetCommit) overlap step 1, the flush's Python work; librdkafka is
+        thread-safe and a transaction takes records and offsets in any order before
+        commit_transaction."""
         metadata = self._consumer.consumer_group_metadata()
         outcome: dict[str, Any] = {}
 
@@ -218,17 +262,14 @@ class ExactlyOnce:
                 call(self.producer.send_offsets_to_transaction, offsets, metadata, self.timeout_s)
             except BaseException as exc:  # handed to the engine thread by _offsets_sent
                 outcome["error"] = exc
-        worker = threading.Thread(target=send, name="send-offsets", daemon=True)
-        worker.start()
-        return worker, outcome
+        return self._sender.submit(send), outcome
 
-    def _offsets_sent(self, worker: threading.Thread, outcome: dict[str, Any]) -> None:
+    def _offsets_sent(self, done: threading.Event, outcome: dict[str, Any]) -> None:
         """Step 2, ended. The deadline is ours because librdkafka (#5456, still in 2.16) ignores
         its timeout when the group coordinator went away during the transaction, and blocked the
         engine forever after a broker restart (crash matrix, broker bounce). Past the deadline
         the producer is wedged: fail (not retryable) so the process restarts."""
-        worker.join(self.offsets_deadline_s)
-        if worker.is_alive():
+        if not done.wait(self.offsets_deadline_s):
             self.wedged = True
             raise InfrastructureError(f"send_offsets_to_transaction did not return in {self.offsets_deadline_s:.0f}s "
                                       "(librdkafka #5456: coordinator lost); restart the process",

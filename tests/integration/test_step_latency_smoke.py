@@ -22,7 +22,8 @@ def test_step_latency_reports_every_figure_at_toy_size(kafka_bootstrap: str) -> 
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks/step_latency.py"), "--bootstrap", kafka_bootstrap,
          "--calls", "12", "--approvals", "4", "--starts", "4", "--rounds", "2", "--warmup", "2",
-         "--floor-stages", "2", "--hops"],
+         "--floor-stages", "2", "--hops", "--idle-seconds", "0.5", "--load", "0.5", "--load-seconds", "2",
+         "--load-rounds", "1", "--capacity-threads", "2", "--capacity-seconds", "2"],
         capture_output=True, text=True, timeout=600, check=False)
     out = done.stdout
     found = re.search(r"^results: (\S+)$", out, re.MULTILINE)
@@ -43,7 +44,22 @@ def test_step_latency_reports_every_figure_at_toy_size(kafka_bootstrap: str) -> 
     for bar in ("start_run p50", "step p50", "step p99", "approved step p50"):
         assert re.search(f"^(PASS|FAIL)  runfacts {bar}: [\\d.]+ ms", out, re.MULTILINE), bar
     assert re.search(r"load average [\d.]+ [\d.]+ [\d.]+ at the start", out)
+    # the load phase (bars 1, 2, 4): capacity, a row at 50%, the view, steps per CPU-second, the summary
+    capacity = re.search(r"^capacity runfacts: 2 callers -> ([\d.]+) steps/s", out, re.MULTILINE)
+    assert capacity and float(capacity.group(1)) > 0, out[-3000:]
+    row = re.search(r"^  \| 50% \| ([\d.]+) \| ([\d.]+) \| .* \| ([\d.]+) \| ([\d.]+) \| (\d+) \(\d+-\d+\) "
+                    r"\| (\d+) \(\d+-\d+\) \| 0 \(\+0 views unseen\) \|$", out, re.MULTILINE)
+    assert row, f"no 50% row of the load table:\n{out[-3000:]}"
+    rate, p50, view_p50, view_p99, own, stack = (float(g) for g in row.groups())
+    assert rate > 0 and p50 > 0 and 0 < view_p50 <= view_p99 and own >= stack > 0, row.group(0)
+    assert re.search(r"durable steps per CPU-second, one call at a time .*: runfacts' processes \d+", out)
+    assert re.search(r"CPU ms a call, one at a time .*: agent [\d.]+, broker [\d.]+, decider [\d.]+, "
+                     r"dispatcher [\d.]+", out), out[-3000:]
+    assert re.search(r"^idle runfacts: CPU share of a core", out, re.MULTILINE)
+    assert re.search(r"^\| runfacts \| [\d.]+ \| [\d.]+ / [\d.]+ \| [\d.]+x \|", out, re.MULTILINE), out[-3000:]
+    assert re.search(r"^(PASS|FAIL)  runfacts view p99 at 70%", out, re.MULTILINE) is None  # no 70% share asked
     report = json.loads(Path(found.group(1)).read_text())
+    assert report["variants"]["runfacts"]["capacity"] == pytest.approx(float(capacity.group(1)), rel=0.01)
     stats = report["variants"]["runfacts"]["stats"]
     assert stats["call.total"]["n"] == 12 and stats["approve.total"]["n"] == 4
     assert report["floor"]["n"] == 12

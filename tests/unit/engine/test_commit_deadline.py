@@ -9,6 +9,7 @@ a broker restart; now the commit gives up after its own deadline, marks the prod
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -96,6 +97,9 @@ class FailingFlushTask(OneTask):
         self.producer = producer
 
     def produce_changelog(self) -> int:
+        deadline = time.monotonic() + 2  # the offsets thread takes the send while this flush still runs
+        while not self.producer.calls and time.monotonic() < deadline:
+            time.sleep(0.001)
         assert self.producer.calls == ["send_offsets"], "the offsets are on their way while the batch flushes"
         raise RuntimeError("the application's flush failed")
 
@@ -129,3 +133,26 @@ def test_commit_sends_offsets_then_commits_after_the_flush() -> None:
     txn.commit([task])  # type: ignore[list-item]
     assert producer.calls[:3] == ["send_offsets", "offsets_sent", "commit"]
     assert task.written and not txn.open
+
+
+class ThreadRecordingProducer(StuckProducer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def send_offsets_to_transaction(self, *args: Any) -> None:
+        self.threads.append(threading.current_thread())
+
+
+def test_the_offsets_of_successive_commits_go_out_on_one_thread_not_a_new_one_each() -> None:
+    """Issue 34: a thread started per commit made every commit wait in `Thread.start` for the
+    scheduler; one offsets thread serves them all (and it is not the engine's)."""
+    txn = ExactlyOnce(Consumer())  # type: ignore[arg-type]
+    producer = ThreadRecordingProducer()
+    txn.producer = producer  # type: ignore[assignment]
+    for _ in range(3):
+        txn.open = True
+        txn.commit([WrittenTask()])  # type: ignore[list-item]
+    assert len(producer.threads) == 3
+    assert len(set(map(id, producer.threads))) == 1 and producer.threads[0] is not threading.current_thread()
+    assert producer.threads[0].daemon, "a send wedged in librdkafka must not hold the process at exit"
