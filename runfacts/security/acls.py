@@ -16,9 +16,9 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | cli          | state, events, view.user, dlq, | commands                    | group `<prefix>-cli*`        |
 |              | tools.control              |                                |                             |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
-| client       | events, state, view.user,  | commands, run.output           | group `<prefix>-client*`,    |
+| client       | events, state, view.user,  | commands, output               | group `<prefix>-client*`,    |
 |              | decider.versions, memory,  |                                | txn `<prefix>-client-relay-*` |
-|              | run.output                 |                                |                             |
+|              | output                     |                                |                             |
 
 An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
