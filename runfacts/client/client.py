@@ -203,6 +203,7 @@ class Runfacts(ClientCore):
             _clients.pop(self._key, None)
         self.follower.close()
         self.sender.close()
+        self.states.close()
         if self._output is not None:
             self._output.close()
 

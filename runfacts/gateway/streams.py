@@ -306,10 +306,13 @@ class RunStream:
         """The run's records in [start, until) of its partition, then what the hub kept meanwhile."""
         with self.hub.reader() as reader:
             try:
-                reader.assign([TopicPartition(self.hub.topic, self.partition, self._start)])
                 where = TopicPartition(self.hub.topic, self.partition)
+                start = self._start
+                if start == OFFSET_BEGINNING:  # the first offset retention kept: nothing to read when it is `until`
+                    start = reader.get_watermark_offsets(where, timeout=10, cached=False)[0]
+                reader.assign([TopicPartition(self.hub.topic, self.partition, start)])
                 deadline = time.monotonic() + ABANDONED_S
-                while not self._ended:
+                while not self._ended and start < until:
                     msg = reader.poll(CATCH_UP_POLL_S)
                     if msg is None:
                         if reader.position([where])[0].offset >= until:

@@ -7,6 +7,7 @@ EventSource resumes it through dropped connections."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -171,6 +172,16 @@ def test_only_the_runs_agent_may_write_its_output_on_every_path(stack: GatewaySt
     assert [(c.seq, c.text, c.done) for c in rf.read_output(run_id)] == [(0, "mine", False), (1, "and more", False),
                                                                         (2, "", True)]
 
+    async def progress() -> None:  # the awaitable twin; a block that raises closes the stream as failed
+        with pytest.raises(RuntimeError):
+            async with await rf.output_async(run_id, "progress") as out:
+                await out.write("50%")
+                raise RuntimeError("the model call failed")
+
+    asyncio.run(progress())
+    assert [(c.seq, c.text, c.done, c.status) for c in rf.read_output(run_id) if c.stream == "progress"] == [
+        (0, "50%", False, None), (1, "", True, "failed")]
+
 
 def test_a_browser_eventsource_reads_the_output_through_dropped_connections_once_each(
         stack: GatewayStack, url: str, rf: Runfacts) -> None:
@@ -221,3 +232,52 @@ def test_a_browser_eventsource_reads_the_output_through_dropped_connections_once
     assert errors >= 3 and proxy.drops >= 3  # each drop seen, and the browser reconnected by itself
     assert [(seq, text) for _, seq, text, _ in got] == [(i, f"t{i}") for i in range(24)] + [(24, "")]
     assert got[-1][3] and len({event_id for event_id, *_ in got}) == len(got)
+
+
+def test_an_output_stream_of_a_run_with_no_output_yet_follows_at_once(stack: GatewayStack) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from runfacts.client.output import Chunk, OutputProducer
+    from runfacts.gateway.streams import RunStream, StreamSettings, TopicHub, decode_output, output_filter
+
+    topic = f"{stack.names.prefix}.empty-output-{uuid.uuid4().hex[:6]}"  # no record on any partition
+    admin = AdminClient(stack.options.kafka.client_config())
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    run_id = f"out-{uuid.uuid4().hex[:8]}"
+
+    async def first_chunk() -> tuple[bytes, float]:
+        hub = TopicHub(stack.options.kafka, topic, decode_output)
+        await asyncio.to_thread(hub.start)
+        stream = RunStream(hub, run_id, StreamSettings(heartbeat_s=1.0), output_filter())
+        stream.open(None)
+        stream.start(asyncio.get_running_loop())
+        producer = OutputProducer(stack.options.kafka, topic)
+        started = time.monotonic()
+        producer.send(Chunk(run_id, "answer", 0, "hello"))
+        producer.flush()
+        try:
+            async with asyncio.timeout(20):
+                async for frame in stream.frames():
+                    if frame.startswith(b"id: "):
+                        return frame, time.monotonic() - started
+        finally:
+            producer.close()
+            hub.close()
+        raise AssertionError("the stream ended")
+
+    frame, took = asyncio.run(first_chunk())
+    assert b'"text":"hello"' in frame and took < 5, (frame, took)  # not after a 30 s catch-up timeout
+    admin.delete_topics([topic])
+
+
+def test_reads_of_a_runs_state_reuse_pooled_consumers(stack: GatewayStack, url: str) -> None:
+    from runfacts.client.reader import ReaderSettings, StateReader
+
+    run_id = new_run(url)
+    reader = StateReader(stack.options.kafka, stack.names, ReaderSettings(component="client"))
+    try:
+        states = [reader.latest(run_id) for _ in range(20)]  # the gateway reads one per stream opened
+    finally:
+        reader.close()
+    assert all(s is not None and s.runId == run_id for s in states)
+    assert reader.consumers_made == 1  # was one consumer (threads, fetch buffers) per read
