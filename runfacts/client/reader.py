@@ -32,7 +32,7 @@ from runfacts.topics import TopicNames, group_prefix, reader_group
 
 Progress = Callable[[int, int], None]
 POOLED = 4
-"""Consumers `latest` keeps between reads (a read borrows one; more at once make their own)."""
+"""Consumers `latest` reads with, at most, reused between reads (more reads at once wait for one)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,8 @@ class StateReader:
         # buffers) was a gateway's main cost, each SSE stream opened and each write reads its run's
         # state (10,000 streams: benchmarks/gateway_bench.py --streams), and its memory stayed in malloc arenas
         self._idle: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._slots = threading.BoundedSemaphore(POOLED)  # a burst of reads (64 request threads) made a
+        # consumer each, each fetching the whole partition at once: ~250 MB kept by malloc after 200 opens
 
     def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
         """The run's current State (None: no such run)."""
@@ -98,23 +100,24 @@ class StateReader:
 
     @contextmanager
     def _borrowed(self) -> Iterator[Consumer]:
-        """An idle consumer (or a new one), given back unassigned after a read that did not fail."""
-        try:
-            consumer = self._idle.get_nowait()
-        except queue.Empty:
-            consumer = reader_consumer(self.kafka, self.names, self.settings)
-            with self._lock:
-                self.consumers_made += 1
-        kept = False
-        try:
-            yield consumer
-            if self._idle.qsize() < POOLED:
+        """An idle consumer (or a new one; at most POOLED at once), given back unassigned after a read
+        that did not fail."""
+        with self._slots:
+            try:
+                consumer = self._idle.get_nowait()
+            except queue.Empty:
+                consumer = reader_consumer(self.kafka, self.names, self.settings)
+                with self._lock:
+                    self.consumers_made += 1
+            kept = False
+            try:
+                yield consumer
                 consumer.unassign()
                 self._idle.put(consumer)
                 kept = True
-        finally:
-            if not kept:
-                consumer.close()
+            finally:
+                if not kept:
+                    consumer.close()
 
     def close(self) -> None:
         """Close the idle consumers (a later read makes new ones)."""
