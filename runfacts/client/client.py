@@ -49,16 +49,7 @@ from runfacts.client.core import (
 from runfacts.client.errors import ClientError, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
-from runfacts.client.output import (
-    AsyncOutputWriter,
-    Chunk,
-    OutputForbidden,
-    OutputProducer,
-    OutputWriter,
-    last_seq,
-    may_write,
-    read_output,
-)
+from runfacts.client.output import Chunk, OutputProducer, read_output
 from runfacts.client.reader import ReaderSettings, StateReader
 from runfacts.client.run import Run
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
@@ -255,33 +246,8 @@ class Runfacts(ClientCore):
 
     # --- partial output (runfacts.client.output) ---------------------------------------------
 
-    def output(self, run_id: str, stream: str = "answer", *, resume: bool = False,
-               actor: Actor | None = None) -> OutputWriter:
-        """A writer of the run's partial output stream `stream` (tokens, progress): `write(text)`
-        per chunk, `close()` (or the end of a `with` block) marks it done. Not the run's facts:
-        readers (`read_output`, the gateway's `GET /runs/{id}/output`) skip a chunk whose seq they
-        handed already, so a retry after a crash may write from the start again (the default) or,
-        with `resume`, continue after the last chunk on the topic (`writer.written`). Only the
-        run's agent (`actor`, default this client's) may write it: `OutputForbidden` otherwise."""
-        actor = actor or self.actor
-        why = may_write(actor, self.state(run_id).tenant)
-        if why is not None:
-            raise OutputForbidden(run_id, actor, why)
-        written = last_seq(self.read_output(run_id), stream) if resume else -1
-        return OutputWriter(self.output_producer(), run_id, stream, actor, written + 1, written)
-
-    async def output_async(self, run_id: str, stream: str = "answer", *, resume: bool = False,
-                           actor: Actor | None = None) -> AsyncOutputWriter:
-        """`output`, awaitable: `await out.write(text)`, `await out.close()`, `async with`."""
-        writer = await asyncio.to_thread(self.output, run_id, stream, resume=resume, actor=actor)
-        return AsyncOutputWriter(writer)
-
-    def read_output(self, run_id: str) -> list[Chunk]:
-        """The run's output chunks on the topic now, each (stream, seq) once, in order."""
+    def _output_chunks(self, run_id: str) -> list[Chunk]:
         return read_output(self.kafka, self.names.output, run_id, self.settings.component)
-
-    async def read_output_async(self, run_id: str) -> list[Chunk]:
-        return await asyncio.to_thread(self.read_output, run_id)
 
     def output_producer(self) -> OutputProducer:
         """The process's producer of output chunks (one, made on first use)."""

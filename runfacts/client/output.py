@@ -24,7 +24,7 @@ import json
 import threading
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
@@ -118,6 +118,33 @@ def check_text(run_id: str, stream: str, text: str) -> None:
                                   f"{MAX_CHUNK_CHARS}: write it in smaller pieces")
 
 
+class OutputSink(Protocol):
+    """Where a writer's chunks go (Kafka: `OutputProducer`; the test stack: a list)."""
+
+    def send(self, chunk: Chunk) -> None: ...
+
+    def flush(self, timeout_s: float = 30.0) -> None: ...
+
+
+class MemorySink:
+    """Chunks kept in a list (runfacts.testing's client)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+
+    def send(self, chunk: Chunk) -> None:
+        self.chunks.append(chunk)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Nothing waits."""
+
+
+def once_each(chunks: list[Chunk]) -> list[Chunk]:
+    """`chunks` (log order) as a reader is handed them: each (stream, seq) once, in increasing seq."""
+    seen = Seen()
+    return [c for c in chunks if seen.admit(c.stream, c.seq)]
+
+
 class OutputProducer:
     """The process's producer of output chunks (idempotent: a chunk is written once per send, in order)."""
 
@@ -151,7 +178,7 @@ class OutputWriter:
     last attempt stopped passes `written + 1`; one that starts over passes 0, and readers skip
     what they had)."""
 
-    def __init__(self, producer: OutputProducer, run_id: str, stream: str, actor: Actor, start: int = 0,
+    def __init__(self, producer: OutputSink, run_id: str, stream: str, actor: Actor, start: int = 0,
                  written: int = -1) -> None:
         self.producer, self.run_id, self.stream, self.actor = producer, run_id, stream, actor
         self.seq = start
@@ -257,5 +284,5 @@ def last_seq(chunks: list[Chunk], stream: str) -> int:
     return max((c.seq for c in chunks if c.stream == stream), default=-1)
 
 
-__all__ = ["AsyncOutputWriter", "Chunk", "OutputForbidden", "OutputProducer", "OutputWriter", "Seen", "decode",
-           "last_seq", "may_write", "read_output"]
+__all__ = ["AsyncOutputWriter", "Chunk", "MemorySink", "OutputForbidden", "OutputProducer", "OutputSink",
+           "OutputWriter", "Seen", "decode", "last_seq", "may_write", "once_each", "read_output"]
