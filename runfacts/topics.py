@@ -78,6 +78,11 @@ class TopicNames:
         return f"{self.prefix}.view.user"
 
     @property
+    def output(self) -> str:
+        """A run's partial output (tokens, progress): not its facts; kept OUTPUT_RETENTION_MS."""
+        return f"{self.prefix}.run.output"
+
+    @property
     def audit(self) -> str:
         return f"{self.prefix}.audit"
 
@@ -110,6 +115,8 @@ class TopicNames:
         return f"{self.prefix}.tools.control"
 
 
+OUTPUT_RETENTION_MS = 6 * 3600 * 1000
+"""How long a run's partial output stays readable (runfacts.client.output)."""
 COMPACT = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": str(3600 * 1000)}
 
 
@@ -122,6 +129,8 @@ def runfacts_topics(names: TopicNames, partitions: int = 6) -> list[TopicSpec]:
         TopicSpec(names.events, p, "delete", UNLIMITED, purpose="the log of facts, key runId"),
         TopicSpec(names.state, p, "compact", UNLIMITED, dict(COMPACT), "run state, key runId"),
         TopicSpec(names.user_view, p, "compact", UNLIMITED, dict(COMPACT), "user view, key runId"),
+        TopicSpec(names.output, p, "delete", OUTPUT_RETENTION_MS, {"segment.ms": str(3600 * 1000)},
+                  "a run's partial output (tokens, progress), key runId; not its facts, kept 6 h"),
         TopicSpec(names.audit, p, "delete", UNLIMITED, purpose="audit records, hash chain per run"),
         TopicSpec(names.trajectory, p, "compact", UNLIMITED, dict(COMPACT), "eval trajectories"),
         TopicSpec(names.dlq, p, "delete", 30 * DAY_MS, purpose="dead letters with reason headers"),

@@ -39,6 +39,9 @@ KEYS = {
                   "tenant": "acme", "source": "dashboard"},
     "other-tenant": {"secret": "globex-key-0123456789abcd", "subjectId": "gina", "roles": ["support_agent"],
                      "tenant": "globex", "source": "dashboard"},
+    # an agent service of another tenant: it may not write an acme run's output
+    "globex-agent": {"secret": "globex-agent-key-0123456789", "subjectId": "globex-agent", "roles": ["agent"],
+                     "tenant": "globex", "source": "agent-harness"},
 }
 
 

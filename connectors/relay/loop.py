@@ -26,6 +26,7 @@ import json
 import logging
 import random
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -44,16 +45,15 @@ from runfacts.schemas.errors import ConfigError, InfrastructureError
 log = logging.getLogger("runfacts.relay")
 
 
-def _db_errors() -> tuple[type[BaseException], ...]:
-    """Connection-level database errors: back off and reconnect."""
-    try:
-        import psycopg
-    except ImportError:
+def db_errors() -> tuple[type[BaseException], ...]:
+    """Connection-level database errors: back off and reconnect. psycopg's only once something
+    imported it (a PostgreSQL outbox does, before it can raise one): importing it here would
+    load ~12 MB into every client process (the gateway's memory bar, benchmarks/gateway_bench.py)."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
         return (sqlite3.OperationalError,)
     return (sqlite3.OperationalError, psycopg.OperationalError)
 
-
-DB_ERRORS = _db_errors()
 T = TypeVar("T")
 
 
@@ -233,7 +233,7 @@ class Relay:
         except InfrastructureError as exc:
             self._back_off(str(exc))
             self._drop_publisher()
-        except DB_ERRORS as exc:
+        except db_errors() as exc:
             self._back_off(f"database: {exc}")
             self._reconnect()
         return None
@@ -247,7 +247,7 @@ class Relay:
         try:
             self.store = OutboxStore.open(self.settings.db, self.settings.table)
             self._waker = self._make_waker()
-        except DB_ERRORS as exc:  # still down: the next step fails on the closed one again
+        except db_errors() as exc:  # still down: the next step fails on the closed one again
             log.warning("reconnect failed: %s", exc)
 
     def step(self) -> int:

@@ -13,7 +13,8 @@ approvals in plain words, what a decision binds), `timeline` (a run's facts as r
 `errors`. `core`: every operation, once (`ClientCore`).
 Shells: `client` (`Runfacts`: one process-wide client), `reader` (`StateReader`: run states and
 views from the compacted topics), `run` (`Run`, `ToolCall` handles), `follower` (the ONE consumer of
-the events topic that wakes every waiter),
+the events topic that wakes every waiter), `output` (a run's partial output: chunk format, the
+reader's once-per-(stream, seq) rule, who may write it, the writer),
 `sender` (idempotent producer or outbox).
 Naming rule: every command and every wait has a blocking form and an awaitable twin named
 `<name>_async` (`await run.propose_async(...)`, `await call.result_async()`); both are one
@@ -43,10 +44,12 @@ from runfacts.client.errors import (
     WaitTimeout,
 )
 from runfacts.client.outcomes import Decision, result_value
+from runfacts.client.output import AsyncOutputWriter, Chunk, OutputForbidden, OutputWriter
 from runfacts.client.run import ProposedMemory, Run, ToolCall
 
 __all__ = [
-    "Agent", "AgentSettings", "Answer", "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected",
+    "Agent", "AgentSettings", "Answer", "AsyncOutputWriter", "Chunk", "OutputForbidden", "OutputWriter",
+    "Approval", "ApprovalExpired", "ApprovalInvalidated", "ApprovalRejected",
     "BadArgument",
     "ClientCore", "ClientError", "ClientSettings", "CommandRejected", "Decision", "ProposedMemory", "ReplayDiverged",
     "Revoked", "Run", "RunCancelled", "RunEnded", "RunNeedsReview", "RunNotFound", "Runfacts", "ToolCall", "ToolFailed",

@@ -49,6 +49,7 @@ from runfacts.client.core import (
 from runfacts.client.errors import ClientError, RunNotFound, WaitTimeout
 from runfacts.client.follower import Detached, Follower, FollowerSettings, Journal, Waiter
 from runfacts.client.outcomes import Entry, Resolved
+from runfacts.client.output import Chunk, OutputProducer, read_output
 from runfacts.client.reader import ReaderSettings, StateReader
 from runfacts.client.run import Run
 from runfacts.client.sender import DirectSender, OutboxSender, Sender
@@ -132,6 +133,8 @@ class Runfacts(ClientCore):
         self._key: tuple[str, ...] = ()
         self.capabilities: dict[str, CapabilityManifest] = dict(load_capabilities().capabilities)
         self.result_types: dict[str, Callable[[Any], Any]] = {}
+        self._output: OutputProducer | None = None
+        self._output_lock = threading.Lock()
 
     @classmethod
     def connect(cls, *, kafka: KafkaSettings | None = None, prefix: str | None = None,
@@ -191,6 +194,9 @@ class Runfacts(ClientCore):
             _clients.pop(self._key, None)
         self.follower.close()
         self.sender.close()
+        self.states.close()
+        if self._output is not None:
+            self._output.close()
 
     def __enter__(self) -> Runfacts:
         return self
@@ -237,6 +243,18 @@ class Runfacts(ClientCore):
     def _revealed(self, found: list[Approval]) -> list[Approval]:
         view = self.keys()  # sealed personal values (privacy envelope) revealed with this process's keys
         return [replace(a, display=revealed(a.display, view)) for a in found]
+
+    # --- partial output (runfacts.client.output) ---------------------------------------------
+
+    def _output_chunks(self, run_id: str) -> list[Chunk]:
+        return read_output(self.kafka, self.names.output, run_id, self.settings.component)
+
+    def output_producer(self) -> OutputProducer:
+        """The process's producer of output chunks (one, made on first use)."""
+        with self._output_lock:
+            if self._output is None:
+                self._output = OutputProducer(self.kafka, self.names.output)
+            return self._output
 
     # --- carrying out a step ----------------------------------------------------------------
 

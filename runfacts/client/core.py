@@ -9,6 +9,7 @@ operation and differ only in how they carry out a step (`_effect`, `_effect_asyn
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -22,6 +23,16 @@ from runfacts.client import outcomes
 from runfacts.client.approvals import Approval, UiSettings, approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument, ClientError, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.client.outcomes import Resolved
+from runfacts.client.output import (
+    AsyncOutputWriter,
+    Chunk,
+    OutputForbidden,
+    OutputSink,
+    OutputWriter,
+    last_seq,
+    may_write,
+    once_each,
+)
 from runfacts.client.run import ProposedMemory, Run, ToolCall, budget_amounts, memory_scope
 from runfacts.privacy.envelope import MARKERS, KeyView
 from runfacts.processors.decider.state import TERMINAL, RunState
@@ -200,6 +211,14 @@ class ClientCore(ABC):
     @abstractmethod
     def _memories(self) -> Iterable[memory_view.MemoryEntry]: ...
 
+    @abstractmethod
+    def output_producer(self) -> OutputSink:
+        """Where output chunks go (runfacts.client.output)."""
+
+    @abstractmethod
+    def _output_chunks(self, run_id: str) -> list[Chunk]:
+        """The run's output chunks as stored (log order)."""
+
     def _revealed(self, found: list[Approval]) -> list[Approval]:
         return found
 
@@ -244,6 +263,36 @@ class ClientCore(ABC):
         def register(handler: Handler) -> Agent:
             return Agent(self, name, handler)
         return register
+
+    # --- partial output (runfacts.client.output) -------------------------------------------------
+
+    def output(self, run_id: str, stream: str = "answer", *, resume: bool = False,
+               actor: Actor | None = None) -> OutputWriter:
+        """A writer of the run's partial output stream `stream` (tokens, progress): `write(text)`
+        per chunk, `close()` (or the end of a `with` block) marks it done. Not the run's facts:
+        readers (`read_output`, the gateway's `GET /runs/{id}/output`) skip a chunk whose seq they
+        handed already, so a retry after a crash may write from the start again (the default) or,
+        with `resume`, continue after the last chunk on the topic (`writer.written`). Only the
+        run's agent (`actor`, default this client's) may write it: `OutputForbidden` otherwise."""
+        actor = actor or self.actor
+        why = may_write(actor, self.state(run_id).tenant)
+        if why is not None:
+            raise OutputForbidden(run_id, actor, why)
+        written = last_seq(self.read_output(run_id), stream) if resume else -1
+        return OutputWriter(self.output_producer(), run_id, stream, actor, written + 1, written)
+
+    async def output_async(self, run_id: str, stream: str = "answer", *, resume: bool = False,
+                           actor: Actor | None = None) -> AsyncOutputWriter:
+        """`output`, awaitable: `await out.write(text)`, `await out.close()`, `async with`."""
+        writer = await asyncio.to_thread(self.output, run_id, stream, resume=resume, actor=actor)
+        return AsyncOutputWriter(writer)
+
+    def read_output(self, run_id: str) -> list[Chunk]:
+        """The run's output chunks now, each (stream, seq) once, in order."""
+        return once_each(self._output_chunks(run_id))
+
+    async def read_output_async(self, run_id: str) -> list[Chunk]:
+        return await asyncio.to_thread(self.read_output, run_id)
 
     # --- tools ----------------------------------------------------------------------------------
 

@@ -11,9 +11,11 @@ Used by `Runfacts` (approvals, run states) and by runfacts.ops' CLI and console 
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,8 @@ from runfacts.settings import KafkaSettings
 from runfacts.topics import TopicNames, group_prefix, reader_group
 
 Progress = Callable[[int, int], None]
+POOLED = 4
+"""Consumers `latest` reads with, at most, reused between reads (more reads at once wait for one)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,13 @@ class StateReader:
         self._positions: dict[int, int] = {}  # partition -> the next offset scan() reads
         self._states: dict[str, RunState] = {}
         self.decoded_states = 0  # run states scan() decoded over this reader's life (tests, metrics)
+        self.consumers_made = 0  # consumers `latest` made over this reader's life (tests, metrics)
+        # `latest` borrows a consumer and gives it back: a consumer per read (its threads, its fetch
+        # buffers) was a gateway's main cost, each SSE stream opened and each write reads its run's
+        # state (10,000 streams: benchmarks/gateway_bench.py --streams), and its memory stayed in malloc arenas
+        self._idle: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._slots = threading.BoundedSemaphore(POOLED)  # a burst of reads (64 request threads) made a
+        # consumer each, each fetching the whole partition at once: ~250 MB kept by malloc after 200 opens
 
     def latest(self, run_id: str, progress: Progress | None = None) -> RunState | None:
         """The run's current State (None: no such run)."""
@@ -82,13 +93,39 @@ class StateReader:
 
     def _latest(self, topic: str, run_id: str, progress: Progress | None) -> bytes | None:
         """The run's latest value in `topic` (only the run's partition is read)."""
-        consumer = reader_consumer(self.kafka, self.names, self.settings)
-        try:
+        with self._borrowed() as consumer:
             count = partition_count(consumer, topic, self.settings.metadata_timeout_s)
             part = partition_for(run_id.encode(), count)
             return self._read(consumer, topic, [part], progress, run_id.encode()).get(run_id.encode())
-        finally:
-            consumer.close()
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[Consumer]:
+        """An idle consumer (or a new one; at most POOLED at once), given back unassigned after a read
+        that did not fail."""
+        with self._slots:
+            try:
+                consumer = self._idle.get_nowait()
+            except queue.Empty:
+                consumer = reader_consumer(self.kafka, self.names, self.settings)
+                with self._lock:
+                    self.consumers_made += 1
+            kept = False
+            try:
+                yield consumer
+                consumer.unassign()
+                self._idle.put(consumer)
+                kept = True
+            finally:
+                if not kept:
+                    consumer.close()
+
+    def close(self) -> None:
+        """Close the idle consumers (a later read makes new ones)."""
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     def scan(self, progress: Progress | None = None) -> dict[str, RunState]:
         """Every run's current State (a new dict; the States are shared with later scans)."""

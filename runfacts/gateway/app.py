@@ -36,7 +36,16 @@ from runfacts.gateway.limits import Idempotency, RateLimits, Stored
 from runfacts.gateway.openapi import OPERATIONS, Operation, document
 from runfacts.gateway.problems import MEDIA_TYPE, ProblemError, from_error, invalid_body
 from runfacts.gateway.service import Service, command_id_for
-from runfacts.gateway.streams import RunStream, StreamSettings, TopicHub, decode_event, decode_view, parse_position
+from runfacts.gateway.streams import (
+    RunStream,
+    StreamSettings,
+    TopicHub,
+    decode_event,
+    decode_output,
+    decode_view,
+    output_filter,
+    parse_position,
+)
 from runfacts.schemas.codec import Codec
 
 log = logging.getLogger("runfacts.gateway")
@@ -157,6 +166,7 @@ WRITES: dict[str, Write] = {
     "stopRun": lambda s, a, p, b, c: s.end(a, p["run_id"], "stop", b, c),  # type: ignore[arg-type]
     "cancelRun": lambda s, a, p, b, c: s.end(a, p["run_id"], "cancel", b, c),  # type: ignore[arg-type]
     "decideApproval": lambda s, a, p, b, c: s.decide(a, p["run_id"], p["approval_id"], b, c),  # type: ignore[arg-type]
+    "writeOutput": lambda s, a, p, b, c: s.output(a, p["run_id"], b),  # type: ignore[arg-type]
 }
 
 
@@ -252,13 +262,14 @@ def wants_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "")
 
 
-async def stream(gateway: Gateway, request: Request, run_id: str, topic: str, decode: Any) -> Response:
+async def stream(gateway: Gateway, request: Request, run_id: str, topic: str, decode: Any,
+                 admit: Any = None) -> Response:
     raw = request.headers.get("last-event-id")
     where = "Last-Event-ID"
     if raw is None and "last_event_id" in request.query_params:
         raw, where = request.query_params["last_event_id"], "last_event_id"
     after = None if raw is None or raw == "" else parse_position(raw, where)
-    reader = RunStream(await gateway.hub(topic, decode), run_id, gateway.settings.streams)
+    reader = RunStream(await gateway.hub(topic, decode), run_id, gateway.settings.streams, admit)
     reader.open(after, where)
     reader.start(asyncio.get_running_loop())
     return EventStreamResponse(reader, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
@@ -304,6 +315,9 @@ def read_handler(gateway: Gateway, op: Operation) -> Callable[[Request], Awaitab
                 return JSONResponse(m.ApprovalList(approvals=items).model_dump(mode="json"))
             run_id = path_params(request)["run_id"]
             names = service.rf.names
+            if op.id == "streamRunOutput":
+                await gateway.blocking(service.readable, actor, run_id)
+                return await stream(gateway, request, run_id, names.output, decode_output, output_filter())
             if op.id == "streamRunEvents" or (op.id == "getRunView" and wants_stream(request)):
                 await gateway.blocking(service.readable, actor, run_id)
                 if op.id == "streamRunEvents":
@@ -378,7 +392,7 @@ class StreamsFirst:
         if scope["type"] == "http" and scope["method"] == "GET":
             for pattern, handle in self.streams:
                 found = pattern.match(scope["path"])
-                if found and (scope["path"].endswith("/events") or any(
+                if found and (scope["path"].endswith(("/events", "/output")) or any(
                         name == b"accept" and b"text/event-stream" in value for name, value in scope["headers"])):
                     scope["path_params"] = found.groupdict()
                     response = await handle(Request(scope, receive))

@@ -69,6 +69,38 @@ class EndRun(Body):
     reason: str = Field("", max_length=MAX_TEXT)
 
 
+class WriteOutput(Body):
+    """One chunk of the run's partial output (tokens, progress): not its facts. Readers skip a
+    chunk whose `seq` they already had for its `stream`, so a writer retried after a crash may
+    send its chunks again from 0."""
+
+    stream: str = Field("answer", pattern=ID, description="Which output of the run, e.g. `answer`.")
+    seq: int = Field(ge=0, le=2**31, description="The chunk's number in its stream, from 0.")
+    text: str = Field("", max_length=32_000)
+    done: bool = Field(False, description="The stream's last chunk: readers that see none know it stopped.")
+    status: Literal["done", "failed"] | None = Field(None, description="With `done`: how it ended (default done).")
+
+
+class OutputAnswer(BaseModel):
+    runId: str
+    stream: str
+    seq: int
+    chunkId: str = Field(description="`<runId>/<stream>/<seq>`: the same for the same chunk written again.")
+
+
+class OutputChunk(BaseModel):
+    """The data of an `output` event of `GET /runs/{run_id}/output`."""
+
+    runId: str
+    stream: str
+    seq: int
+    text: str
+    done: bool
+    status: Literal["done", "failed"] | None = None
+    writer: str = Field(description="The subject of the agent that wrote it.")
+    at: str = Field(description="When it was written (ISO 8601): a stream without `done` stopped then.")
+
+
 class Answer(BaseModel):
     """A command's answer: what the decider committed."""
 

@@ -36,6 +36,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     stream: bool = False
     """Answers `text/event-stream` (Server-Sent Events)."""
+    event: type[BaseModel] | None = None
+    """The data of the stream's events, when one model (`x-event-data`)."""
     status: int = 200
     errors: tuple[int, ...] = field(default=(400, 401, 404, 429))
 
@@ -80,6 +82,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/runs/{run_id}/events", "streamRunEvents",
               "The run's facts as Server-Sent Events, id = Kafka position; resumes after Last-Event-ID.",
               None, params=(RUN, LAST_ID, LAST_ID_Q, TOKEN_Q), stream=True),
+    Operation("POST", "/runs/{run_id}/output", "writeOutput",
+              "Write a chunk of the run's partial output (the run's agent only; not its facts).", m.OutputAnswer,
+              m.WriteOutput, (RUN, IDEMPOTENCY), errors=WRITE_ERRORS),
+    Operation("GET", "/runs/{run_id}/output", "streamRunOutput",
+              "The run's partial output as Server-Sent Events (`event: output`), each (stream, seq) once and in "
+              "order, id = Kafka position; resumes after Last-Event-ID.",
+              None, params=(RUN, LAST_ID, LAST_ID_Q, TOKEN_Q), stream=True, event=m.OutputChunk),
     Operation("GET", "/approvals", "listApprovals", "Pending approvals for one of the key's roles.",
               m.ApprovalList, params=(Param("role", "query", {"type": "string", "pattern": m.ROLE},
                                             "Only approvals requiring this role (one of the key's)."),)),
@@ -90,7 +99,7 @@ def document(version: str = "0.1.0") -> dict[str, Any]:
     """The OpenAPI 3.1 document of OPERATIONS."""
     models: set[type[BaseModel]] = {m.Problem}
     for op in OPERATIONS:
-        models |= {t for t in (op.answer, op.body) if t is not None}
+        models |= {t for t in (op.answer, op.body, op.event) if t is not None}
     _, defs = models_json_schema([(t, "validation" if _is_body(t) else "serialization")
                                   for t in sorted(models, key=lambda t: t.__name__)], ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
@@ -121,6 +130,8 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.stream:
         content["text/event-stream"] = {"schema": {"type": "string", "description":
                                                    "SSE: `id: <partition>:<offset>`, `event: <type>`, `data: <JSON>`"}}
+        if op.event is not None:
+            content["text/event-stream"]["x-event-data"] = _ref(op.event)
     problem = {"application/problem+json": {"schema": _ref(m.Problem)}}
     out: dict[str, Any] = {
         "operationId": op.id, "summary": op.summary,

@@ -30,6 +30,7 @@ from runfacts.client import Answer as ClientAnswer
 from runfacts.client import Approval, CommandRejected, Run, Runfacts, RunNotFound, display_lines, outcomes
 from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument
+from runfacts.client.output import Chunk, may_write
 from runfacts.gateway import models as m
 from runfacts.gateway.problems import ProblemError
 from runfacts.processors.policy.access import Policy, tenant_bound
@@ -223,6 +224,21 @@ class Service:
             version = self._send(run, command)
         return m.DecisionAnswer(runId=run_id, version=version, commandId=command_id, approvalId=approval_id,
                                 decision=body.decision, approver=actor.subjectId)
+
+    def output(self, actor: Actor, run_id: str, body: m.WriteOutput) -> m.OutputAnswer:
+        """One chunk of the run's partial output, on the topic before the answer (the run's agent
+        only: `runfacts.client.output.may_write`)."""
+        why = may_write(actor, self.readable(actor, run_id).tenant)
+        if why is not None:
+            raise ProblemError(403, "output-forbidden", "This key may not write the run's output", why,
+                               field="Authorization", fix="write a run's output with its agent service's key "
+                                                          "(role agent, not a browser's)")
+        chunk = Chunk(run_id, body.stream, body.seq, body.text, body.done,
+                      body.status or ("done" if body.done else None), actor.subjectId, datetime.now(UTC).isoformat())
+        producer = self.rf.output_producer()
+        producer.send(chunk)
+        producer.flush(self.settings.answer_timeout_s)
+        return m.OutputAnswer(runId=run_id, stream=chunk.stream, seq=chunk.seq, chunkId=chunk.id)
 
     def _approval(self, actor: Actor, run_id: str, approval_id: str) -> Approval:
         state = self.readable(actor, run_id)

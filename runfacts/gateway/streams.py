@@ -33,9 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from runfacts.client.output import Seen
+from runfacts.client.output import decode as decode_chunk
 from runfacts.gateway.problems import ProblemError
 from runfacts.logread import ReadOptions, consumer, partition_count
 from runfacts.partitioning import partition_for
@@ -48,6 +50,9 @@ log = logging.getLogger("runfacts.gateway")
 SMALL_FETCH = {"queued.min.messages": 1000, "fetch.max.bytes": 1 << 20, "max.partition.fetch.bytes": 1 << 20,
                "enable.partition.eof": False}
 Decode = Callable[[bytes | None], tuple[str, dict[str, Any]] | None]
+Admit = Callable[[tuple[str, dict[str, Any]]], bool]
+"""Whether a stream hands a decoded record on (called once per record, in log order, from the
+run's first record on: `output_filter`)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,21 @@ def decode_view(value: bytes | None) -> tuple[str, dict[str, Any]] | None:
     if value is None:
         return "view.archived", {}
     return "view", user_view.schema().decode(value)
+
+
+def decode_output(value: bytes | None) -> tuple[str, dict[str, Any]] | None:
+    chunk = decode_chunk(value)
+    if chunk is None:
+        return None
+    data = {k: v for k, v in vars(chunk).items()}
+    return "output", data
+
+
+def output_filter() -> Admit:
+    """A stream of a run's partial output hands each (stream, seq) once, in increasing seq: a chunk a
+    retried writer sends again is skipped (runfacts.client.output)."""
+    seen = Seen()
+    return lambda decoded: seen.admit(decoded[1]["stream"], decoded[1]["seq"])
 
 
 def frame(event_id: str | None, kind: str, data: Any) -> bytes:
@@ -241,8 +261,9 @@ class RunStream:
     """One reader's stream of a run: its past read by a transient consumer, then the hub's records,
     through a bounded hand-over to the event loop."""
 
-    def __init__(self, hub: TopicHub, run_id: str, settings: StreamSettings = StreamSettings()) -> None:
-        self.hub, self.run_id, self.settings = hub, run_id, settings
+    def __init__(self, hub: TopicHub, run_id: str, settings: StreamSettings = StreamSettings(),
+                 admit: Admit | None = None) -> None:
+        self.hub, self.run_id, self.settings, self._admit = hub, run_id, settings, admit
         self.key = run_id.encode()
         self._items: deque[Any] = deque()  # handed over, not yet sent (a deque and one future: lighter
         self._wake: asyncio.Future[None] | None = None  # than an asyncio.Queue for 10,000 streams)
@@ -251,6 +272,7 @@ class RunStream:
         # the hub's records while the stream reads its past (None once it has)
         self._pending: list[tuple[int, int, tuple[str, dict[str, Any]]]] | None = []
         self._last = -1  # the offset last handed over (never hand one at or below it)
+        self._seen = -1  # the offset last looked at (with `admit`: from the run's first record on)
         self._ended = False
         self.overflowed = False
         self.reading = False
@@ -265,8 +287,11 @@ class RunStream:
             raise ProblemError(400, "bad-position", "The position is not on this run's partition",
                                f"{field}={after[0]}:{after[1]}, the run's records are on partition "
                                f"{self.partition}", field=field, fix="send back an id of this run's stream")
-        self._start = 0 if after is None else after[1] + 1
-        self._last = self._start - 1
+        self._last = -1 if after is None else after[1]
+        # with `admit`, the stream reads the run's records from the first (what the reader had before
+        # `after` decides what it may be handed after it); else from just after `after`
+        self._start = OFFSET_BEGINNING if self._admit is not None else self._last + 1
+        self._seen = -1 if self._admit is not None else self._last
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Subscribe to the hub, then read the past below its position in a thread of its own."""
@@ -281,10 +306,13 @@ class RunStream:
         """The run's records in [start, until) of its partition, then what the hub kept meanwhile."""
         with self.hub.reader() as reader:
             try:
-                reader.assign([TopicPartition(self.hub.topic, self.partition, self._start)])
                 where = TopicPartition(self.hub.topic, self.partition)
+                start = self._start
+                if start == OFFSET_BEGINNING:  # the first offset retention kept: nothing to read when it is `until`
+                    start = reader.get_watermark_offsets(where, timeout=10, cached=False)[0]
+                reader.assign([TopicPartition(self.hub.topic, self.partition, start)])
                 deadline = time.monotonic() + ABANDONED_S
-                while not self._ended:
+                while not self._ended and start < until:
                     msg = reader.poll(CATCH_UP_POLL_S)
                     if msg is None:
                         if reader.position([where])[0].offset >= until:
@@ -329,8 +357,13 @@ class RunStream:
 
     def _hand(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
         with self._lock:
-            if self._ended or offset <= self._last:
+            if self._ended or offset <= self._seen:
                 return
+            self._seen = offset
+            if self._admit is not None and not self._admit(decoded):
+                return
+            if offset <= self._last:
+                return  # the reader had it (before its Last-Event-ID)
             if self._waiting >= self.settings.queue_max:
                 self._overflow()
                 return
@@ -397,4 +430,5 @@ class RunStream:
         self.hub.unsubscribe(self)
 
 
-__all__ = ["RunStream", "StreamSettings", "TopicHub", "decode_event", "decode_view", "frame", "parse_position"]
+__all__ = ["RunStream", "StreamSettings", "TopicHub", "decode_event", "decode_output", "decode_view", "frame",
+           "output_filter", "parse_position"]

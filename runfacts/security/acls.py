@@ -16,8 +16,9 @@ Least privilege per component (principal `User:<prefix>-<component>` by default)
 | cli          | state, events, view.user, dlq, | commands                    | group `<prefix>-cli*`        |
 |              | tools.control              |                                |                             |
 | auditor      | audit, eval.trajectory, events | —                          | group `<prefix>-auditor*`    |
-| client       | events, state, view.user,  | commands                       | group `<prefix>-client*`,    |
-|              | decider.versions, memory   |                                | txn `<prefix>-client-relay-*` |
+| client       | events, state, view.user,  | commands, output               | group `<prefix>-client*`,    |
+|              | decider.versions, memory,  |                                | txn `<prefix>-client-relay-*` |
+|              | output                     |                                |                             |
 
 An engine application named `<prefix>-<app>` uses that name as its group id (and
 `-restore` for restores), `<name>-<instance>` as transactional id and
@@ -130,8 +131,9 @@ def component_access(names: TopicNames, principals: Mapping[str, str] | None = N
         client("auditor", (n.audit, n.trajectory, n.events, n.keys), ()),
         # runfacts.client: the follower (events), run states and views, the decider's versions;
         # its commands direct or through its in-process outbox relay (transactional)
-        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory, n.keys),
-                       (n.commands, n.keys)),
+        # (n.output: a run's partial output, written by its agent and read back, runfacts.client.output)
+        replace(client("client", (n.events, n.state, n.user_view, n.decider_versions, n.memory, n.keys, n.output),
+                       (n.commands, n.keys, n.output)),
                 transactional_prefix=client_relay_prefix(n.prefix)),
     ]
 

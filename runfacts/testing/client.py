@@ -35,6 +35,7 @@ from runfacts.client.core import (
 )
 from runfacts.client.errors import ClientError, RunNotFound, WaitTimeout
 from runfacts.client.outcomes import Resolved, command_events, version_after
+from runfacts.client.output import Chunk, MemorySink
 from runfacts.client.run import Run
 from runfacts.privacy.envelope import NO_KEYS, KeyView
 from runfacts.processors.decider.state import RunState
@@ -74,6 +75,7 @@ class TestClient(ClientCore):
         self.actor = Actor(subjectId=agent, roles=("agent",), authSource=AGENT_SOURCE)
         self.capabilities: dict[str, CapabilityManifest] = dict(stack.catalog.capabilities)
         self.result_types: dict[str, Callable[[Any], Any]] = result_types_of(stack.registry)
+        self._output = MemorySink()  # the run's partial output, in this process (runfacts.client.output)
 
     def close(self) -> None:
         """Nothing to release (the stack owns everything)."""
@@ -124,6 +126,12 @@ class TestClient(ClientCore):
     def _memories(self) -> Iterable[memory_view.MemoryEntry]:
         self.stack.settle()
         return self.stack.memories()
+
+    def output_producer(self) -> MemorySink:
+        return self._output
+
+    def _output_chunks(self, run_id: str) -> list[Chunk]:
+        return [c for c in self._output.chunks if c.runId == run_id]
 
     # --- carrying out a step ----------------------------------------------------------------
 

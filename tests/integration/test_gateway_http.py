@@ -199,6 +199,7 @@ def operation_requests(http: httpx.Client) -> list[tuple[Operation, str, dict[st
     bodies: dict[str, dict[str, Any]] = {
         "startRun": {"goal": "ticket:T-2", "summary": "s", "userId": "u-2"}, "recordReasoning": {"conclusion": "c"},
         "decideApproval": {"decision": "reject"}, "stopRun": {}, "cancelRun": {},
+        "writeOutput": {"seq": 0, "text": "t"},
         "proposeCall": {"capability": REFUND, "target": "o-10", "arguments": {  # o-9's approval stays open
             "orderId": "o-10", "amountMinor": 10, "currency": "EUR"}}}  # arguments that fit the refund's schema
     out = []
@@ -250,6 +251,8 @@ PLAUSIBLE: dict[str, list[Any]] = {
     "capability": [REFUND, "nope.nothing"], "arguments": [{"orderId": "o", "amountMinor": 1, "currency": "EUR"}],
     "target": ["o-1"], "risk": ["low", "extreme"], "decision": ["approve", "reject", "maybe"],
     "reason": ["done", ""], "approver": ["bob"], "toolCallId": ["call-1"], "businessKey": ["ticket:T-1"],
+    "stream": ["answer", "a b"], "seq": [0, 7, -1, 2**40], "text": ["tok", "x" * 40_000], "done": [True, "yes"],
+    "status": ["done", "failed", "maybe"],
 }
 
 
@@ -300,6 +303,9 @@ def test_docs_http_md_curl_blocks_run_in_order_against_the_gateway(http: httpx.C
     ids = [line[4:] for line in (tmp_path / "events.txt").read_text().splitlines() if line.startswith("id: ")]
     assert f"id: {ids[2]}" in out  # resumed right after the second id: the third comes first
     assert "event: tool.call.completed" in (tmp_path / "events.txt").read_text()
+    output = [line.split("\t") for line in (tmp_path / "output.tsv").read_text().splitlines()]
+    assert output == [["0", "part 0 ", "false"], ["1", "part 1 ", "false"], ["2", "part 2 ", "false"],
+                      ["3", "part 3 ", "false"], ["4", "", "true"]]  # the retry's seq 0-2 skipped: each once
 
 
 def test_a_retry_at_another_gateway_instance_gets_the_first_answer_and_applies_once(

@@ -7,7 +7,8 @@ import { CallOutcome, type CallDecision } from "./outcomes.js";
 import { after, sseFrames } from "./sse.js";
 import type {
   Answer, ApprovalItem, ApprovalList, Decision, DecisionAnswer, Problem, ProposeAnswer, ProposeCall,
-  ReasoningAnswer, RecordReasoning, RunEvent, RunState, RunView, StartAnswer, StartRun, StreamEvent,
+  OutputAnswer, OutputChunk, ReasoningAnswer, RecordReasoning, RunEvent, RunState, RunView, StartAnswer, StartRun,
+  StreamEvent, WriteOutput,
 } from "./types.js";
 
 export interface RunfactsOptions {
@@ -53,6 +54,45 @@ export interface WaitOptions {
   signal?: AbortSignal;
   /** Every fact of the run the wait reads (the call's progress, for a UI). */
   onEvent?: (event: StreamEvent<RunEvent>) => void;
+}
+
+export interface OutputOptions {
+  /** Which output of the run (default "answer"), e.g. a step's id. */
+  stream?: string;
+  /** The seq of the first chunk (default 0). A writer retried after a crash may start over from 0:
+   * readers skip every chunk whose seq they already had. */
+  start?: number;
+}
+
+/** Writes one output stream of a run, chunk after chunk (`Runfacts.output`). */
+export class OutputWriter {
+  /** The seq the next chunk gets. */
+  seq: number;
+  closed = false;
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly client: Runfacts, readonly runId: string, readonly stream: string, start = 0) {
+    this.seq = start;
+  }
+
+  /** Send one chunk; chunks go in order (each after the one before was answered). */
+  write(text: string, options?: WriteOptions): Promise<OutputAnswer> {
+    if (this.closed) return Promise.reject(new TypeError(`output stream ${this.stream} of run ${this.runId} is closed`));
+    return this.send({ stream: this.stream, seq: this.seq++, text }, options);
+  }
+
+  /** The stream's last chunk (`done`, with `status`): a reader that never sees one knows it stopped. */
+  close(status: "done" | "failed" = "done", options?: WriteOptions): Promise<OutputAnswer> {
+    if (this.closed) return Promise.reject(new TypeError(`output stream ${this.stream} of run ${this.runId} is closed`));
+    this.closed = true;
+    return this.send({ stream: this.stream, seq: this.seq++, text: "", done: true, status }, options);
+  }
+
+  private send(body: WriteOutput, options?: WriteOptions): Promise<OutputAnswer> {
+    const sent = this.chain.then(() => this.client.writeOutput(this.runId, body, options));
+    this.chain = sent.catch(() => undefined);
+    return sent;
+  }
 }
 
 const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve, reject) => {
@@ -135,6 +175,16 @@ export class Runfacts {
     return this.post(path("/runs/{run_id}/cancel", runId), { reason }, options);
   }
 
+  /** One chunk of the run's partial output (the run's agent only: a ForbiddenError for another key). */
+  writeOutput(runId: string, body: WriteOutput, options?: WriteOptions): Promise<OutputAnswer> {
+    return this.post(path("/runs/{run_id}/output", runId), body, options);
+  }
+
+  /** A writer of one of the run's output streams (tokens, progress): `write(text)`, then `close()`. */
+  output(runId: string, options?: OutputOptions): OutputWriter {
+    return new OutputWriter(this, runId, options?.stream ?? "answer", options?.start ?? 0);
+  }
+
   // --- reads ---------------------------------------------------------------------------
 
   /** The run's state (the decider's); `minVersion` waits for a write's version. */
@@ -167,6 +217,30 @@ export class Runfacts {
   /** The run's user view, live (each `data` a whole view; `event` "view.archived" when erased). */
   viewStream(runId: string, options?: StreamOptions): AsyncGenerator<StreamEvent<RunView | Record<string, never>>> {
     return this.stream(path("/runs/{run_id}/view", runId), options);
+  }
+
+  /** The run's partial output, live: each chunk (stream, seq) once and in order, even when its
+   * writer crashed and was retried from the start; reconnects after the last id it yielded. A
+   * stream whose last chunk is not `done` stopped (or is still being written). */
+  outputStream(runId: string, options?: StreamOptions): AsyncGenerator<StreamEvent<OutputChunk>> {
+    return this.stream<OutputChunk>(path("/runs/{run_id}/output", runId), options);
+  }
+
+  /** The whole text of one output stream once its writer closed it (`status` "done" or "failed"). */
+  async outputText(runId: string, stream = "answer", options?: { timeoutMs?: number; signal?: AbortSignal })
+      : Promise<{ text: string; status: "done" | "failed" }> {
+    const signal = combined(options?.signal, options?.timeoutMs);
+    let text = "";
+    try {
+      for await (const { data } of this.outputStream(runId, { signal })) {
+        if (data.stream !== stream) continue;
+        text += data.text;
+        if (data.done) return { text, status: data.status ?? "done" };
+      }
+    } catch (error) {
+      if (!signal?.aborted || error instanceof ProblemError) throw error;
+    }
+    throw new WaitTimeoutError(`run ${runId}: output stream ${stream} not closed within the wait`);
   }
 
   /** How the call was authorized (by policy, or by whom), once it is; a CallError when it never

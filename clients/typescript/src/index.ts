@@ -1,5 +1,5 @@
-export { Runfacts } from "./client.js";
-export type { ReadOptions, RunfactsOptions, StreamOptions, WaitOptions, WriteOptions } from "./client.js";
+export { OutputWriter, Runfacts } from "./client.js";
+export type { OutputOptions, ReadOptions, RunfactsOptions, StreamOptions, WaitOptions, WriteOptions } from "./client.js";
 export * from "./errors.js";
 export { CallOutcome, resultValue } from "./outcomes.js";
 export type { CallDecision, Resolved } from "./outcomes.js";

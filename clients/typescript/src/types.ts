@@ -21,6 +21,10 @@ export type ApprovalList = Schemas["ApprovalList"];
 export type RunState = Schemas["RunState"];
 export type RunView = Schemas["RunView"];
 export type Problem = Schemas["Problem"];
+export type WriteOutput = Schemas["WriteOutput"];
+export type OutputAnswer = Schemas["OutputAnswer"];
+/** One chunk of a run's partial output (`data:` of an `output` event of `GET /runs/{id}/output`). */
+export type OutputChunk = Schemas["OutputChunk"];
 
 export type ListApprovalsQuery = NonNullable<operations["listApprovals"]["parameters"]["query"]>;
 export type ReadQuery = NonNullable<operations["getRunState"]["parameters"]["query"]>;

@@ -12,7 +12,7 @@ import { pathToFileURL } from "node:url";
 import ts from "typescript";
 import {
   ApprovalRejectedError, CallError, ForbiddenError, InvalidRequestError, NotFoundError, ProblemError, Runfacts, UnauthenticatedError,
-  type RunEvent, type RunView, type StreamEvent,
+  type OutputChunk, type RunEvent, type RunView, type StreamEvent,
 } from "@runfacts/client";
 import { PACKAGE, REPO, startStack, type Stack } from "./stack.js";
 
@@ -201,6 +201,53 @@ test("a live stream resumes after forced disconnects: 0 lost, 0 duplicated", asy
   }
 });
 
+test("a run's output: a writer retried from the start shows a reader each chunk once, through dropped connections", async () => {
+  const runId = await newRun();
+  const proxy = await droppingProxy(new URL(stack.url));
+  const through = new Runfacts({ url: proxy.url, apiKey: stack.keys["agent"]! });
+  const got: StreamEvent<OutputChunk>[] = [];
+  let reconnects = 0;
+  const stop = new AbortController();
+  const reader = (async () => {
+    for await (const event of through.outputStream(runId, { signal: stop.signal, onReconnect: () => reconnects++ })) {
+      got.push(event);
+      if (event.data.done) return;
+    }
+  })();
+  const received = async (count: number) => { // the reader has `count` chunks (then a drop cuts a live connection)
+    const until = Date.now() + 30_000;
+    while (got.length < count && Date.now() < until) await new Promise((ok) => setTimeout(ok, 20));
+  };
+  const first = agent.output(runId); // dies after 6 chunks: no close, no done
+  for (let i = 0; i < 6; i++) {
+    await first.write(`tok${i} `);
+    await received(i + 1);
+    if (i === 2) proxy.drop();
+  }
+  const retry = agent.output(runId); // the retry starts over from seq 0
+  for (let i = 0; i < 12; i++) {
+    await retry.write(`tok${i} `);
+    if (i < 6) continue; // the reader had these: the gateway skips them
+    await received(i + 1);
+    if (i === 7 || i === 9) proxy.drop();
+  }
+  await retry.close();
+  const deadline = setTimeout(() => stop.abort(), 60_000);
+  await reader;
+  clearTimeout(deadline);
+  proxy.close();
+  assert.deepEqual(got.map((e) => e.data.seq), [...Array(13).keys()], `each chunk once, in order (${reconnects} reconnects)`);
+  assert.equal(got.map((e) => e.data.text).join(""), [...Array(12).keys()].map((i) => `tok${i} `).join(""));
+  assert.ok(got.at(-1)!.data.done && got.at(-1)!.data.status === "done");
+  assert.ok(reconnects >= 3, `${proxy.drops} drops, ${reconnects} reconnects`);
+  assert.deepEqual(await agent.outputText(runId, "answer", { timeoutMs: 30_000 }),
+                   { text: [...Array(12).keys()].map((i) => `tok${i} `).join(""), status: "done" });
+
+  // only the run's agent writes its output: a support agent's (browser's) key is refused
+  await assert.rejects(alice.output(runId, { stream: "forged" }).write("x"),
+                       (e: unknown) => e instanceof ForbiddenError && e.problem.field === "Authorization");
+});
+
 test("the committed types are those of the OpenAPI document the gateway serves", async () => {
   const served = await (await fetch(`${stack.url}/openapi.json`)).json();
   const generator = await import(pathToFileURL(join(PACKAGE, "scripts", "generate-types.mjs")).href);
@@ -212,8 +259,8 @@ test("the committed types are those of the OpenAPI document the gateway serves",
 test("docs/http.md's TypeScript example (examples/refund_agent.ts) runs as written", async () => {
   const doc = readFileSync(join(REPO, "docs", "http.md"), "utf8");
   const blocks = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
-  assert.equal(blocks.length, 1, "one ```ts block in docs/http.md");
-  const source = blocks[0]!;
+  assert.equal(blocks.length, 2, "two ```ts blocks in docs/http.md: a run's output, and the refund agent");
+  const source = blocks.find((b) => b.includes("approvals("))!;
   const example = readFileSync(join(REPO, "examples", "refund_agent.ts"), "utf8");
   assert.ok(example.endsWith(source), "examples/refund_agent.ts ends with docs/http.md's block, unchanged");
   const dir = join(PACKAGE, "dist-test", "docs");
@@ -237,4 +284,25 @@ test("docs/http.md's TypeScript example (examples/refund_agent.ts) runs as writt
   assert.match(String(value["refundId"]), /^re_/);
   const state = await agent.state(runId);
   assert.equal(state.runId, runId);
+});
+
+test("docs/http.md's TypeScript output example type-checks and runs as written", async () => {
+  const doc = readFileSync(join(REPO, "docs", "http.md"), "utf8");
+  const source = [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes(".output("))!;
+  const dir = join(PACKAGE, "dist-test", "docs");
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, "http-output.ts");
+  writeFileSync(file, source);
+  const options: ts.CompilerOptions = { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext,
+                                        target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, types: ["node"],
+                                        skipLibCheck: true };
+  const problems = ts.getPreEmitDiagnostics(ts.createProgram([file], options))
+    .map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+  assert.deepEqual(problems, [], "the example type-checks");
+  const js = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } });
+  writeFileSync(join(dir, "http-output.mjs"), js.outputText);
+  const runId = await newRun();
+  Object.assign(process.env, { RUNFACTS_URL: stack.url, AGENT_KEY: stack.keys["agent"], RUN_ID: runId });
+  const example = await import(pathToFileURL(join(dir, "http-output.mjs")).href);
+  assert.equal(example.answer, "The refund of 42.00 EUR is on its way.");
 });

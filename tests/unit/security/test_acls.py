@@ -128,8 +128,9 @@ def test_client_component_reads_its_feeds_writes_commands_and_only_the_decider_w
     client = ACCESS["client"]
     assert client.principal == "User:acme-client"
     assert set(client.reads) == {NAMES.events, NAMES.state, NAMES.user_view, NAMES.decider_versions,
-                                 NAMES.memory, NAMES.keys}
-    assert client.writes == (NAMES.commands, NAMES.keys)  # it seals personal fields at the source
+                                 NAMES.memory, NAMES.keys, NAMES.output}
+    assert client.writes == (NAMES.commands, NAMES.keys, NAMES.output)  # it seals personal fields at the source
+    assert writers(NAMES.output) == {"client"}  # a run's partial output: its agent's (runfacts.client.output)
     assert writers(NAMES.decider_versions) == {"decider"}
     entries = acl_entries(client)
     p = "User:acme-client"

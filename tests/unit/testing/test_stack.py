@@ -17,11 +17,13 @@ from runfacts.client import (
     ApprovalExpired,
     ApprovalRejected,
     CommandRejected,
+    OutputForbidden,
     Run,
     ToolCall,
     ToolFailed,
     WaitTimeout,
 )
+from runfacts.schemas.common import Actor
 from runfacts.schemas.errors import ConfigError
 from runfacts.testing import CRASH_POINTS, Stuck, TestStack
 
@@ -263,3 +265,24 @@ def test_child_run_returns_its_unspent_budget_to_the_parent_when_it_completes_on
 
     assert (report.status, report.used.steps, report.released.steps) == ("completed", 1, 3)
     assert rf.state(parent.id).evidenceItems["ev-1"].by == child.id
+
+
+def test_a_runs_output_on_the_test_stack_is_read_once_each_after_a_retry_from_the_start(stack: TestStack) -> None:
+    rf = stack.client()
+    run = rf.start_run(goal="ticket:T-1", summary="Refund", user_id="customer-42")
+    first = rf.output(run.id)  # dies after two chunks: no close
+    first.write("a")
+    first.write("b")
+    retry = rf.output(run.id)  # from seq 0 again; dies after three
+    for text in ("a", "b", "c"):
+        retry.write(text)
+    with rf.output(run.id, resume=True) as more:  # continues after the last seq written
+        more.write("d")
+
+    chunks = rf.read_output(run.id)
+    assert [(c.seq, c.text, c.done) for c in chunks] == [(0, "a", False), (1, "b", False), (2, "c", False),
+                                                          (3, "d", False), (4, "", True)]
+    assert more.written == 2 and len(rf._output_chunks(run.id)) == 2 + 3 + 2  # what was written, twice or not
+    browser = Actor(subjectId="alice", roles=("support_agent",), authSource="dashboard")
+    with pytest.raises(OutputForbidden):
+        rf.output(run.id, actor=browser)

@@ -104,6 +104,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/{run_id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The run's partial output as Server-Sent Events (`event: output`), each (stream, seq) once and in order, id = Kafka position; resumes after Last-Event-ID. */
+        get: operations["streamRunOutput"];
+        put?: never;
+        /** Write a chunk of the run's partial output (the run's agent only; not its facts). */
+        post: operations["writeOutput"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs/{run_id}/reasoning": {
         parameters: {
             query?: never;
@@ -281,6 +299,51 @@ export interface components {
              * @default
              */
             reason?: string;
+        };
+        /** OutputAnswer */
+        OutputAnswer: {
+            /**
+             * Chunkid
+             * @description `<runId>/<stream>/<seq>`: the same for the same chunk written again.
+             */
+            chunkId: string;
+            /** Runid */
+            runId: string;
+            /** Seq */
+            seq: number;
+            /** Stream */
+            stream: string;
+        };
+        /**
+         * OutputChunk
+         * @description The data of an `output` event of `GET /runs/{run_id}/output`.
+         */
+        OutputChunk: {
+            /**
+             * At
+             * @description When it was written (ISO 8601): a stream without `done` stopped then.
+             */
+            at: string;
+            /** Done */
+            done: boolean;
+            /** Runid */
+            runId: string;
+            /** Seq */
+            seq: number;
+            /**
+             * Status
+             * @default null
+             */
+            status?: ("done" | "failed") | null;
+            /** Stream */
+            stream: string;
+            /** Text */
+            text: string;
+            /**
+             * Writer
+             * @description The subject of the agent that wrote it.
+             */
+            writer: string;
         };
         /**
          * Problem
@@ -527,6 +590,42 @@ export interface components {
              * @description The user the run acts for.
              */
             userId: string;
+        };
+        /**
+         * WriteOutput
+         * @description One chunk of the run's partial output (tokens, progress): not its facts. Readers skip a
+         *     chunk whose `seq` they already had for its `stream`, so a writer retried after a crash may
+         *     send its chunks again from 0.
+         */
+        WriteOutput: {
+            /**
+             * Done
+             * @description The stream's last chunk: readers that see none know it stopped.
+             * @default false
+             */
+            done?: boolean;
+            /**
+             * Seq
+             * @description The chunk's number in its stream, from 0.
+             */
+            seq: number;
+            /**
+             * Status
+             * @description With `done`: how it ended (default done).
+             * @default null
+             */
+            status?: ("done" | "failed") | null;
+            /**
+             * Stream
+             * @description Which output of the run, e.g. `answer`.
+             * @default answer
+             */
+            stream?: string;
+            /**
+             * Text
+             * @default
+             */
+            text?: string;
         };
     };
     responses: never;
@@ -1169,6 +1268,202 @@ export interface operations {
             };
             /** @description A problem document (RFC 9457) */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    streamRunOutput: {
+        parameters: {
+            query?: {
+                /** @description The API key, for EventSource (which cannot set Authorization). Prefer the header. */
+                access_token?: string;
+                /** @description As Last-Event-ID, for clients that cannot set headers. */
+                last_event_id?: string;
+            };
+            header?: {
+                /** @description Resume just after this event id (`<partition>:<offset>`); browsers send it on reconnect. */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description The run's id. */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    writeOutput: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required on every POST: the same key and body answer the same; another body is a 422. */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description The run's id. */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WriteOutput"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OutputAnswer"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A problem document (RFC 9457) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
