@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import typer
@@ -41,6 +42,25 @@ class GatewayEnv(BaseSettings):
     answer_timeout_s: float = 30.0
     stream_queue_max: int = 1_000
     policy_file: Path | None = None  # the decider's access policy (default: the packaged one)
+    http: str = "auto"  # uvicorn's HTTP parser: auto (httptools when installed, else h11), httptools, h11
+    malloc_arenas: int = 2  # glibc malloc arenas at most (0: glibc's default, 8 per core): docs/http.md, "Sizing"
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def limit_malloc_arenas(count: int) -> bool:
+    """At most `count` glibc malloc arenas from now on (call before threads start: a thread keeps the
+    arena it got). Each thread that allocates gets an arena of its own, up to 8 per core; memory freed
+    in one is not reused by another, and 10,000 streams' records are decoded on catch-up threads and
+    freed on the event loop's (~2 KB an open stream less with 2: docs/benchmarks.md). False where
+    mallopt is not glibc's."""
+    if count <= 0:
+        return False
+    try:
+        return bool(ctypes.CDLL(None).mallopt(M_ARENA_MAX, count))
+    except (OSError, AttributeError):
+        return False
 
 
 def build(env: GatewayEnv, kafka: KafkaSettings) -> Gateway:
@@ -67,11 +87,12 @@ def serve(host: str = typer.Option(None, "--host", help="Interface (default RUNF
     import uvicorn
 
     env = GatewayEnv()
+    limit_malloc_arenas(env.malloc_arenas)
     telemetry.configure_from_env("runfacts-gateway")
     gateway = build(env, KafkaSettings())
     typer.echo(f"gateway on http://{host or env.host}:{port or env.port} (OpenAPI at /openapi.json)", err=True)
     try:
         uvicorn.run(create_app(gateway), host=host or env.host, port=port or env.port, log_level="warning",
-                    timeout_graceful_shutdown=2)
+                    timeout_graceful_shutdown=2, http=env.http)
     finally:
         gateway.service.rf.close()

@@ -272,7 +272,7 @@ async def stream(gateway: Gateway, request: Request, run_id: str, topic: str, de
     reader = RunStream(await gateway.hub(topic, decode), run_id, gateway.settings.streams, admit)
     reader.open(after, where)
     reader.start(asyncio.get_running_loop())
-    return EventStreamResponse(reader, headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return EventStreamResponse(reader)
 
 
 class EventStreamResponse(Response):
@@ -281,10 +281,13 @@ class EventStreamResponse(Response):
     --streams holds 10,000)."""
 
     media_type = "text/event-stream"
+    HEADERS = [(b"cache-control", b"no-store"), (b"x-accel-buffering", b"no"),
+               (b"content-type", b"text/event-stream; charset=utf-8")]
+    """Every stream's headers: one list for all (not two lists of tuples per open stream)."""
 
-    def __init__(self, stream: RunStream, headers: dict[str, str]) -> None:
+    def __init__(self, stream: RunStream) -> None:
         self.stream, self.status_code, self.background = stream, 200, None
-        self.init_headers(headers)
+        self.raw_headers = self.HEADERS
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -292,6 +295,7 @@ class EventStreamResponse(Response):
         try:
             async for chunk in self.stream.frames():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                del chunk  # not kept while the stream waits for the next (10,000 wait at once)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
@@ -316,10 +320,12 @@ def read_handler(gateway: Gateway, op: Operation) -> Callable[[Request], Awaitab
             run_id = path_params(request)["run_id"]
             names = service.rf.names
             if op.id == "streamRunOutput":
-                await gateway.blocking(service.readable, actor, run_id)
+                if not service.readable_known(actor, run_id):
+                    await gateway.blocking(service.readable, actor, run_id)
                 return await stream(gateway, request, run_id, names.output, decode_output, output_filter())
             if op.id == "streamRunEvents" or (op.id == "getRunView" and wants_stream(request)):
-                await gateway.blocking(service.readable, actor, run_id)
+                if not service.readable_known(actor, run_id):  # a stream of a run read lately: no state read
+                    await gateway.blocking(service.readable, actor, run_id)
                 if op.id == "streamRunEvents":
                     return await stream(gateway, request, run_id, names.events, decode_event(gateway.codec))
                 if service.view_role(actor) != "user":

@@ -7,6 +7,9 @@ API key, and the idempotency record of each key's recent POSTs.
   `ttl_s`, at most `capacity` entries (oldest dropped first). The same key with the same body
   gets the same answer; with another body, a conflict; while the first is still being answered,
   `pending` (the caller answers 409 with a retry hint rather than running it twice).
+- `Owners`: run id -> its tenant and user (set when the run starts) for `ttl_s`, at most
+  `capacity` runs: a stream's read check without reading the run's state again (10,000 streams
+  opened at once on few runs read each run's state once, not 10,000 times).
 """
 
 from __future__ import annotations
@@ -106,4 +109,36 @@ class Idempotency:
             self.entries.popitem(last=False)
 
 
-__all__ = ["Idempotency", "RateLimits", "Stored", "TokenBucket"]
+@dataclass(frozen=True)
+class Owner:
+    """Who a run belongs to: what the read check (`Service.may_read`) looks at."""
+
+    tenant: str | None
+    userId: str | None  # noqa: N815 - the run state's field name
+
+
+@dataclass
+class Owners:
+    """Recently read runs' owners (positive answers only: a run not found is read again)."""
+
+    ttl_s: float = 30.0
+    capacity: int = 20_000
+    entries: OrderedDict[str, tuple[float, Owner]] = field(default_factory=OrderedDict)
+
+    def remember(self, run_id: str, owner: Owner, now: float) -> None:
+        self.entries.pop(run_id, None)
+        self.entries[run_id] = (now, owner)
+        while len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+
+    def get(self, run_id: str, now: float) -> Owner | None:
+        found = self.entries.get(run_id)
+        if found is None:
+            return None
+        if now - found[0] >= self.ttl_s:
+            del self.entries[run_id]
+            return None
+        return found[1]
+
+
+__all__ = ["Idempotency", "Owner", "Owners", "RateLimits", "Stored", "TokenBucket"]

@@ -32,6 +32,7 @@ from runfacts.client.approvals import approvals_of, resume_for, resume_payload
 from runfacts.client.errors import BadArgument
 from runfacts.client.output import Chunk, may_write
 from runfacts.gateway import models as m
+from runfacts.gateway.limits import Owner, Owners
 from runfacts.gateway.problems import ProblemError
 from runfacts.processors.policy.access import Policy, tenant_bound
 from runfacts.processors.policy.retry import args_hash
@@ -51,6 +52,10 @@ class ServiceSettings:
     """The longest `wait` a read with `min_version` may ask for."""
     watched_runs: int = 1_000
     """Runs whose facts the client's follower keeps between requests (least recently used go)."""
+    owners_ttl_s: float = 30.0
+    """How long a stream's read check trusts the tenant and user it read of a run (they are set when
+    the run starts; a key's right to read is checked anew, only the run's state is not read again)."""
+    owners_cached: int = 20_000
 
 
 def sha256(text: str) -> str:
@@ -65,6 +70,7 @@ class Service:
         self._lock = threading.Lock()
         self._using: Counter[str] = Counter()
         self._recent: OrderedDict[str, None] = OrderedDict()
+        self._owners = Owners(settings.owners_ttl_s, settings.owners_cached)
 
     # --- handles ---------------------------------------------------------------------------
 
@@ -257,11 +263,22 @@ class Service:
     def readable(self, actor: Actor, run_id: str) -> Any:
         """The run's state if this key may read it; RunNotFound otherwise (never says it exists)."""
         state = self.rf.states.latest(run_id)
+        if state is not None:
+            with self._lock:
+                self._owners.remember(run_id, Owner(state.tenant, state.userId), time.monotonic())
         if state is None or not self.may_read(actor, state):
             raise RunNotFound(run_id)
         return state
 
+    def readable_known(self, actor: Actor, run_id: str) -> bool:
+        """Whether this key may read the run, from its owner read in the last `owners_ttl_s` (no
+        read of the run's state; False: not known, check with `readable`)."""
+        with self._lock:
+            owner = self._owners.get(run_id, time.monotonic())
+        return owner is not None and self.may_read(actor, owner)
+
     def may_read(self, actor: Actor, state: Any) -> bool:
+        """`state`: the run's state, or its `Owner` (tenant and user: all this looks at)."""
         if tenant_bound(self.policy, actor) and state.tenant != actor.tenant:
             return False
         return set(actor.roles) != {"user"} or state.userId == actor.subjectId

@@ -5,8 +5,10 @@ consumer from the last stable offset and hands each record to the streams subscr
 so an open stream costs a queue, not a consumer (10,000 streams in one process:
 benchmarks/gateway_bench.py). A `RunStream` subscribes first and then reads its own past (from
 the beginning, or from just after the position a reconnecting client names in `Last-Event-ID`)
-up to the position the hub had when it subscribed, on one of the hub's `CATCH_UPS` catch-up
-threads and consumers (reused); what the hub hands it meanwhile waits, then follows. Every event's `id` is
+up to the position the hub had when it subscribed; what the hub hands it meanwhile waits, then
+follows. The past is read by the hub's catch-up threads (at most `CATCH_UPS`, one consumer each,
+reused), one read per partition at a time for every stream waiting on that partition: 10,000
+streams opened at once (a gateway restart) cost a few reads of each partition, not 10,000. Every event's `id` is
 its Kafka position `<partition>:<offset>`, so a client that reconnects with the last id it saw
 resumes exactly after it: no gap, no duplicate (offsets within one partition are the log's order;
 an aborted transaction's records are never read; a stream never hands an offset at or below the
@@ -26,7 +28,6 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -49,6 +50,9 @@ from runfacts.settings import KafkaSettings
 log = logging.getLogger("runfacts.gateway")
 SMALL_FETCH = {"queued.min.messages": 1000, "fetch.max.bytes": 1 << 20, "max.partition.fetch.bytes": 1 << 20,
                "enable.partition.eof": False}
+CATCH_UP_FETCH = {**SMALL_FETCH, "fetch.wait.max.ms": 10}
+"""A catch-up ends when its consumer's position passes the hub's (past a trailing transaction
+marker): the broker answers the fetch that moves it at once, not after its default 500 ms wait."""
 Decode = Callable[[bytes | None], tuple[str, dict[str, Any]] | None]
 Admit = Callable[[tuple[str, dict[str, Any]]], bool]
 """Whether a stream hands a decoded record on (called once per record, in log order, from the
@@ -118,9 +122,9 @@ ABANDONED_S = 30.0
 SWEEP_S = 5.0
 """How often the hub drops streams that ended or were never read."""
 CATCH_UPS = 4
-"""Streams reading their past at once, per hub (a thread and a consumer each, reused); the rest wait."""
-CATCH_UP_POLL_S = 0.05
-"""A catch-up has read its past when a poll this long returns nothing past its end."""
+"""Partitions read for streams' pasts at once, per hub (a thread and a consumer each, reused)."""
+CATCH_UP_POLL_S = 0.02
+"""How long a catch-up's poll waits before it checks whether its consumer passed its end."""
 
 
 def _at(msg: Message) -> tuple[int, int]:
@@ -148,9 +152,15 @@ class TopicHub:
         self._positions: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # the streams' catch-ups: CATCH_UPS threads, each with a consumer of its own, reused
+        # the streams' catch-ups: CATCH_UPS threads, each with a consumer of its own, reused; per
+        # partition, the streams waiting to read their past (and up to where) and whether one reads it
         self.catch_ups = ThreadPoolExecutor(CATCH_UPS, thread_name_prefix=f"gateway-catch-up-{topic}")
         self._readers: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._behind_lock = threading.Lock()
+        self._behind: dict[int, list[tuple[RunStream, int]]] = {}
+        self._reading: set[int] = set()
+        self.reads = 0
+        """Catch-up reads made (one serves every stream that waited on its partition)."""
         self.partitions = 0
 
     def start(self) -> None:
@@ -228,13 +238,84 @@ class TopicHub:
             if not streams:
                 del self._subscribers[key]
 
+    def catch_up(self, stream: RunStream, until: int) -> None:
+        """Read `stream`'s past below `until` (its partition's position when it subscribed), then
+        hand it what the hub kept meanwhile: with every other stream waiting on that partition."""
+        with self._behind_lock:
+            self._behind.setdefault(stream.partition, []).append((stream, until))
+            if stream.partition in self._reading:
+                return  # the partition's reader takes it with the next read
+            self._reading.add(stream.partition)
+        self.catch_ups.submit(self._read_behind, stream.partition)
+
+    def _read_behind(self, partition: int) -> None:
+        """One catch-up thread: read the partition for every stream waiting on it, until none waits."""
+        while True:
+            with self._behind_lock:
+                batch = self._behind.pop(partition, [])
+                if not batch:
+                    self._reading.discard(partition)
+                    return
+            try:
+                self._read_past(partition, batch)
+            except Exception as exc:  # noqa: BLE001 - the streams end with a retry hint
+                log.warning("%d streams on %s[%d] stopped: %s", len(batch), self.topic, partition, exc)
+                for stream, _until in batch:
+                    stream.end()
+            for stream, _until in batch:
+                stream.caught_up()
+
+    def _read_past(self, partition: int, batch: list[tuple[RunStream, int]]) -> None:
+        """Hand each stream of `batch` its run's records in [its start, its until) of `partition`:
+        one read from the lowest start to the highest until, each record decoded once."""
+        waiting: dict[bytes, list[tuple[RunStream, int]]] = {}
+        for stream, until in batch:
+            waiting.setdefault(stream.key, []).append((stream, until))
+        until = max(until for _stream, until in batch)
+        start = min(stream.first for stream, _until in batch)
+        self.reads += 1
+        with self.reader() as reader:
+            where = TopicPartition(self.topic, partition)
+            if start < 0:  # OFFSET_BEGINNING: the first offset retention kept (nothing to read when it is `until`)
+                start = reader.get_watermark_offsets(where, timeout=10, cached=False)[0]
+            if start >= until:
+                return
+            reader.assign([TopicPartition(self.topic, partition, start)])
+            deadline = time.monotonic() + ABANDONED_S
+            while True:
+                msg = reader.poll(CATCH_UP_POLL_S)
+                if msg is None:
+                    if reader.position([where])[0].offset >= until:
+                        return  # read to the hub's position (past a trailing transaction marker)
+                    if all(stream.ended for stream, _until in batch):
+                        return  # every reader left
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"reading {self.topic}[{partition}] up to {until}")
+                    continue
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(str(error))
+                _partition, offset = _at(msg)
+                if offset >= until:
+                    return
+                deadline = time.monotonic() + ABANDONED_S
+                readers = waiting.get(msg.key() or b"")
+                if readers:
+                    decoded = self.decode(msg.value())
+                    if decoded is not None:
+                        for stream, below in readers:
+                            if stream.first <= offset < below:
+                                stream.hand(partition, offset, decoded)
+
     @contextmanager
     def reader(self) -> Iterator[Consumer]:
         """A consumer for one catch-up (from the pool; at most CATCH_UPS exist)."""
         try:
             found = self._readers.get_nowait()
         except queue.Empty:
-            found = consumer(self.kafka, ReadOptions(component=self.component, client=SMALL_FETCH))
+            found = consumer(self.kafka, ReadOptions(component=self.component, client=CATCH_UP_FETCH))
         try:
             yield found
         finally:
@@ -258,14 +339,18 @@ class TopicHub:
 
 
 class RunStream:
-    """One reader's stream of a run: its past read by a transient consumer, then the hub's records,
-    through a bounded hand-over to the event loop."""
+    """One reader's stream of a run: its past read by the hub's catch-up, then the hub's records,
+    through a bounded hand-over to the event loop. Slotted, with a list (not a deque: 624 bytes
+    empty) for the hand-over: 10,000 of them are open at once (docs/http.md, "Sizing")."""
+
+    __slots__ = ("_admit", "_ended", "_items", "_last", "_lock", "_loop", "_pending", "_seen", "_waiting", "_wake",
+                 "first", "hub", "key", "opened", "overflowed", "partition", "reading", "run_id", "settings")
 
     def __init__(self, hub: TopicHub, run_id: str, settings: StreamSettings = StreamSettings(),
                  admit: Admit | None = None) -> None:
         self.hub, self.run_id, self.settings, self._admit = hub, run_id, settings, admit
         self.key = run_id.encode()
-        self._items: deque[Any] = deque()  # handed over, not yet sent (a deque and one future: lighter
+        self._items: list[Any] = []  # handed over, not yet sent (a list and one future: lighter
         self._wake: asyncio.Future[None] | None = None  # than an asyncio.Queue for 10,000 streams)
         self._waiting = 0
         self._lock = threading.Lock()
@@ -277,7 +362,7 @@ class RunStream:
         self.overflowed = False
         self.reading = False
         self.partition = -1
-        self._start = 0
+        self.first = 0  # the offset its past is read from (OFFSET_BEGINNING: the first retention kept)
         self.opened = time.monotonic()
 
     def open(self, after: tuple[int, int] | None, field: str = "Last-Event-ID") -> None:
@@ -290,59 +375,24 @@ class RunStream:
         self._last = -1 if after is None else after[1]
         # with `admit`, the stream reads the run's records from the first (what the reader had before
         # `after` decides what it may be handed after it); else from just after `after`
-        self._start = OFFSET_BEGINNING if self._admit is not None else self._last + 1
+        self.first = OFFSET_BEGINNING if self._admit is not None else self._last + 1
         self._seen = -1 if self._admit is not None else self._last
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Subscribe to the hub, then read the past below its position in a thread of its own."""
+        """Subscribe to the hub, then have it read the past below its position (TopicHub.catch_up)."""
         self._loop = loop
         until = self.hub.subscribe(self)
-        if self._start >= until:
-            self._caught_up()
+        if self.first >= until:
+            self.caught_up()
             return
-        self.hub.catch_ups.submit(self._catch_up, until)
+        self.hub.catch_up(self, until)
 
-    def _catch_up(self, until: int) -> None:
-        """The run's records in [start, until) of its partition, then what the hub kept meanwhile."""
-        with self.hub.reader() as reader:
-            try:
-                where = TopicPartition(self.hub.topic, self.partition)
-                start = self._start
-                if start == OFFSET_BEGINNING:  # the first offset retention kept: nothing to read when it is `until`
-                    start = reader.get_watermark_offsets(where, timeout=10, cached=False)[0]
-                reader.assign([TopicPartition(self.hub.topic, self.partition, start)])
-                deadline = time.monotonic() + ABANDONED_S
-                while not self._ended and start < until:
-                    msg = reader.poll(CATCH_UP_POLL_S)
-                    if msg is None:
-                        if reader.position([where])[0].offset >= until:
-                            break  # read to the hub's position (past a trailing transaction marker)
-                        if time.monotonic() > deadline:
-                            raise TimeoutError(f"reading {self.hub.topic}[{self.partition}] up to {until}")
-                        continue
-                    error = msg.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            continue
-                        raise RuntimeError(str(error))
-                    partition, offset = _at(msg)
-                    if offset >= until:
-                        break
-                    deadline = time.monotonic() + ABANDONED_S
-                    if msg.key() == self.key:
-                        decoded = self.hub.decode(msg.value())
-                        if decoded is not None:
-                            self._hand(partition, offset, decoded)
-            except Exception as exc:  # noqa: BLE001 - the stream ends with a retry hint
-                log.warning("stream of %s on %s stopped: %s", self.run_id, self.hub.topic, exc)
-                self.end()
-        self._caught_up()
-
-    def _caught_up(self) -> None:
+    def caught_up(self) -> None:
+        """Its past is handed: hand what the hub kept meanwhile, then the hub's records directly."""
         with self._lock:
             pending, self._pending = self._pending or [], None
         for partition, offset, decoded in pending:
-            self._hand(partition, offset, decoded)
+            self.hand(partition, offset, decoded)
 
     def offer(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
         """A record of the run from the hub (its thread, under its lock)."""
@@ -353,9 +403,9 @@ class RunStream:
                     return
                 self._pending.append((partition, offset, decoded))
                 return
-        self._hand(partition, offset, decoded)
+        self.hand(partition, offset, decoded)
 
-    def _hand(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
+    def hand(self, partition: int, offset: int, decoded: tuple[str, dict[str, Any]]) -> None:
         with self._lock:
             if self._ended or offset <= self._seen:
                 return
@@ -399,7 +449,7 @@ class RunStream:
         while not self._items:
             self._wake = self._loop.create_future()
             await self._wake
-        return self._items.popleft()
+        return self._items.pop(0)  # at most queue_max
 
     async def frames(self) -> AsyncIterator[bytes]:
         """The SSE byte frames: a retry hint first, then records; ends with a retry hint when the

@@ -176,3 +176,52 @@ def test_a_browser_eventsource_resumes_through_dropped_connections_without_gap_o
         proxy.close()
     assert errors >= 3 and proxy.drops >= 3  # the browser saw each drop and reconnected by itself
     assert got == expected  # with Last-Event-ID: no gap, no duplicate, in log order
+
+
+def test_streams_opened_at_once_share_their_catch_up_reads_and_each_gets_exactly_its_range(
+        stack: GatewayStack, url: str) -> None:
+    """300 streams opened at once (a gateway restart: every dashboard reconnects) on 3 runs, half from
+    the start and half after a Last-Event-ID, while a writer adds facts: the hub reads each partition a
+    few times for all of them (not once per stream), and every stream gets exactly the run's facts
+    after its position, in log order."""
+    runs = [new_run(url) for _ in range(3)]
+    for run_id in runs:
+        write_reasonings(url, run_id, 4)
+    before = {run_id: run_positions(stack, run_id) for run_id in runs}
+
+    async def read() -> tuple[list[tuple[str, list[str]]], int]:
+        hub = TopicHub(stack.options.kafka, stack.names.events, decode_event(Codec()))
+        await asyncio.to_thread(hub.start)
+        writer = threading.Thread(target=write_reasonings, args=(url, runs[0], 10, 0.02))
+        writer.start()
+        opened: list[tuple[str, RunStream, int]] = []
+        for n in range(300):
+            run_id = runs[n % 3]
+            after = None if n % 2 else before[run_id][1 + n % 3]  # a position inside the run's past
+            stream = RunStream(hub, run_id, StreamSettings(heartbeat_s=1.0))
+            stream.open(None if after is None else (int(after.split(":")[0]), int(after.split(":")[1])))
+            stream.start(asyncio.get_running_loop())
+            opened.append((run_id, stream, 0 if after is None else before[run_id].index(after) + 1))
+        await asyncio.to_thread(writer.join)
+        expected = {run_id: run_positions(stack, run_id) for run_id in runs}
+
+        async def ids(run_id: str, stream: RunStream, skip: int) -> list[str]:
+            got: list[str] = []
+            async for chunk in stream.frames():  # ends only on a keep-alive after the last expected
+                if chunk.startswith(b"id: "):
+                    got.append(chunk.split(b"\n")[0][4:].decode())
+                elif chunk.startswith(b": keep-alive") and len(got) >= len(expected[run_id]) - skip:
+                    break  # a second of nothing more: no duplicate follows
+            return got
+        try:
+            async with asyncio.timeout(120):
+                got = await asyncio.gather(*(ids(*one) for one in opened))
+        finally:
+            hub.close()
+        return [(expected[run_id][skip:], ids) for (run_id, _s, skip), ids in zip(opened, got, strict=True)], \
+            hub.reads
+
+    streams, reads = asyncio.run(read())
+    assert all(expected for expected, _got in streams)  # every stream had facts to get
+    assert [got for _expected, got in streams] == [expected for expected, _got in streams]
+    assert reads <= 10  # 300 streams, 2 partitions: a read serves every stream waiting on its partition

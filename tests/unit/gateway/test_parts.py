@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from runfacts.client.errors import BadArgument, CommandRejected, RunNotFound, WaitTimeout
 from runfacts.gateway import OPERATIONS, document, load_api_keys, parse_api_keys
-from runfacts.gateway.limits import Idempotency, Stored, TokenBucket
+from runfacts.gateway.limits import Idempotency, Owner, Owners, Stored, TokenBucket
 from runfacts.gateway.problems import from_error
 from runfacts.schemas.errors import ConfigError
 
@@ -100,3 +100,15 @@ def test_keys_load_from_an_owner_only_file_or_the_environment(tmp_path: Path) ->
     assert len(load_api_keys({"RUNFACTS_GATEWAY_KEYS": json.dumps(KEYS)}).keys) == 2
     with pytest.raises(ConfigError, match="RUNFACTS_GATEWAY_KEYS_FILE"):
         load_api_keys({})
+
+
+def test_owners_answer_for_ttl_s_and_keep_at_most_capacity_runs() -> None:
+    owners = Owners(ttl_s=30.0, capacity=2)
+    owners.remember("r1", Owner("acme", "u1"), now=0.0)
+    assert owners.get("r1", now=29.9) == Owner("acme", "u1")
+    assert owners.get("r1", now=30.0) is None  # read the run's state again
+    owners.remember("r1", Owner("acme", "u1"), now=40.0)
+    owners.remember("r2", Owner("acme", "u2"), now=41.0)
+    owners.remember("r3", Owner(None, "u3"), now=42.0)
+    assert owners.get("r1", now=43.0) is None and owners.get("r3", now=43.0) == Owner(None, "u3")
+    assert len(owners.entries) == 2
