@@ -34,7 +34,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from runfacts.client.output import Seen
@@ -134,6 +142,29 @@ def _at(msg: Message) -> tuple[int, int]:
     return partition, offset
 
 
+START_TIMEOUT_S = 30.0
+"""How long a hub's start retries a partition without a leader (a topic just made, an election)."""
+NO_LEADER_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                           KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
+
+
+def _stable_offsets(admin: AdminClient, parts: list[TopicPartition], timeout_s: float) -> dict[int, int]:
+    """Each partition's last stable offset. A retriable error (no leader yet: a topic just made,
+    a leader election) is asked again until `timeout_s`; then, or on any other error, it raises."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answers = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts},
+                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+        try:
+            return {tp.partition: answer.result().offset for tp, answer in answers.items()}
+        except KafkaException as error:
+            reason = error.args[0] if error.args and isinstance(error.args[0], KafkaError) else None
+            retriable = reason is not None and (reason.code() in NO_LEADER_YET or reason.retriable())
+            if not retriable or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 class TopicHub:
     """One read_committed consumer tailing every partition of a topic, handing each record to the
     streams subscribed to its run: 10,000 open streams cost one consumer, not 10,000.
@@ -168,9 +199,7 @@ class TopicHub:
         self.partitions = partition_count(self._consumer, self.topic, 10.0)
         admin = AdminClient(self.kafka.client_config())
         parts = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        answers = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts},
-                                     isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
-        self._positions = {tp.partition: answer.result().offset for tp, answer in answers.items()}
+        self._positions = _stable_offsets(admin, parts, START_TIMEOUT_S)
         self._consumer.assign([TopicPartition(self.topic, p, at) for p, at in self._positions.items()])
         self._thread = threading.Thread(target=self._tail, name=f"gateway-hub-{self.topic}", daemon=True)
         self._thread.start()
