@@ -61,6 +61,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,6 @@ def load_block(rf: Any, tag: str, what: str, level: float, seconds: float, round
     of its own), each latency counted from its scheduled start, so a queue shows (no coordinated
     omission). Each call's [run, the proposal's version, its start on CLOCK_MONOTONIC] goes
     back too, for the command -> committed user view latency (`view_main`)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     local = threading.local()
     lock = threading.Lock()
     seq = [0]
@@ -173,6 +172,18 @@ def load_block(rf: Any, tag: str, what: str, level: float, seconds: float, round
             totals.append((done - scheduled) * 1000)
             calls.append([local.run.id, call.version, t0])
 
+    return {"what": what, "round": round_no, "level": level, "seconds": drive(one, what, level, seconds),
+            "total": totals,
+            "propose": [], "calls": calls, "errors": errors[:5], "failed": len(errors)}
+
+
+def drive(one: Callable[[float], None], what: str, level: float, seconds: float) -> float:
+    """Call `one(scheduled_start)` for `seconds`: "closed", `level` threads each calling again as
+    soon as its call returns; "open", `level` calls a second on a fixed schedule (a pool, so a slow
+    call does not delay the next one's start). The span: until the last closed caller returned, or
+    the schedule's `seconds`. Shared with step_peers.py, so the peers are driven the same way."""
+    from concurrent.futures import ThreadPoolExecutor
+
     started = time.perf_counter()
     deadline = started + seconds
     if what == "closed":
@@ -184,22 +195,15 @@ def load_block(rf: Any, tag: str, what: str, level: float, seconds: float, round
             t.start()
         for t in threads:
             t.join()
-    else:
-        with ThreadPoolExecutor(max_workers=max(4, min(256, int(level * 2)))) as pool:
-            i = 0
-            while True:
-                at = started + i / level
-                if at >= deadline:
-                    break
-                pause = at - time.perf_counter()
-                if pause > 0:
-                    time.sleep(pause)
-                pool.submit(one, at)
-                i += 1
-    elapsed = time.perf_counter() - started  # closed: until the last caller returned; open: the schedule's span
-    return {"what": what, "round": round_no, "level": level, "seconds": elapsed if what == "closed" else seconds,
-            "total": totals,
-            "propose": [], "calls": calls, "errors": errors[:5], "failed": len(errors)}
+        return time.perf_counter() - started
+    with ThreadPoolExecutor(max_workers=max(4, min(256, int(level * 2)))) as pool:
+        i = 0
+        while (at := started + i / level) < deadline:
+            if (pause := at - time.perf_counter()) > 0:
+                time.sleep(pause)
+            pool.submit(one, at)
+            i += 1
+    return seconds
 
 
 def view_main(args: argparse.Namespace) -> None:

@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TypedDict
 
-from step_latency import cpu_seconds, med_range, pct, summary  # the same quantiles as the runs compared with
+from step_latency import cpu_seconds, drive, med_range, pct, summary  # the same quantiles as the runs compared with
 
 
 def postgres_pids() -> list[int]:
@@ -62,7 +62,6 @@ def stack_cpu() -> tuple[float, float]:
 def load_block(fn: Any, what: str, level: float, seconds: float, start: int) -> dict[str, Any]:
     """As step_latency.load_block: `closed` (`level` threads calling back to back) or `open`
     (`level` calls a second, each latency from its scheduled start)."""
-    from concurrent.futures import ThreadPoolExecutor
 
     lock = threading.Lock()
     seq = [start]
@@ -83,27 +82,7 @@ def load_block(fn: Any, what: str, level: float, seconds: float, start: int) -> 
             totals.append((time.perf_counter() - scheduled) * 1000)
 
     before = stack_cpu()
-    started = time.perf_counter()
-    deadline = started + seconds
-    if what == "closed":
-        def loop() -> None:
-            while time.perf_counter() < deadline:
-                one(time.perf_counter())
-        threads = [threading.Thread(target=loop) for _ in range(int(level))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        span = time.perf_counter() - started
-    else:
-        with ThreadPoolExecutor(max_workers=max(4, min(256, int(level * 2)))) as pool:
-            i = 0
-            while (at := started + i / level) < deadline:
-                if (pause := at - time.perf_counter()) > 0:
-                    time.sleep(pause)
-                pool.submit(one, at)
-                i += 1
-        span = seconds
+    span = drive(one, what, level, seconds)
     after = stack_cpu()
     return {"total": totals, "seconds": span, "failed": failed[0],
             "cpu": {"app": after[0] - before[0], "database": after[1] - before[1]}}
