@@ -68,16 +68,35 @@ def serve_dashboard(dep: Deployment, users: Path, outcome_timeout_s: float = 20.
 
 
 @contextmanager
-def browser_page() -> Iterator[Any]:
-    """A page in headless Debian Chromium (never a downloaded browser)."""
+def chromium() -> Iterator[Any]:
+    """Headless Debian Chromium (never a downloaded browser), closed on leaving."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield browser.new_page()
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page in headless Debian Chromium (never a downloaded browser)."""
+    with chromium() as browser:
+        yield browser.new_page()
+
+
+@contextmanager
+def tab(browser: Any, width: int, timeout_ms: int = 8_000) -> Iterator[Any]:
+    """A page of its own context (its own cookies: one signed-in person) `width` px wide."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        yield page
+    finally:
+        context.close()
 
 
 def login(page: Any, base: str, user: str, password: str) -> None:

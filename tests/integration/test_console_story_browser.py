@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from console_support import PEOPLE, password, refund_story
-from dashboard_support import CHROMIUM, CHROMIUM_ARGS, login, screenshot, serve_dashboard
+from dashboard_support import chromium, login, screenshot, serve_dashboard, tab
 from decider_support import claim, create, failed, propose_lookup, propose_refund
 from engine_support import EngineThread, settings
 from ops_support import Deployment
@@ -75,25 +75,14 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
 def page(browser: Any):
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(8_000)
-        yield tab
-    finally:
-        context.close()
+    with tab(browser, WIDTH) as opened:
+        yield opened
 
 
 def _as(page: Any, base: str, user: str) -> None:
