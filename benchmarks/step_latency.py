@@ -40,8 +40,9 @@ out. runfacts' step latency is reported as a ratio of it.
 Rounds alternate (per round: every variant's blocks, then the floor's), so a slow spell of the
 shared machine hits all alike; reported: p50/p90/p99/max over all calls, and the per-round
 p50s (median and range). `--hops` reads back the commands and events of the measured calls
-and prints the median time between consecutive records (producer timestamps), i.e. where the
-time goes. A variant is JSON: {"name": "...", "python": "/path/to/other/venv/bin/python",
+and prints the time between consecutive records (producer timestamps), i.e. where the time goes:
+p50 / p90 / p99 per hop, and each hop's mean in the slowest 5% of calls (what the tail is made of).
+A variant is JSON: {"name": "...", "python": "/path/to/other/venv/bin/python",
 "env": {"RUNFACTS_POLL_TIMEOUT_MS": "5"}}: workers, agent and approver run with that interpreter
 (another checkout's editable install: A/B of a code change) and environment. The bars (README
 "Measured") are printed PASS/FAIL (exit 1 if one fails); results as JSON under
@@ -319,7 +320,8 @@ def stage_main(args: argparse.Namespace) -> None:
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "fetch.wait.max.ms": args.fetch_wait_ms})
     producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.group,
-                         "enable.idempotence": True, "linger.ms": 0})
+                         "enable.idempotence": True, "linger.ms": 0,
+                         "retry.backoff.ms": 5})  # as the engine's (PRODUCER_RETRY): no 100 ms stall a commit
     producer.init_transactions()
     assigned = threading.Event()
     consumer.subscribe([args.src], on_assign=lambda _c, _p: assigned.set())
@@ -593,17 +595,25 @@ def hops(bootstrap: str, variant: Variant) -> list[str]:
                     seen.setdefault(call_id, []).append((float(msg.timestamp()[1]), kind))
     consumer.close()
     gaps: dict[tuple[int, str], list[float]] = {}
+    per_call: dict[str, dict[tuple[int, str], float]] = {}
     for call_id, records in seen.items():
         records.sort()
         done = next((i for i, r in enumerate(records) if r[1] == "tool.call.completed"), len(records) - 1)
         _, _, started, ended = calls[call_id]  # after the completed event: not on the call's path
         chain = [(started, "propose() called"), *records[:done + 1], (ended, "result() returned")]
         for i in range(1, len(chain)):
-            gaps.setdefault((i, f"{chain[i - 1][1]} -> {chain[i][1]}"), []).append(chain[i][0] - chain[i - 1][0])
-    lines = [f"hops ({variant.name}, {len(seen)} calls; producer timestamps, ms): p50 / p90"]
-    for (_, what), values in sorted(gaps.items()):
+            hop, gap = (i, f"{chain[i - 1][1]} -> {chain[i][1]}"), chain[i][0] - chain[i - 1][0]
+            gaps.setdefault(hop, []).append(gap)
+            per_call.setdefault(call_id, {})[hop] = gap
+    # the tail: the slowest 5% of calls, and each hop's mean in them (which hop the p99 is made of)
+    slow = sorted(per_call, key=lambda c: calls[c][3] - calls[c][2], reverse=True)[:max(1, len(per_call) // 20)]
+    lines = [f"hops ({variant.name}, {len(seen)} calls; producer timestamps, ms): p50 / p90 / p99 / "
+             f"mean in the slowest 5% ({len(slow)} calls)"]
+    for hop, values in sorted(gaps.items()):
         if len(values) >= len(seen) // 2:
-            lines.append(f"  {what}: {pct(values, 0.5):.1f} / {pct(values, 0.9):.1f}")
+            tail = [per_call[c][hop] for c in slow if hop in per_call[c]]
+            lines.append(f"  {hop[1]}: {pct(values, 0.5):.1f} / {pct(values, 0.9):.1f} / {pct(values, 0.99):.1f} / "
+                         f"{statistics.fmean(tail) if tail else 0.0:.1f}")
     return lines
 
 

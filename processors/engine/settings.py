@@ -262,6 +262,18 @@ def consumer_config(app: Application, settings: EngineSettings) -> dict[str, Any
     return config
 
 
+PRODUCER_RETRY: dict[str, int] = {"retry.backoff.ms": 5}
+"""The first retry's backoff (librdkafka's default: 100 ms; doubling up to `retry.backoff.max.ms`,
+1 s). A transaction that begins while the coordinator still writes the previous one's markers
+is answered CONCURRENT_TRANSACTIONS, and librdkafka retries AddOffsetsToTxn after this backoff
+(AddPartitionsToTxn after its own 20 ms). An engine commits back to back, so this was most of a
+call's tail: 100-120 ms `send_offsets_to_transaction` stalls (a trace of the commit's steps,
+2026-12-06). `benchmarks/step_latency.py`, 100 vs 5 ms in one run (alternated rounds;
+docs/benchmarks.md): step p99 142.5 -> 35.7 ms at the same p50, command -> user view p99 at 70%
+of capacity 124.2 -> 52.4 ms, capacity 155 -> 167 steps/s. The markers take a few ms, so 5 ms,
+then 10, 20, ... still backs off from a broker in trouble. RUNFACTS_PRODUCER overrides it."""
+
+
 def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any]:
     """One producer per instance: transactional (KIP-447) under exactly-once, idempotent always."""
     config: dict[str, Any] = {
@@ -273,6 +285,7 @@ def producer_config(app: Application, settings: EngineSettings) -> dict[str, Any
         # no compression (the Java producer's and Kafka Streams' default): on aged runs' states (random
         # ids and digests) lz4 cost librdkafka ~80 CPU-µs a command and the commit's p99 (docs/engine.md)
         "compression.type": "none",
+        **PRODUCER_RETRY,
         **settings.producer,
     }
     config = pin_partitioner(config, "RUNFACTS_PRODUCER")  # murmur2 like the Java client: one task per run

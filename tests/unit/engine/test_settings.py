@@ -82,6 +82,14 @@ def test_producer_does_not_compress_unless_configured_to() -> None:
     assert producer_config(APP, lz4)["compression.type"] == "lz4"
 
 
+def test_producer_retries_a_concurrent_transaction_after_5_ms_not_100() -> None:
+    """A commit right after the previous one is answered CONCURRENT_TRANSACTIONS while the
+    coordinator writes the markers; librdkafka's default 100 ms backoff made that a call's tail."""
+    assert producer_config(APP, EngineSettings())["retry.backoff.ms"] == 5
+    slower = EngineSettings(producer={"retry.backoff.ms": 100})
+    assert producer_config(APP, slower)["retry.backoff.ms"] == 100
+
+
 ENGINE_DOC = Path(__file__).resolve().parents[3] / "docs" / "engine.md"
 
 
