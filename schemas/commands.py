@@ -442,13 +442,14 @@ class ReportToolCompletedPayload(Record):
     resultRef: str
     resultHash: str
     result: str | None = None
+    verification: VerificationStatus | None = None
 
 
 class ReportToolCompleted(CommandBase):
     """The tool completed."""
 
     commandType: Literal["tool.call.report_completed"] = "tool.call.report_completed"
-    schemaVersion: Literal[2] = 2
+    schemaVersion: Literal[3] = 3
     payload: ReportToolCompletedPayload
 
 

@@ -359,8 +359,11 @@ def rerun_lost(call: ToolCallState, progress: Progress, policy: RetryPolicy, why
 
 
 def _completed_draft(call: ToolCallState, found: ToolCompleted | FoundCompleted) -> Draft:
-    return _report(cmd.ReportToolCompleted, call, resultRef=found.result_ref,
-                   resultHash=found.result_hash, result=found.result)
+    """The completion, with its verification when it is already settled (the tool answered this
+    process: the decider records it with the completion, no verification poll follows)."""
+    settled = _SETTLED.get(found.verification)
+    return _report(cmd.ReportToolCompleted, call, resultRef=found.result_ref, resultHash=found.result_hash,
+                   result=found.result, verification=settled)
 
 
 def _reconciled(call: ToolCallState, outcome: str, found: FoundCompleted | None = None) -> Draft:

@@ -136,7 +136,11 @@ _DISPATCHER = [
     command("ReportToolAccepted", "tool.call.report_accepted", "The tool acknowledged.",
             _call()),
     command("ReportToolCompleted", "tool.call.report_completed", "The tool completed.",
-            _call(f("resultRef", STRING), f("resultHash", STRING), _RESULT), version=2),
+            _call(f("resultRef", STRING), f("resultHash", STRING), _RESULT,
+                  opt("verification", VERIFICATION, "The call's verification when the dispatcher already knows "
+                      "it (the tool answered this process: confirmed_success), recorded with the completion "
+                      "instead of polled for later; null: pending, to be verified. v1-v2: absent.")),
+            version=3),
     command("ReportToolFailed", "tool.call.report_failed", "The tool failed.", _call(
         f("errorClass", STRING, pattern=SNAKE_CASE),
         f("retryable", BOOLEAN),

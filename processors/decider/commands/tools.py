@@ -331,16 +331,24 @@ def report_accepted(c: cmd.ReportToolAccepted, state: RunState, ctx: DecideConte
                   attempt=p.attempt, externalRequestId=p.externalRequestId)]
 
 
+SETTLED_VERIFICATIONS = frozenset({"confirmed_success", "confirmed_failure", "inconclusive"})
+
+
 def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideContext) -> list[Draft]:
+    """The completion, verification pending; and settled in the same decision when the report
+    already knows it (v3 `verification`: the tool answered the dispatcher itself), so the track
+    still reads pending -> settled but nobody polls for what is known (docs/dispatcher.md)."""
     p = c.payload
     call = _reported_call(c, state, p.toolCallId, p.attempt, p.externalRequestId)
     _require_execution(c, call, ("dispatching", "accepted"))
+    ids = {"capabilityId": call.capabilityId, "toolCallId": p.toolCallId}
+    known = p.verification
     return [
-        draft(ev.ToolCallCompleted, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
-              attempt=p.attempt, externalRequestId=p.externalRequestId, resultRef=p.resultRef,
-              resultHash=p.resultHash, result=p.result),
-        draft(ev.VerificationUpdated, capabilityId=call.capabilityId, toolCallId=p.toolCallId,
-              status="pending"),
+        draft(ev.ToolCallCompleted, **ids, attempt=p.attempt, externalRequestId=p.externalRequestId,
+              resultRef=p.resultRef, resultHash=p.resultHash, result=p.result),
+        draft(ev.VerificationUpdated, **ids, status="pending"),
+        *([draft(ev.VerificationUpdated, **ids, status=known, evidenceRef=p.resultRef)]
+          if known in SETTLED_VERIFICATIONS else []),
         *compensation.plan(state, call, ctx, p.result),
     ]
 

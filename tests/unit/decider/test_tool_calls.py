@@ -46,6 +46,23 @@ def test_completion_sets_verification_pending_when_tool_reports_done() -> None:
     assert (call.execution, call.verification) == ("completed", "pending")
 
 
+def test_completion_settles_verification_in_the_same_decision_when_the_report_knows_it() -> None:
+    s = dispatched_refund().when(completed(verification="confirmed_success"))
+    s.then("tool.call.completed", "verification.updated", "verification.updated")  # pending -> settled
+    pending, settled = (e.payload for e in s.last if e.eventType == "verification.updated")
+    assert (pending.status, settled.status, settled.evidenceRef) == ("pending", "confirmed_success", "refund-1")
+    call = s.s.toolCalls["tool-call-031"]
+    assert (call.execution, call.verification) == ("completed", "confirmed_success")
+    done = s.when(command(cmd.CompleteRun, outcomeRef="out-1"))
+    assert done.event("run.completed").payload.pendingVerifications == ()  # nothing left to verify
+
+
+def test_completion_reported_with_verification_pending_only_records_pending() -> None:
+    s = dispatched_refund().when(completed(verification="pending"))
+    s.then("tool.call.completed", "verification.updated")
+    assert s.s.toolCalls["tool-call-031"].verification == "pending"
+
+
 def test_duplicate_completion_rejected_when_callback_repeats() -> None:
     s = dispatched_refund().given(completed())
     s.when(completed()).rejected("duplicate_report")

@@ -36,13 +36,18 @@ def _ledger_keys(loop: Loop) -> list[str]:
 
 def test_refund_completes_once_when_the_provider_answers(loop: Loop) -> None:
     loop.start_refund()
-    assert loop.types()[-5:] == [*CLAIMED, "tool.call.completed", "verification.updated"]
+    # the provider said "succeeded": the verification is settled with the completion, pending first
+    assert loop.types()[-6:] == [*CLAIMED, "tool.call.completed", "verification.updated", "verification.updated"]
     claim = loop.commands()[0]
     call = loop.call()
     assert claim.payload.externalRequestId == f"{CALL}-a1" and claim.payload.leaseEpoch == 1_000_001
     assert claim.actor.authSource == "dispatcher" and claim.causationId is not None
     assert _ledger_keys(loop) == [call.idempotencyKey]
-    assert (call.execution, call.verification) == ("completed", "pending")
+    assert (call.execution, call.verification) == ("completed", "confirmed_success")
+    loop.advance(5_000)  # nobody polls the provider for what it already said
+    assert not [c for c in loop.commands() if c.commandType == "tool.call.report_verification"]
+    assert [c.payload.verification for c in loop.commands() if c.commandType == "tool.call.report_completed"] == [
+        "confirmed_success"]
 
 
 def test_verification_confirms_success_when_the_provider_settles_a_pending_refund(loop: Loop) -> None:

@@ -32,8 +32,8 @@ T0 = datetime(2026, 7, 1, 9, 0, tzinfo=UTC)
 ARGS = {"orderId": "order-001", "amountMinor": 4200, "currency": "EUR"}
 HAPPY = ["run.created", "run.started", "reasoning.recorded", "tool.call.proposed", "approval.required", "run.paused",
          "approval.granted", "tool.call.authorized", "run.resumed", "tool.call.dispatching", "approval.consumed",
-         "budget.debited", "tool.call.completed", "verification.updated", "run.completed", "checkpoint.saved",
-         "checkpoint.archived"]
+         "budget.debited", "tool.call.completed", "verification.updated", "verification.updated", "run.completed",
+         "checkpoint.saved", "checkpoint.archived"]  # verification pending, then settled in the same decision
 RECONCILED = ["tool.call.dispatching", "approval.consumed", "budget.debited", "tool.call.result_unknown",
               "tool.call.reconciliation_requested", "tool.call.reconciled", "verification.updated"]
 
