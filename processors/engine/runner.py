@@ -25,8 +25,11 @@ One loop iteration:
      poll_timeout_ms: nothing is left to batch with, so waiting would only add latency) or
      caught up (the consume brought less than a full batch: the engine keeps up, so the
      transaction commits once commit_interval_caught_up_ms old; under a backlog every consume
-     is full and the longer interval batches for throughput); the commit steps and the crash
-     analysis: runfacts.processors.engine.commit.
+     is full and the longer interval batches for throughput). A quiet transaction (no output
+     sent and nothing in a handler's batch: nobody reads anything of it) waits for the
+     interval even when caught up (defer_quiet_commits): its store writes and offsets matter
+     only to a restart, and the next record's outputs commit with it. The commit steps and the
+     crash analysis: runfacts.processors.engine.commit.
 A `TransactionAborted` aborts, discards the write buffers, seeks back to the transaction's
 first offsets and goes on (at most max_consecutive_aborts in a row, with backoff). A handler
 error aborts, discards and stops with a `ProcessingError` naming the record: no retry loop.
@@ -69,8 +72,8 @@ from runfacts.processors.engine.commit import FENCED, AtLeastOnce, ExactlyOnce, 
 from runfacts.processors.engine.gctune import HeapTrimmer, limit_arenas, tune_gc
 from runfacts.processors.engine.settings import (
     EngineSettings,
-    caught_up_interval,
     check_timeouts,
+    commit_due,
     common_config,
     consumer_config,
     load_settings,
@@ -219,8 +222,7 @@ class Engine:
 
     def _loop(self) -> None:
         s = self.settings
-        timeout, interval = s.poll_timeout_ms / 1000, s.commit_interval_ms / 1000
-        soon = caught_up_interval(s)
+        timeout = s.poll_timeout_ms / 1000
         next_timers = 0.0
         self._last_commit = time.monotonic()  # the first commit, too, waits one interval (Kafka Streams)
         while not self._stopping:
@@ -241,9 +243,8 @@ class Engine:
                     continue
                 next_timers = now + s.timer_interval_ms / 1000
             next_timers = min(next_timers, self._timer_due_at(now))
-            due = soon if len(msgs) < s.consume_batch else interval  # caught up, or working off a backlog
-            if self._uncommitted and ((not msgs and s.commit_on_idle) or self._uncommitted >= s.commit_every
-                                      or now - self._last_commit >= due):
+            if self._uncommitted and commit_due(s, self._uncommitted, len(msgs), now - self._last_commit,
+                                                all(t.quiet() for t in self._tasks.values())):
                 self._commit()
             if self._metrics is not None and now >= self._metrics.next_at:
                 self._metrics.publish(self._consumer, self._tasks, [src.topic for src in self.app.sources],
@@ -377,6 +378,8 @@ class Engine:
         self._uncommitted = 0
         self._aborts_in_row = 0
         self.stats.commits += 1
+        for task in self._tasks.values():  # a task that only emitted (no state, no offsets) is not written
+            task.emitted = False
 
     def _landed(self, tasks: list[Task], exc: InfrastructureError) -> bool:
         """Whether a commit_transaction that timed out committed after all: its EndTxn may have

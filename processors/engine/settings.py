@@ -80,6 +80,10 @@ class EngineSettings(BaseSettings):
                                               "(its last consume returned less than a full batch), a transaction "
                                               "commits once it is this old (with commit_on_idle; 0, or not below "
                                               "commit_interval_ms: the interval only)")
+    defer_quiet_commits: bool = Field(True, description="a transaction with nothing for a reader yet (no "
+                                      "output sent, nothing in a handler's batch) commits at "
+                                      "commit_interval_ms, not as soon as caught up or idle: its writes "
+                                      "matter only to a restart, and the next record's outputs join it")
     commit_every: int = Field(10_000, ge=1, description="commit after this many records")
     consume_batch: int = Field(250, ge=1, description="records a consume hands over at most; a smaller batch "
                                "means the commit deadline is checked more often, a full one that the input has a "
@@ -312,6 +316,24 @@ def restore_config(app: Application, settings: EngineSettings) -> dict[str, Any]
         "fetch.wait.max.ms": 20,
         **settings.consumer,
     }
+
+
+def commit_due(settings: EngineSettings, uncommitted: int, consumed: int, since_last_s: float, quiet: bool) -> bool:
+    """Whether the open transaction (`uncommitted` records and timers) commits now, after a consume
+    that brought `consumed` records, `since_last_s` after the previous commit began. Caught up (less
+    than a full batch) it commits once `caught_up_interval` old, drained (nothing came) at once with
+    `commit_on_idle`; under a backlog at `commit_interval_ms`. A quiet transaction (`quiet`: no
+    output sent, nothing in a handler's batch) waits for the interval either way when
+    `defer_quiet_commits`: nobody reads anything of it, and the next record's outputs join it, so
+    their reader waits for one commit, not two. `commit_every` records commit at once."""
+    quiet = quiet and settings.defer_quiet_commits
+    if uncommitted >= settings.commit_every:
+        return True
+    if consumed == 0 and settings.commit_on_idle and not quiet:
+        return True
+    backlog = consumed >= settings.consume_batch
+    due = settings.commit_interval_ms / 1000 if quiet or backlog else caught_up_interval(settings)
+    return since_last_s >= due
 
 
 def caught_up_interval(settings: EngineSettings) -> float:

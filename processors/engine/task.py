@@ -107,6 +107,7 @@ class TaskContext:
         `partition` pins it (default: the producer's murmur2 of the key)."""
         if self._sinks and (sink := self._sinks.get(topic)) is not None:
             key, value = sink.key_serializer(key), sink.value_serializer(value)
+        self._task.emitted = True
         try:
             if partition is not None:
                 self._produce(topic, value, key, headers=headers, partition=partition)
@@ -183,6 +184,8 @@ class Task:
         self.delivery_errors: list[str] = []
         self.headers: dict[str, dict[bytes, OutHeaders]] = {}
         """Changelog headers of this transaction's puts (`TaskContext.put`), by store and key."""
+        self.emitted = False
+        """This transaction sent an output record (an emit or a dead letter) from this partition."""
         self._process = app.process
         self._with_headers = {s.topic for s in app.sources if s.value_headers}
         self._single_source = app.sources[0].topic if len(app.sources) == 1 else None
@@ -248,6 +251,7 @@ class Task:
         error's (`dlq.*`) and the app's name; in the current transaction like any output."""
         log.warning("dead-lettering %s to %s", exc, self.app.dead_letter_topic)
         headers = list(msg.headers() or []) + exc.headers() + [("dlq.app", self.app.name.encode())]
+        self.emitted = True
         send(self.out, self.app.dead_letter_topic, msg.value(), msg.key(), headers=headers)
 
     def fire_timers(self, now_ms: int, limit: int) -> int:
@@ -337,7 +341,13 @@ class Task:
         self._reset()
         return rewind
 
+    def quiet(self) -> bool:
+        """Nothing of this transaction is for a reader yet: no output sent, and nothing in the
+        handler's batch (which its `flush` turns into outputs at the commit)."""
+        return not self.emitted and not self.ctx.batch
+
     def _reset(self) -> None:
+        self.emitted = False
         self.ctx.batch.clear()
         self.pending.clear()
         self.first.clear()

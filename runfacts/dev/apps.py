@@ -26,8 +26,9 @@ def strict_utf8(data: bytes | None) -> bytes:
 
 def counter_app(name: str = "counter", source: str = "input", output: str = "output",
                 idle_ms: int | str = 0, fail_on: str = "",
-                dead_letter_topic: str = "runfacts.dlq") -> Application:
-    """The counting application (parameters arrive as strings from the worker's --param)."""
+                dead_letter_topic: str = "runfacts.dlq", quiet_on: str = "") -> Application:
+    """The counting application (parameters arrive as strings from the worker's --param); a
+    record whose value is `quiet_on` is counted without an output (a quiet transaction)."""
     idle = int(idle_ms)
 
     def process(record: Record, ctx: Context) -> None:
@@ -36,6 +37,8 @@ def counter_app(name: str = "counter", source: str = "input", output: str = "out
         counts = ctx.store("counts")
         n = int(counts.get(record.key) or b"0") + 1
         counts.put(record.key, str(n).encode())
+        if quiet_on and record.value == quiet_on.encode():
+            return
         body = {"id": ctx.derive_id(0), "key": record.key.decode(), "n": n,
                 "src": f"{record.topic}/{record.partition}/{record.offset}"}
         ctx.emit(output, record.key, json.dumps(body).encode())

@@ -131,3 +131,37 @@ def test_a_timer_due_before_the_next_timer_check_fires_at_its_time(
     runner.wait_until(lambda: not runner.engine._txn.open, 30)
     runner.stop()
     assert [o.get("idle", False) for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [False, True]
+
+
+def test_a_quiet_transaction_waits_for_the_interval_and_commits_with_the_next_output(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    # a record with no output (the dispatcher folding an event that asks nothing of it) committed at
+    # once, in a transaction of its own; nobody reads anything of it, so it now waits for the interval
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    app = counter_app(name=f"lat-{unique}", source=f"lat-in-{unique}", output=f"lat-out-{unique}",
+                      dead_letter_topic=f"lat-dlq-{unique}", quiet_on="q")
+    runner = EngineThread(app, settings(kafka_bootstrap, tmp_path, "h", commit_interval_ms=60_000)).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"q")])
+    runner.wait_until(lambda: runner.engine.stats.processed >= 1, 30)
+    time.sleep(0.5)  # 100 caught-up intervals: a loud transaction would have committed long ago
+    assert runner.engine.stats.commits == 0, "the quiet transaction waits for the 60-s interval"
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"x")])
+    runner.wait_until(lambda: runner.engine.stats.commits >= 1, 30)  # the output commits at once, with it
+    runner.stop()
+    assert runner.engine.stats.commits == 1, runner.engine.stats
+    assert [o["n"] for o in outputs(kafka_bootstrap, f"lat-out-{unique}")] == [2]
+
+
+def test_a_quiet_transaction_commits_at_once_when_deferring_is_off(
+        kafka_bootstrap: str, unique: str, tmp_path: Path) -> None:
+    create_topics(kafka_bootstrap, [f"lat-in-{unique}", f"lat-out-{unique}", f"lat-dlq-{unique}"])
+    app = counter_app(name=f"lat-{unique}", source=f"lat-in-{unique}", output=f"lat-out-{unique}",
+                      dead_letter_topic=f"lat-dlq-{unique}", quiet_on="q")
+    conf = settings(kafka_bootstrap, tmp_path, "i", commit_interval_ms=60_000, defer_quiet_commits=False)
+    runner = EngineThread(app, conf).start()
+    runner.wait_until(lambda: runner.engine.partitions == list(range(6)))
+    produce(kafka_bootstrap, f"lat-in-{unique}", [(b"k", b"q")])
+    runner.wait_until(lambda: runner.engine.stats.commits >= 1, 30)  # drained: at once, not after 60 s
+    runner.stop()
+    assert outputs(kafka_bootstrap, f"lat-out-{unique}") == []

@@ -12,6 +12,7 @@ from runfacts.processors.engine.settings import (
     CONSUMER_PREFETCH,
     EngineSettings,
     caught_up_interval,
+    commit_due,
     consumer_config,
     load_settings,
     producer_config,
@@ -138,3 +139,24 @@ def test_the_caught_up_interval_applies_only_with_idle_commits_and_below_the_int
     assert caught_up_interval(EngineSettings(commit_on_idle=False)) == 0.1  # the interval only
     assert caught_up_interval(EngineSettings(commit_interval_caught_up_ms=0)) == 0.1  # off
     assert caught_up_interval(EngineSettings(commit_interval_ms=4)) == 0.004  # never longer than the interval
+
+
+@pytest.mark.parametrize(("consumed", "since_ms", "quiet", "due"), [
+    (0, 0, False, True),      # drained: a loud transaction commits at once (commit_on_idle)
+    (3, 4, False, False),     # caught up: not yet 5 ms old
+    (3, 5, False, True),      # caught up: 5 ms old
+    (250, 50, False, False),  # a backlog (full batch): the 100-ms interval
+    (250, 100, False, True),
+    (0, 50, True, False),     # quiet: nobody reads it, so neither idle nor caught up commits it
+    (3, 99, True, False),
+    (3, 100, True, True),     # ... the interval does
+])
+def test_commit_due_defers_a_quiet_transaction_to_the_interval(consumed: int, since_ms: int, quiet: bool,
+                                                                due: bool) -> None:
+    assert commit_due(EngineSettings(), 1, consumed, since_ms / 1000, quiet) is due
+
+
+def test_commit_due_commits_a_quiet_transaction_like_a_loud_one_when_deferring_is_off() -> None:
+    off = EngineSettings(defer_quiet_commits=False)
+    assert commit_due(off, 1, 0, 0.0, quiet=True)
+    assert commit_due(EngineSettings(commit_every=10), 10, 3, 0.0, quiet=True), "commit_every still counts"
