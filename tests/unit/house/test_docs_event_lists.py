@@ -20,9 +20,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from runfacts.dev.crash.workload import Commands, ticking
+from runfacts.dev.crash.workload import DISPATCHER, Commands, ticking
 from runfacts.processors.engine.testdriver import TestDriver
 from runfacts.schemas import codec
+from runfacts.schemas import commands as cmd
 from runfacts.schemas.catalog import default_catalog
 from runfacts.schemas.common import CommandBase, EventBase
 
@@ -84,10 +85,19 @@ def _commands() -> dict[str, Step]:
         "`tool.call.report_result_unknown`": lambda c: c.unknown(RUN, CALL),
         "`tool.call.report_reconciled` found_completed": lambda c: c.reconciled(RUN, CALL),
         "`tool.call.report_verification` confirmed_success": lambda c: c.verified(RUN, CALL),
+        "`tool.call.report_completed`": lambda c: _completed(c),
+        "`tool.call.report_completed` (`verification` confirmed_success: the tool answered the dispatcher)":
+            lambda c: _completed(c, verification="confirmed_success"),
         "`run.complete`": lambda c: c.complete(RUN),
         "`run.cancel`": lambda c: c.cancel(RUN),
         "(the approval's TTL passes: its timer fires)": lambda c: None,
     }
+
+
+def _completed(c: Commands, **extra: Any) -> Any:
+    """The dispatcher's report that the refund call completed (v3: with `extra`'s verification)."""
+    return c.make(cmd.ReportToolCompleted, RUN, DISPATCHER, toolCallId=CALL, attempt=1,
+                  externalRequestId=f"{CALL}-a1", resultRef=f"refund/{CALL}", resultHash="h1", **extra)
 
 
 def _displayed(proposal: Any, amount: int) -> Any:
