@@ -24,8 +24,9 @@ API_KEY = "sk-agreement-not-a-secret"
 RUNS = ("refund-T-9001", "refund-T-9002")
 APPROVED = ["run.created", "run.started", "reasoning.recorded", "tool.call.proposed", "approval.required",
             "run.paused", "approval.granted", "tool.call.authorized", "run.resumed", "tool.call.dispatching",
-            "approval.consumed", "budget.debited", "tool.call.completed", "verification.updated", "run.completed",
-            "checkpoint.saved", "checkpoint.archived", "verification.updated"]  # the refund settled
+            "approval.consumed", "budget.debited", "tool.call.completed", "verification.updated",
+            "verification.updated", "run.completed", "checkpoint.saved", "checkpoint.archived"]
+# the refund's verification: pending, then settled in the completion's decision (the tool answered the dispatcher)
 REJECTED = ["run.created", "run.started", "tool.call.proposed", "approval.required", "run.paused",
             "approval.rejected", "run.resumed", "run.failed", "checkpoint.saved",
             "checkpoint.archived"]
