@@ -316,12 +316,14 @@ def stage_main(args: argparse.Namespace) -> None:
     transaction per consume (no work, no interval)."""
     from confluent_kafka import Consumer, Producer
 
+    from runfacts.processors.engine.settings import PRODUCER_RETRY
+
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "fetch.wait.max.ms": args.fetch_wait_ms})
     producer = Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.group,
                          "enable.idempotence": True, "linger.ms": 0,
-                         "retry.backoff.ms": 5})  # as the engine's (PRODUCER_RETRY): no 100 ms stall a commit
+                         **PRODUCER_RETRY})  # as the engine's: no 100 ms stall a commit
     producer.init_transactions()
     assigned = threading.Event()
     consumer.subscribe([args.src], on_assign=lambda _c, _p: assigned.set())

@@ -62,7 +62,6 @@ def stack_cpu() -> tuple[float, float]:
 def load_block(fn: Any, what: str, level: float, seconds: float, start: int) -> dict[str, Any]:
     """As step_latency.load_block: `closed` (`level` threads calling back to back) or `open`
     (`level` calls a second, each latency from its scheduled start)."""
-
     lock = threading.Lock()
     seq = [start]
     totals: list[float] = []

@@ -378,8 +378,6 @@ class Engine:
         self._uncommitted = 0
         self._aborts_in_row = 0
         self.stats.commits += 1
-        for task in self._tasks.values():  # a task that only emitted (no state, no offsets) is not written
-            task.emitted = False
 
     def _landed(self, tasks: list[Task], exc: InfrastructureError) -> bool:
         """Whether a commit_transaction that timed out committed after all: its EndTxn may have

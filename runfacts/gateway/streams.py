@@ -48,7 +48,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from runfacts.client.output import Seen
 from runfacts.client.output import decode as decode_chunk
 from runfacts.gateway.problems import ProblemError
-from runfacts.logread import ReadOptions, consumer, partition_count
+from runfacts.logread import RETRIABLE_METADATA, ReadOptions, consumer, partition_count
 from runfacts.partitioning import partition_for
 from runfacts.projections import user_view
 from runfacts.schemas.codec import Codec
@@ -144,8 +144,6 @@ def _at(msg: Message) -> tuple[int, int]:
 
 START_TIMEOUT_S = 30.0
 """How long a hub's start retries a partition without a leader (a topic just made, an election)."""
-NO_LEADER_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                           KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
 
 
 def _stable_offsets(admin: AdminClient, parts: list[TopicPartition], timeout_s: float) -> dict[int, int]:
@@ -159,7 +157,7 @@ def _stable_offsets(admin: AdminClient, parts: list[TopicPartition], timeout_s: 
             return {tp.partition: answer.result().offset for tp, answer in answers.items()}
         except KafkaException as error:
             reason = error.args[0] if error.args and isinstance(error.args[0], KafkaError) else None
-            retriable = reason is not None and (reason.code() in NO_LEADER_YET or reason.retriable())
+            retriable = reason is not None and (reason.name() in RETRIABLE_METADATA or reason.retriable())
             if not retriable or time.monotonic() >= deadline:
                 raise
             time.sleep(0.2)

@@ -12,7 +12,7 @@ from datetime import timedelta
 from runfacts.processors.decider.commands import compensation
 from runfacts.processors.decider.context import DecideContext, Draft, Rejected, draft
 from runfacts.processors.decider.evolve import action_hash
-from runfacts.processors.decider.state import ApprovalState, RunState, ToolCallState
+from runfacts.processors.decider.state import FINAL_VERIFICATION, ApprovalState, RunState, ToolCallState
 from runfacts.processors.policy.capabilities import CapabilityManifest
 from runfacts.processors.policy.display import asks_approval, display_digest, normalize, problems
 from runfacts.processors.policy.retry import call_idempotency_key
@@ -331,9 +331,6 @@ def report_accepted(c: cmd.ReportToolAccepted, state: RunState, ctx: DecideConte
                   attempt=p.attempt, externalRequestId=p.externalRequestId)]
 
 
-SETTLED_VERIFICATIONS = frozenset({"confirmed_success", "confirmed_failure", "inconclusive"})
-
-
 def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideContext) -> list[Draft]:
     """The completion, verification pending; and settled in the same decision when the report
     already knows it (v3 `verification`: the tool answered the dispatcher itself), so the track
@@ -348,7 +345,7 @@ def report_completed(c: cmd.ReportToolCompleted, state: RunState, ctx: DecideCon
               resultRef=p.resultRef, resultHash=p.resultHash, result=p.result),
         draft(ev.VerificationUpdated, **ids, status="pending"),
         *([draft(ev.VerificationUpdated, **ids, status=known, evidenceRef=p.resultRef)]
-          if known in SETTLED_VERIFICATIONS else []),
+          if known in FINAL_VERIFICATION else []),
         *compensation.plan(state, call, ctx, p.result),
     ]
 
