@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes
+import importlib.util
 from pathlib import Path
 
 import typer
@@ -19,6 +19,7 @@ from runfacts.gateway import (
     create_app,
     load_api_keys,
 )
+from runfacts.processors.engine.gctune import limit_arenas
 from runfacts.processors.policy.access import load_policy
 from runfacts.processors.policy.keyring import load_source_keys_if_configured
 from runfacts.processors.policy.sources import require_signing_key
@@ -46,21 +47,20 @@ class GatewayEnv(BaseSettings):
     malloc_arenas: int = 2  # glibc malloc arenas at most (0: glibc's default, 8 per core): docs/http.md, "Sizing"
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+HTTP_PARSERS = {"auto": None, "h11": "h11", "httptools": "httptools"}
+"""RUNFACTS_GATEWAY_HTTP -> the module it needs (auto: httptools when installed, else h11)."""
 
 
-def limit_malloc_arenas(count: int) -> bool:
-    """At most `count` glibc malloc arenas from now on (call before threads start: a thread keeps the
-    arena it got). Each thread that allocates gets an arena of its own, up to 8 per core; memory freed
-    in one is not reused by another, and 10,000 streams' records are decoded on catch-up threads and
-    freed on the event loop's (~2 KB an open stream less with 2: docs/benchmarks.md). False where
-    mallopt is not glibc's."""
-    if count <= 0:
-        return False
-    try:
-        return bool(ctypes.CDLL(None).mallopt(M_ARENA_MAX, count))
-    except (OSError, AttributeError):
-        return False
+def http_parser(name: str) -> str:
+    """`name` checked before uvicorn sees it (it took any text as an import path and failed with a
+    traceback): a ConfigError naming the choices, or the missing module and how to install it."""
+    if name not in HTTP_PARSERS:
+        raise ConfigError("RUNFACTS_GATEWAY_HTTP", name, f"expected one of {', '.join(HTTP_PARSERS)}")
+    module = HTTP_PARSERS[name]
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise ConfigError("RUNFACTS_GATEWAY_HTTP", name, f"the {module} module is not installed: "
+                          f"pip install {module}, or use auto")
+    return name
 
 
 def build(env: GatewayEnv, kafka: KafkaSettings) -> Gateway:
@@ -87,7 +87,8 @@ def serve(host: str = typer.Option(None, "--host", help="Interface (default RUNF
     import uvicorn
 
     env = GatewayEnv()
-    limit_malloc_arenas(env.malloc_arenas)
+    http_parser(env.http)
+    limit_arenas(env.malloc_arenas)  # before any thread starts: a thread keeps the arena it got
     telemetry.configure_from_env("runfacts-gateway")
     gateway = build(env, KafkaSettings())
     typer.echo(f"gateway on http://{host or env.host}:{port or env.port} (OpenAPI at /openapi.json)", err=True)
